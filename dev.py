@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Set up the project's virtual environment and run its main job or its tests.
+
+  python3 dev.py main  [args...]   the main job (writes to runs/)
+  python3 dev.py test  [pytest args...]
+  python3 dev.py bench             the benchmarks under experiments/benchmarks
+  python3 dev.py setup             only create/update the environment
+
+Needs only Python >= 3.11 with pip and venv. The environment lives in .venv and
+is reinstalled when pyproject.toml changes. As root on Debian, `test` also
+installs the real Fashion-MNIST files (package dataset-fashion-mnist) when
+they are missing; tests that need them skip otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PY = VENV / "bin" / "python"
+STAMP = VENV / ".minmaxlab-installed"
+EXTRAS = "dev"
+FASHION = Path("/usr/share/datasets/fashion-mnist")
+
+
+def run(cmd, **kw):
+  print("+", " ".join(map(str, cmd)), flush=True)
+  return subprocess.run(cmd, **kw)
+
+
+def ensure_venv() -> None:
+  want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + EXTRAS.encode()).hexdigest()
+  if STAMP.exists() and STAMP.read_text() == want and PY.exists():
+    return
+  if not PY.exists():
+    run([sys.executable, "-m", "venv", str(VENV)], check=True)
+  run([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
+  run([str(PY), "-m", "pip", "install", "-q", "-e", f".[{EXTRAS}]"], check=True, cwd=ROOT)
+  STAMP.write_text(want)
+
+
+def ensure_fashion_mnist() -> None:
+  if FASHION.exists() or os.geteuid() != 0 or not shutil.which("apt-get"):
+    return
+  env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+  if run(["apt-get", "update", "-qq"], env=env).returncode == 0:
+    run(["apt-get", "install", "-y", "-qq", "dataset-fashion-mnist"], env=env)
+
+
+def main(argv: list[str]) -> int:
+  if not argv or argv[0] not in {"main", "test", "bench", "setup"}:
+    print(__doc__)
+    return 2
+  cmd, rest = argv[0], argv[1:]
+  ensure_venv()
+  if cmd == "setup":
+    return 0
+  if cmd == "main":
+    return run([str(PY), "-m", "experiments.bilinear.main", *rest], cwd=ROOT).returncode
+  if cmd == "bench":
+    rc = 0
+    for script in sorted((ROOT / "experiments" / "benchmarks").glob("*.py")):
+      rc |= run([str(PY), str(script), *rest], cwd=ROOT).returncode
+    return rc
+  ensure_fashion_mnist()
+  workers = ["-n", "2"] if "-n" not in rest else []
+  rc = run([str(PY), "-m", "pytest", "-q", *workers, *rest], cwd=ROOT).returncode
+  if rc == 5:  # pytest: no tests collected
+    print("pytest collected no tests", flush=True)
+    return 0
+  return rc
+
+
+if __name__ == "__main__":
+  sys.exit(main(sys.argv[1:]))

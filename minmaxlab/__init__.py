@@ -1,0 +1,46 @@
+"""minmaxlab: minmax (game) optimization and robust GAN training in JAX.
+
+The top level holds the game API and the game optimizers (optax transforms
+over :class:`Players` trees); subpackages hold games, analysis and the GAN,
+coevolution and PBT stacks.
+"""
+
+from minmaxlab import averaging, games, transforms
+from minmaxlab.games import Players, value_and_vector_field, vector_field
+from minmaxlab.transforms import (
+    AlternatingState,
+    ExtragradientState,
+    LookaheadMinmaxState,
+    OptimisticState,
+    PerPlayerState,
+    alternating,
+    extragradient,
+    lookahead_minmax,
+    lookahead_slow_params,
+    nested_lookahead_minmax,
+    optimistic,
+    per_player,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlternatingState",
+    "ExtragradientState",
+    "LookaheadMinmaxState",
+    "OptimisticState",
+    "PerPlayerState",
+    "Players",
+    "alternating",
+    "averaging",
+    "extragradient",
+    "games",
+    "lookahead_minmax",
+    "lookahead_slow_params",
+    "nested_lookahead_minmax",
+    "optimistic",
+    "per_player",
+    "transforms",
+    "value_and_vector_field",
+    "vector_field",
+]

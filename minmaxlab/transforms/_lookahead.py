@@ -1,0 +1,237 @@
+"""Lookahead-minmax: joint slow/fast weights over both players."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from minmaxlab.games._players import Players
+from minmaxlab.transforms._common import (
+    as_transform,
+    check_in,
+    check_int_at_least,
+    check_updates,
+    require_params,
+    tree_sub,
+    tree_where,
+    zeros_count,
+)
+
+_SLOW_INITS = ("params", "lazy")
+
+
+class LookaheadMinmaxState(NamedTuple):
+  """State of :func:`lookahead_minmax`.
+
+  Attributes:
+    count: full game steps taken (int32); a sync happens when it reaches a
+      multiple of the sync period.
+    slow: tuple of slow weights (``Players``), one per level; ``slow[0]`` are
+      the usual slow weights, ``slow[1]`` the "super-slow" ones of nested
+      lookahead.
+    inner_state: the inner scheme's state.
+    synced: whether the last update ended with a (level-0) sync.
+  """
+
+  count: jax.Array
+  slow: tuple[Players, ...]
+  inner_state: Any
+  synced: jax.Array
+
+
+def _validate_level(i, sync_period, slow_step_size):
+  check_int_at_least(f"sync_period[{i}]" if i else "sync_period", sync_period, 1)
+  check_in(
+      f"slow_step_size[{i}]" if i else "slow_step_size",
+      slow_step_size,
+      lambda a: 0.0 < float(a) <= 1.0,
+      "in (0, 1]",
+  )
+
+
+def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
+  inner = as_transform(inner)
+  if slow_init not in _SLOW_INITS:
+    raise ValueError(f"slow_init must be one of {_SLOW_INITS}, got {slow_init!r}")
+  for i, (k, a) in enumerate(zip(sync_periods, slow_step_sizes)):
+    _validate_level(i, k, a)
+  for i in range(1, len(sync_periods)):
+    k0, k1 = sync_periods[i - 1], sync_periods[i]
+    if not isinstance(k1, jax.core.Tracer) and not isinstance(k0, jax.core.Tracer):
+      if int(k1) % int(k0):
+        raise ValueError(
+            f"sync_periods must each divide the next, got {tuple(sync_periods)}"
+        )
+  lazy = slow_init == "lazy"
+
+  def init_fn(params):
+    params = require_params(params, "lookahead_minmax")
+    return LookaheadMinmaxState(
+        zeros_count(),
+        tuple(params for _ in sync_periods),
+        inner.init(params),
+        jnp.zeros([], bool),
+    )
+
+  def update_fn(updates, state, params=None, **extra_args):
+    check_updates(updates, "lookahead_minmax")
+    params = require_params(params, "lookahead_minmax")
+    u, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
+    fast = optax.apply_updates(params, u)
+    count = optax.safe_int32_increment(state.count)
+    slows = list(state.slow)
+    any_sync = jnp.zeros([], bool)
+    for level, (k, alpha) in enumerate(zip(sync_periods, slow_step_sizes)):
+      k = jnp.asarray(k, jnp.int32)
+      sync = count % k == 0
+      slow = slows[level]
+      moved = jax.tree.map(lambda s, f: s + alpha * (f - s), slow, fast)
+      if lazy:  # the reference GAN code copies the fast weights at the first sync
+        moved = tree_where(count == k, fast, moved)
+      new_slow = tree_where(sync, moved, slow)
+      fast = tree_where(sync, new_slow, fast)
+      # Every faster level restarts from the new slow weights.
+      slows = [tree_where(sync, new_slow, s) if j < level else s
+               for j, s in enumerate(slows)]
+      slows[level] = new_slow
+      any_sync = any_sync | sync
+    if reset_state:
+      inner_state = tree_where(any_sync, inner.init(fast), inner_state)
+    # On steps without a sync return the inner update itself (bit-exact).
+    updates = tree_where(any_sync, tree_sub(fast, params), u)
+    first_sync = count % jnp.asarray(sync_periods[0], jnp.int32) == 0
+    return updates, LookaheadMinmaxState(count, tuple(slows), inner_state, first_sync)
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def lookahead_minmax(
+    inner: optax.GradientTransformation,
+    sync_period: int = 5,
+    slow_step_size: float = 0.5,
+    reset_state: bool = False,
+    slow_init: str = "params",
+) -> optax.GradientTransformationExtraArgs:
+  r"""Lookahead-minmax: joint Lookahead over both players.
+
+  Let :math:`F` be one full step of the inner scheme (one ``update`` call,
+  whatever the inner scheme does inside: GDA, ``alternating`` with several
+  max-player steps, ``extragradient``, ...). The fast weights
+  :math:`z = (x, y)` follow :math:`F`; every ``k = sync_period`` full steps
+  BOTH players backtrack together towards the slow weights :math:`\tilde z`:
+
+  .. math::
+    \tilde z \leftarrow \tilde z + \alpha (z_{t} - \tilde z), \qquad
+    z_t \leftarrow \tilde z .
+
+  For a linear :math:`F` with eigenvalues :math:`\lambda` the slow weights
+  evolve by :math:`(1-\alpha) I + \alpha F^k`, eigenvalues
+  :math:`\mu = 1 - \alpha + \alpha \lambda^k` per cycle: the backtracking
+  damps the rotation that makes GDA cycle or diverge on bilinear games.
+
+  The user's params stay plain :class:`Players` (the fast weights); the slow
+  weights live in the state (read them with :func:`lookahead_slow_params`).
+  On a sync step the returned update moves the params onto the new slow
+  weights. The inner state is kept at syncs unless ``reset_state``. Extra
+  arguments (``vector_field=``) are passed to the inner scheme.
+
+  Example:
+    >>> tx = lookahead_minmax(optax.adam(1e-3), sync_period=5, slow_step_size=0.5)
+    >>> tx = lookahead_minmax(extragradient(optax.adam(1e-3)))
+    >>> tx = lookahead_minmax(alternating(optax.sgd(0.1), max_steps=5))
+
+  Args:
+    inner: the inner optax transform or game scheme.
+    sync_period: ``k >= 1`` full game steps between syncs.
+    slow_step_size: ``alpha`` in ``(0, 1]``.
+    reset_state: reinitialise the inner state at the slow weights after a sync.
+    slow_init: ``"params"`` (slow weights start at the initial params) or
+      ``"lazy"`` (they are set to the fast weights at the first sync, which is
+      then a no-op, as in the reference GAN code).
+
+  Returns:
+    An ``optax.GradientTransformationExtraArgs`` with a
+    :class:`LookaheadMinmaxState`.
+
+  References:
+    Chavdarova et al., 2021, "Taming GANs with Lookahead-Minmax",
+    https://arxiv.org/abs/2006.14567 ; Zhang et al., 2019, "Lookahead
+    Optimizer: k steps forward, 1 step back", https://arxiv.org/abs/1907.08610
+  """
+  return _lookahead(inner, (sync_period,), (slow_step_size,), reset_state, slow_init)
+
+
+def nested_lookahead_minmax(
+    inner: optax.GradientTransformation,
+    sync_periods: Sequence[int] = (5, 100),
+    slow_step_sizes: Sequence[float] = (0.5, 0.5),
+    reset_state: bool = False,
+    slow_init: str = "params",
+) -> optax.GradientTransformationExtraArgs:
+  r"""Multi-level ("nested") Lookahead-minmax.
+
+  Level 0 is :func:`lookahead_minmax`. Every ``sync_periods[l]`` steps level
+  ``l`` moves its slow weights :math:`\tilde z^{(l)} \leftarrow \tilde z^{(l)}
+  + \alpha_l (z - \tilde z^{(l)})` (after the faster levels' syncs of the same
+  step) and resets the fast weights and every faster level's slow weights to
+  it, as the reference code's "super-slow" weights. Each period must divide
+  the next.
+
+  Args:
+    inner: the inner optax transform or game scheme.
+    sync_periods: periods, fastest level first.
+    slow_step_sizes: one ``alpha`` per level.
+    reset_state: reinitialise the inner state after any sync.
+    slow_init: as in :func:`lookahead_minmax`.
+
+  Returns:
+    An ``optax.GradientTransformationExtraArgs`` with a
+    :class:`LookaheadMinmaxState` holding one slow copy per level.
+
+  References:
+    Chavdarova et al., 2021, https://arxiv.org/abs/2006.14567
+  """
+  sync_periods, slow_step_sizes = tuple(sync_periods), tuple(slow_step_sizes)
+  if not sync_periods or len(sync_periods) != len(slow_step_sizes):
+    raise ValueError(
+        "sync_periods and slow_step_sizes must be non-empty and of equal"
+        f" length, got {sync_periods} and {slow_step_sizes}"
+    )
+  return _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init)
+
+
+def _find_states(tree, kind):
+  found = []
+
+  def visit(x):
+    if isinstance(x, kind):
+      found.append(x)
+    return x
+
+  jax.tree.map(visit, tree, is_leaf=lambda x: isinstance(x, kind))
+  return found
+
+
+def lookahead_slow_params(opt_state: Any, level: int = 0) -> Players:
+  """The slow weights of the (outermost) lookahead inside any optimizer state.
+
+  Use them for evaluation: they are the point the method converges through.
+
+  Args:
+    opt_state: a state containing a :class:`LookaheadMinmaxState` (e.g. the
+      state of ``optax.chain(clip, lookahead_minmax(adam))``).
+    level: which level of a nested lookahead (0 = the usual slow weights).
+
+  Returns:
+    The slow :class:`Players`.
+  """
+  found = _find_states(opt_state, LookaheadMinmaxState)
+  if not found:
+    raise ValueError("opt_state contains no LookaheadMinmaxState")
+  slow = found[0].slow
+  if not -len(slow) <= level < len(slow):
+    raise ValueError(f"level must be in [0, {len(slow)}), got {level}")
+  return slow[level]
