@@ -1,0 +1,3 @@
+"""minmaxlab.analysis: game Jacobians and update-operator spectra (under construction)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""minmaxlab.gan.data (under construction)."""
+
+__all__: list[str] = []

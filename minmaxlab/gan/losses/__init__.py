@@ -1,0 +1,3 @@
+"""minmaxlab.gan.losses (under construction)."""
+
+__all__: list[str] = []

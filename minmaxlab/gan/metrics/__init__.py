@@ -1,0 +1,3 @@
+"""minmaxlab.gan.metrics (under construction)."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""minmaxlab.gan.models (under construction)."""
+
+__all__: list[str] = []
