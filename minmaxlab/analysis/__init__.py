@@ -1,3 +1,85 @@
-"""minmaxlab.analysis: game Jacobians and update-operator spectra (under construction)."""
+"""minmaxlab.analysis: game Jacobians, update-operator spectra, trajectories and plots.
 
-__all__: list[str] = []
+* :func:`jacobian` (dense), :func:`jvp_operator` / :func:`vjp_operator`
+  (matrix-free) and :func:`top_eigenvalues` (ARPACK on the jitted JVP) of the
+  descent field; :func:`decompose` and :func:`summarize_jacobian` split it
+  into its potential and rotational parts.
+* :func:`update_operator` builds the update map of ANY transform by running
+  it; :func:`closed_form_eigenvalues` (GDA, AltGDA, EG, OGDA and Lookahead
+  over each) and :func:`spectral_radius_grid` give the exact spectra on
+  bilinear games.
+* :func:`run_game` / :func:`run_games` run a transform under ``lax.scan`` and
+  record distances against field evaluations ("passes").
+* ``plot_*``: matplotlib helpers (eigenvalue clouds, radius heat maps, phase
+  portraits, distance curves).
+"""
+
+from minmaxlab.analysis._jacobian import (
+    JacobianSummary,
+    decompose,
+    eigenvalue_angles,
+    jacobian,
+    jvp_operator,
+    summarize_jacobian,
+    top_eigenvalues,
+    vjp_operator,
+)
+from minmaxlab.analysis._plot import (
+    plot_distance_curves,
+    plot_eigenvalues,
+    plot_phase_portrait,
+    plot_radius_heatmap,
+    plot_radius_vs_step_size,
+)
+from minmaxlab.analysis._spectra import (
+    RadiusGrid,
+    UpdateOperator,
+    altgda_eigenvalues,
+    closed_form_eigenvalues,
+    eg_eigenvalues,
+    gda_eigenvalues,
+    lookahead_eigenvalues,
+    ogda_eigenvalues,
+    per_step_rate,
+    spectral_radius,
+    spectral_radius_grid,
+    update_operator,
+)
+from minmaxlab.analysis._trajectory import (
+    Trajectory,
+    field_evaluations_per_step,
+    run_game,
+    run_games,
+)
+
+__all__ = [
+    "JacobianSummary",
+    "RadiusGrid",
+    "Trajectory",
+    "UpdateOperator",
+    "altgda_eigenvalues",
+    "closed_form_eigenvalues",
+    "decompose",
+    "eg_eigenvalues",
+    "eigenvalue_angles",
+    "field_evaluations_per_step",
+    "gda_eigenvalues",
+    "jacobian",
+    "jvp_operator",
+    "lookahead_eigenvalues",
+    "ogda_eigenvalues",
+    "per_step_rate",
+    "plot_distance_curves",
+    "plot_eigenvalues",
+    "plot_phase_portrait",
+    "plot_radius_heatmap",
+    "plot_radius_vs_step_size",
+    "run_game",
+    "run_games",
+    "spectral_radius",
+    "spectral_radius_grid",
+    "summarize_jacobian",
+    "top_eigenvalues",
+    "update_operator",
+    "vjp_operator",
+]
