@@ -1,3 +1,50 @@
-"""minmaxlab.gan.metrics (under construction)."""
+"""Evaluation metrics for GANs.
 
-__all__: list[str] = []
+- 2-D mixtures: :func:`mixture_metrics` (modes covered, high-quality-sample
+  rate, KL of the mode histogram from uniform), jit-able.
+- Images: an evaluation CNN trained on the real training split and cached
+  (:func:`load_or_train_classifier`, :func:`classifier_evaluator`), and through
+  any :class:`FeatureExtractor` (the classifier, or Inception weights you
+  supply via :class:`FunctionExtractor`): :func:`frechet_distance` (FID),
+  :func:`inception_score`, :func:`class_tvd`, bundled in :class:`ImageEvaluator`.
+"""
+
+from minmaxlab.gan.metrics._classifier import (
+    ClassifierNet,
+    EvalClassifier,
+    cnn_classifier,
+    default_cache_dir,
+    load_or_train_classifier,
+    train_classifier,
+)
+from minmaxlab.gan.metrics._evaluator import (
+    FeatureExtractor,
+    FunctionExtractor,
+    ImageEvaluator,
+    classifier_evaluator,
+    real_statistics,
+)
+from minmaxlab.gan.metrics._frechet import frechet_distance, gaussian_statistics
+from minmaxlab.gan.metrics._mixture import mixture_metrics, mode_assignments, mode_histogram
+from minmaxlab.gan.metrics._scores import class_tvd, inception_score
+
+__all__ = [
+    "ClassifierNet",
+    "EvalClassifier",
+    "FeatureExtractor",
+    "FunctionExtractor",
+    "ImageEvaluator",
+    "class_tvd",
+    "classifier_evaluator",
+    "cnn_classifier",
+    "default_cache_dir",
+    "frechet_distance",
+    "gaussian_statistics",
+    "inception_score",
+    "load_or_train_classifier",
+    "mixture_metrics",
+    "mode_assignments",
+    "mode_histogram",
+    "real_statistics",
+    "train_classifier",
+]

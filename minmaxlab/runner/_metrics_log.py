@@ -1,0 +1,96 @@
+"""Metrics to a JSONL file and TensorBoard event files."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from minmaxlab.runner._tfevents import EventFileWriter
+
+
+def _plain(value: Any) -> Any:
+  """A JSON-able Python scalar (non-finite floats become null-safe strings)."""
+  if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__array__"):
+    value = np.asarray(value)
+    value = value.item() if value.size == 1 else value.tolist()
+  if isinstance(value, float) and not math.isfinite(value):
+    return str(value)  # "nan"/"inf": JSON has no literal for them
+  return value
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+  """All rows of a JSONL metrics file (an incomplete last line is skipped)."""
+  rows = []
+  p = Path(path)
+  if not p.exists():
+    return rows
+  for line in p.read_text().splitlines():
+    try:
+      rows.append(json.loads(line))
+    except json.JSONDecodeError:
+      break  # a line cut short by a kill
+  return rows
+
+
+class MetricWriter:
+  """Write ``{"step": s, **metrics}`` rows to ``workdir/metrics.jsonl`` and TensorBoard.
+
+  Each ``write`` appends one JSON line (flushed) and, with ``tensorboard``,
+  one event to a fresh event file in ``workdir/tensorboard``. To continue a
+  run from a checkpoint at step ``s``, pass ``resume_step=s``: rows after
+  ``s`` (written by the killed run after its last checkpoint) are dropped, so
+  the file of a resumed run equals that of an uninterrupted one.
+
+  Args:
+    workdir: the run directory.
+    tensorboard: also write TensorBoard scalars (numbers only).
+    resume_step: keep only existing rows with ``step <= resume_step``;
+      ``None`` starts a new file.
+    filename: name of the JSONL file.
+  """
+
+  def __init__(self, workdir: str | os.PathLike, tensorboard: bool = True,
+               resume_step: int | None = None, filename: str = "metrics.jsonl"):
+    self.workdir = Path(workdir)
+    self.workdir.mkdir(parents=True, exist_ok=True)
+    self.path = self.workdir / filename
+    rows = read_jsonl(self.path) if resume_step is not None else []
+    rows = [r for r in rows if r.get("step", 0) <= resume_step] if rows else []
+    tmp = self.path.with_suffix(".jsonl.tmp")
+    with open(tmp, "w") as f:
+      for r in rows:
+        f.write(json.dumps(r) + "\n")
+    os.replace(tmp, self.path)
+    self.rows = rows
+    self._f = open(self.path, "a")
+    self._tb = EventFileWriter(self.workdir / "tensorboard") if tensorboard else None
+
+  def write(self, step: int, metrics: dict[str, Any]) -> dict:
+    """Append one row; returns it (plain Python values)."""
+    row = {"step": int(step), **{k: _plain(v) for k, v in metrics.items()}}
+    self._f.write(json.dumps(row) + "\n")
+    self._f.flush()
+    self.rows.append(row)
+    if self._tb is not None:
+      nums = {k: float(v) for k, v in row.items()
+              if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+      self._tb.scalars(step, nums)
+      self._tb.flush()
+    return row
+
+  def close(self) -> None:
+    if not self._f.closed:
+      self._f.close()
+    if self._tb is not None:
+      self._tb.close()
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
