@@ -1,0 +1,1 @@
+"""Single-GAN training experiment: any data set, model, loss and game scheme."""

@@ -1,0 +1,1 @@
+"""Configuration files for ``experiments.gan`` (each defines ``get_config()``)."""

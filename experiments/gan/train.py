@@ -1,0 +1,276 @@
+"""Train one GAN: ``train(config, workdir)`` (called by ``main.py`` and the tests).
+
+Everything random is a pure function of ``(config.seed, step)``: the minibatch
+and latent draws of step ``t`` use ``fold_in(train_key, t)``, and the
+evaluation samples of step ``t`` use ``fold_in(eval_key, t)``. A run resumed
+from a checkpoint therefore reproduces the uninterrupted run exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import minmaxlab
+from minmaxlab import runner
+from minmaxlab.gan import data, losses, metrics, models
+
+SCHEMES = ("gda", "alternating", "extragradient", "optimistic")
+MIXTURES = ("ring8", "grid25")
+
+
+class TrainState(NamedTuple):
+  """What a checkpoint holds: the step, both players' parameters, the optimizer state."""
+
+  step: jax.Array
+  params: minmaxlab.Players
+  opt_state: Any
+
+
+class TrainingDiverged(RuntimeError):
+  """Raised when losses or parameters become NaN/inf; the last good checkpoint is kept."""
+
+
+class Experiment(NamedTuple):
+  pair: models.GANPair
+  data_shape: tuple[int, ...]
+  sample_real: Callable  # (key, n) -> [n, *data_shape], jit-able
+  mixture: Any  # data.Mixture or None
+  dataset: Any  # data.ArrayDataset or None
+  tx: optax.GradientTransformationExtraArgs
+  num_evals: int  # field evaluations per game step (one minibatch each)
+  loss_fn: Callable
+
+
+def make_optimizer(config) -> optax.GradientTransformationExtraArgs:
+  """The game optimizer of ``config``: scheme over per-player Adam, then lookahead, then EMA."""
+  inner = minmaxlab.per_player(
+      min=optax.adam(config.lr_min, b1=config.b1, b2=config.b2),
+      max=optax.adam(config.lr_max, b1=config.b1, b2=config.b2),
+  )
+  if config.scheme == "gda":
+    tx = inner
+  elif config.scheme == "alternating":
+    tx = minmaxlab.alternating(inner, max_steps=config.max_steps)
+  elif config.scheme == "extragradient":
+    tx = minmaxlab.extragradient(inner)
+  elif config.scheme == "optimistic":
+    tx = minmaxlab.optimistic(inner)
+  else:
+    raise ValueError(f"scheme must be one of {SCHEMES}, got {config.scheme!r}")
+  if config.lookahead:
+    tx = minmaxlab.lookahead_minmax(tx, config.sync_period, config.slow_step_size)
+  if config.ema_decay > 0:
+    tx = minmaxlab.averaging.ema(tx, config.ema_decay)
+  return optax.with_extra_args_support(tx)
+
+
+def num_field_evaluations(config) -> int:
+  """Minibatches one game step consumes (see the ``vector_field(params, i)`` convention)."""
+  return {"alternating": config.max_steps + 1, "extragradient": 2}.get(config.scheme, 1)
+
+
+def build(config) -> Experiment:
+  """Data, models, loss and optimizer of ``config`` (no I/O besides loading the data)."""
+  for name in ("eval_every", "checkpoint_every", "num_steps"):
+    if config[name] % config.log_every:
+      raise ValueError(f"config.{name}={config[name]} must be a multiple of "
+                       f"config.log_every={config.log_every}")
+  if config.dataset in MIXTURES:
+    mixture = getattr(data, config.dataset)()
+    dataset = None
+    sample_real = mixture.sample
+    data_shape = (int(jnp.asarray(mixture.modes).shape[1]),)
+  else:
+    mixture = None
+    dataset = data.load(config.dataset, "train", data_dir=config.data_dir or None)
+    images = jnp.asarray(dataset.images)
+    sample_real = lambda key, n: data.sample_batch(key, images, n)  # noqa: E731
+    data_shape = tuple(int(s) for s in dataset.images.shape[1:])
+  kw = {"hidden": tuple(config.hidden)} if config.architecture == "mlp" else {"width": config.width}
+  pair = models.make_pair(config.architecture, data_shape, config.latent_dim or None,
+                          config.spectral_norm, **kw)
+  loss_fn = losses.game_loss(pair, config.loss, gp_weight=config.gp_weight)
+  return Experiment(pair, data_shape, sample_real, mixture, dataset, make_optimizer(config),
+                    num_field_evaluations(config), loss_fn)
+
+
+def _keys(config):
+  init_key, train_key, eval_key = jax.random.split(jax.random.key(config.seed), 3)
+  return init_key, train_key, eval_key
+
+
+def init_state(exp: Experiment, config) -> TrainState:
+  k_g, k_d = jax.random.split(_keys(config)[0])
+  params = minmaxlab.Players(exp.pair.generator.init(k_g), exp.pair.discriminator.init(k_d))
+  return TrainState(jnp.zeros([], jnp.int32), params, exp.tx.init(params))
+
+
+def make_chunk(exp: Experiment, config) -> Callable:
+  """A jitted ``state -> (state, losses [log_every, 2])``: ``log_every`` steps in a ``lax.scan``."""
+  train_key = _keys(config)[1]
+  vaf = minmaxlab.value_and_vector_field(exp.loss_fn)
+  b, latent = config.batch_size, exp.pair.latent_dim
+
+  def minibatch(step_key, i):
+    k_real, k_z, k_loss = jax.random.split(jax.random.fold_in(step_key, i), 3)
+    return exp.sample_real(k_real, b), jax.random.normal(k_z, (b, latent)), k_loss
+
+  def step(state, _):
+    step_key = jax.random.fold_in(train_key, state.step)
+    batches = [minibatch(step_key, i) for i in range(exp.num_evals)]
+    (loss_min, loss_max), field = vaf(state.params, *batches[0])
+    updates, opt_state = exp.tx.update(
+        field, state.opt_state, state.params,
+        vector_field=lambda p, i: vaf(p, *batches[i])[1])
+    params = optax.apply_updates(state.params, updates)
+    return TrainState(state.step + 1, params, opt_state), jnp.stack([loss_min, loss_max])
+
+  @jax.jit
+  def chunk(state):
+    state, step_losses = jax.lax.scan(step, state, None, length=config.log_every)
+    finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(state.params)]))
+    return state, step_losses, finite
+
+  return chunk
+
+
+def generator_params(config, state: TrainState) -> dict[str, Any]:
+  """The generators to evaluate: the current one and, with ``ema_decay``, its EMA."""
+  out = {"": state.params.min}
+  if config.ema_decay > 0:
+    out["ema/"] = minmaxlab.averaging.averaged_params(state.opt_state).min
+  return out
+
+
+class Evaluator:
+  """Metrics of a generator at a step (mixture metrics, or classifier FID/IS/TVD)."""
+
+  def __init__(self, exp: Experiment, config):
+    self.exp, self.config = exp, config
+    self.eval_key = _keys(config)[2]
+    self.image_evaluator, self.classifier = None, None
+    if exp.mixture is None:
+      self.image_evaluator, self.classifier = metrics.classifier_evaluator(
+          config.dataset, cache_dir=config.classifier.cache_dir or None,
+          data_dir=config.data_dir or None, steps=config.classifier.steps)
+    gen = exp.pair.generator.apply
+    self._generate = jax.jit(gen)
+    if exp.mixture is not None:
+      mixture = exp.mixture
+      self._mixture_metrics = jax.jit(lambda s: metrics.mixture_metrics(s, mixture))
+
+  def samples(self, g_params, step: int, n: int) -> np.ndarray:
+    key = jax.random.fold_in(self.eval_key, step)
+    z = jax.random.normal(key, (n, self.exp.pair.latent_dim))
+    bs = 500
+    out = [np.asarray(self._generate(g_params, z[i:i + bs])) for i in range(0, n, bs)]
+    return np.concatenate(out)
+
+  def __call__(self, g_params, step: int) -> tuple[dict[str, float], np.ndarray]:
+    x = self.samples(g_params, step, self.config.num_eval_samples)
+    if self.exp.mixture is not None:
+      m = {k: v.item() for k, v in jax.device_get(self._mixture_metrics(jnp.asarray(x))).items()}
+    else:
+      m = self.image_evaluator(x)
+    return m, x
+
+
+def _save_samples(path: Path, x: np.ndarray, exp: Experiment, n: int, title: str) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  if exp.mixture is not None:
+    runner.save_scatter(path, x, np.asarray(exp.mixture.modes), title=title)
+  else:
+    runner.save_image_grid(path, x[:n])
+
+
+def train(config, workdir: str | Path, *, resume: bool = False,
+          on_log: Callable[[int, dict], None] | None = None) -> dict:
+  """Train the GAN of ``config`` in ``workdir``; returns the last metrics row.
+
+  Writes ``config.json``, ``metrics.jsonl``, ``tensorboard/``, ``checkpoints/step_<n>``
+  (atomic orbax, every ``checkpoint_every`` steps, plus step 0 and the end),
+  ``samples/<prefix>step_<n>.png`` at evaluations, ``metrics.png`` and ``summary.json``.
+
+  Args:
+    config: an ``ml_collections.ConfigDict`` (see ``configs/base.py``).
+    workdir: the run directory.
+    resume: continue from the latest checkpoint in ``workdir`` (rows of
+      ``metrics.jsonl`` after it are dropped and recomputed identically).
+    on_log: called as ``on_log(step, row)`` after every logged chunk (tests
+      use it to interrupt a run).
+
+  Raises:
+    TrainingDiverged: on NaN/inf losses or parameters; the last good
+      checkpoint stays in ``workdir/checkpoints``.
+  """
+  workdir = Path(workdir).resolve()
+  workdir.mkdir(parents=True, exist_ok=True)
+  exp = build(config)
+  ckpt = runner.CheckpointManager(workdir / "checkpoints", max_to_keep=config.keep_checkpoints)
+  state = init_state(exp, config)
+  start = 0
+  if ckpt.latest_step() is not None:
+    if not resume:
+      raise ValueError(f"{workdir} already holds checkpoints; pass --resume to continue "
+                       "or use a fresh --workdir")
+    state, _ = ckpt.restore(jax.eval_shape(lambda: state))
+    start = int(state.step)
+  (workdir / "config.json").write_text(config.to_json(indent=2))
+  writer = runner.MetricWriter(workdir, tensorboard=config.tensorboard,
+                               resume_step=start if resume else None)
+  evaluator = Evaluator(exp, config)
+  summary: dict[str, Any] = {}
+  if evaluator.classifier is not None:
+    summary["classifier_test_accuracy"] = evaluator.classifier.test_accuracy
+  if start == 0:
+    ckpt.save(0, state)
+  chunk = make_chunk(exp, config)
+  bar = runner.ProgressBar(config.num_steps, start=start) if config.progress else None
+  row: dict = {}
+  try:
+    step = start
+    while step < config.num_steps:
+      new_state, step_losses, finite = chunk(state)
+      step_losses = np.asarray(step_losses)
+      if not (bool(finite) and np.all(np.isfinite(step_losses))):
+        bad = np.flatnonzero(~np.all(np.isfinite(step_losses), axis=1))
+        at = step + 1 + (int(bad[0]) if bad.size else config.log_every - 1)
+        last = ckpt.latest_step()
+        raise TrainingDiverged(
+            f"training diverged at step {at}: non-finite "
+            f"{'losses ' + str(step_losses[bad[0]].tolist()) if bad.size else 'parameters'}; "
+            f"the last good checkpoint is step {last} in {ckpt.directory} "
+            f"(lower the learning rates or change the loss, then --resume)")
+      state, step = new_state, step + config.log_every
+      row = {"loss_min": float(step_losses[:, 0].mean()), "loss_max": float(step_losses[:, 1].mean())}
+      evals = {}
+      if step % config.eval_every == 0 or step == config.num_steps:
+        for prefix, g in generator_params(config, state).items():
+          m, x = evaluator(g, step)
+          evals.update({prefix + k: v for k, v in m.items()})
+          _save_samples(workdir / "samples" / f"{prefix.replace('/', '_')}step_{step}.png", x, exp,
+                        config.grid_samples, f"{prefix}step {step}")
+      row = writer.write(step, {**row, **evals})
+      if step % config.checkpoint_every == 0 or step == config.num_steps:
+        ckpt.save(step, state)
+      if bar is not None:
+        shown = {k: v for k, v in evals.items() if not k.endswith("_std")}
+        bar.update(step, {"loss_min": row["loss_min"], "loss_max": row["loss_max"]}, shown)
+      if on_log is not None:
+        on_log(step, row)
+  finally:
+    if bar is not None:
+      bar.close()
+    writer.close()
+    runner.save_metric_curves(workdir / "metrics.png", writer.rows)
+  summary.update({"final": row, "steps": int(state.step)})
+  (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+  return row
+

@@ -1,0 +1,168 @@
+"""Tests of minmaxlab.gan.metrics against closed forms and scipy/numpy references."""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.linalg
+
+from minmaxlab.gan import metrics
+
+
+def _scipy_frechet(mu1, c1, mu2, c2):
+  covmean = scipy.linalg.sqrtm(c1 @ c2)
+  covmean = np.real(covmean)
+  d = mu1 - mu2
+  return d @ d + np.trace(c1) + np.trace(c2) - 2 * np.trace(covmean)
+
+
+@pytest.mark.parametrize("seed,n,f", [(0, 400, 8), (1, 300, 32), (2, 1000, 64)])
+def test_frechet_matches_scipy_sqrtm(seed, n, f):
+  rng = np.random.default_rng(seed)
+  a = rng.normal(size=(n, f)) @ rng.normal(size=(f, f)) + rng.normal(size=f)
+  b = rng.standard_t(5, size=(n, f)) * rng.uniform(0.5, 2, size=f) + 0.3
+  mu1, c1 = metrics.gaussian_statistics(a)
+  mu2, c2 = metrics.gaussian_statistics(b)
+  np.testing.assert_allclose(mu1, a.mean(0))
+  np.testing.assert_allclose(c1, np.cov(a.T))
+  ours = metrics.frechet_distance(mu1, c1, mu2, c2)
+  ref = _scipy_frechet(mu1, c1, mu2, c2)
+  assert ours > 0
+  assert abs(ours - ref) <= 1e-6 * max(1.0, abs(ref)), (ours, ref)
+  # Symmetric in its two arguments.
+  assert abs(metrics.frechet_distance(mu2, c2, mu1, c1) - ours) <= 1e-6 * max(1.0, abs(ref))
+
+
+def test_frechet_closed_forms():
+  rng = np.random.default_rng(3)
+  x = rng.normal(size=(500, 10))
+  mu, c = metrics.gaussian_statistics(x)
+  assert abs(metrics.frechet_distance(mu, c, mu, c)) < 1e-9
+  # Same covariance, shifted mean: d = |shift|^2.
+  shift = rng.normal(size=10)
+  assert metrics.frechet_distance(mu, c, mu + shift, c) == pytest.approx(shift @ shift, rel=1e-9)
+  # 1-D Gaussians: d = (m1-m2)^2 + (s1-s2)^2.
+  assert metrics.frechet_distance([1.0], [[4.0]], [0.0], [[9.0]]) == pytest.approx(1 + 1)
+  with pytest.raises(ValueError, match="shape mismatch"):
+    metrics.frechet_distance(mu, c, mu[:3], c)
+
+
+def test_inception_score_and_tvd_on_hand_made_predictions():
+  c = 10
+  onehot = np.eye(c)[np.arange(1000) % c]  # confident, balanced
+  mean, std = metrics.inception_score(probs=onehot, splits=10)
+  assert mean == pytest.approx(c) and std == pytest.approx(0, abs=1e-9)
+  assert metrics.class_tvd(probs=onehot) == pytest.approx(0)
+  collapsed = np.eye(c)[np.zeros(100, int)]
+  assert metrics.inception_score(probs=collapsed, splits=2)[0] == pytest.approx(1)
+  assert metrics.class_tvd(probs=collapsed) == pytest.approx(1 - 1 / c)
+  uncertain = np.full((50, c), 1 / c)
+  assert metrics.inception_score(probs=uncertain, splits=1)[0] == pytest.approx(1)
+  # Two classes used equally, confidently: IS = 2; half the mass on 2 of 4 classes: TVD = 0.5.
+  two = np.eye(4)[np.arange(40) % 2]
+  assert metrics.inception_score(probs=two, splits=1)[0] == pytest.approx(2)
+  assert metrics.class_tvd(probs=two) == pytest.approx(0.5)
+  # Logits go through a softmax; the arg-max histogram is what TVD uses.
+  logits = np.log(onehot * 0.9 + 0.01)
+  p = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+  kl = np.sum(p * (np.log(p) - np.log(p.mean(0))), axis=1).mean()
+  assert metrics.inception_score(logits, splits=1)[0] == pytest.approx(np.exp(kl))
+  assert metrics.class_tvd(logits) == pytest.approx(0)
+
+
+class _Mix(NamedTuple):
+  modes: jax.Array
+  std: float
+
+
+def test_mixture_metrics_on_hand_made_samples():
+  angles = 2 * np.pi * np.arange(8) / 8
+  mix = _Mix(jnp.asarray(np.stack([np.cos(angles), np.sin(angles)], 1) * 2.0, jnp.float32), 0.02)
+  on_modes = np.repeat(np.asarray(mix.modes)[:4], 10, axis=0)
+  on_modes = on_modes + np.array([0.05, 0.0], np.float32)  # 2.5 std: still high quality
+  far = np.array([[0.0, 0.0]] * 4 + [[2.0 + 0.07, 0.0]], np.float32)  # 0 and 3.5 std: not
+  x = jnp.asarray(np.concatenate([on_modes, far]))
+  m = jax.jit(lambda s: metrics.mixture_metrics(s, mix))(x)
+  assert int(m["modes_covered"]) == 4
+  assert float(m["high_quality_rate"]) == pytest.approx(40 / 45)
+  assert float(m["mode_kl"]) == pytest.approx(np.log(2), rel=1e-5)  # uniform over 4 of 8 modes
+  nearest, hq = metrics.mode_assignments(x, mix)
+  np.testing.assert_array_equal(np.asarray(nearest[:40]), np.repeat(np.arange(4), 10))
+  assert not bool(hq[40:].any())
+  counts = metrics.mode_histogram(x, mix)
+  np.testing.assert_array_equal(np.asarray(counts), [10, 10, 10, 10, 0, 0, 0, 0])
+  # All modes equally: KL 0; only one mode: log 8; none high quality: log 8 and nothing covered.
+  full = jnp.asarray(np.repeat(np.asarray(mix.modes), 3, axis=0))
+  assert float(metrics.mixture_metrics(full, mix)["mode_kl"]) == pytest.approx(0, abs=1e-6)
+  assert int(metrics.mixture_metrics(full, mix)["modes_covered"]) == 8
+  one = jnp.asarray(np.repeat(np.asarray(mix.modes)[:1], 5, axis=0))
+  assert float(metrics.mixture_metrics(one, mix)["mode_kl"]) == pytest.approx(np.log(8), rel=1e-5)
+  none = metrics.mixture_metrics(jnp.zeros((6, 2)), mix)
+  assert int(none["modes_covered"]) == 0 and float(none["high_quality_rate"]) == 0
+  assert float(none["mode_kl"]) == pytest.approx(np.log(8), rel=1e-5)
+  # A mode needs min_count samples to count.
+  assert int(metrics.mixture_metrics(x, mix, min_count=11)["modes_covered"]) == 0
+
+
+def _digits():
+  from sklearn.datasets import load_digits
+
+  d = load_digits()
+  x = (d.images / 16.0 * 2 - 1).astype(np.float32)[..., None]
+  perm = np.random.default_rng(0).permutation(len(x))
+  tr, te = perm[:1400], perm[1400:]
+  return x[tr], d.target[tr], x[te], d.target[te]
+
+
+def test_classifier_on_digits_and_cache(tmp_path):
+  xtr, ytr, xte, yte = _digits()
+  kw = dict(steps=300, batch_size=64, width=16, feature_dim=64)
+  clf = metrics.load_or_train_classifier("digits", xtr, ytr, 10, test_images=xte, test_labels=yte,
+                                         cache_dir=tmp_path, **kw)
+  assert clf.test_accuracy > 0.85, clf.test_accuracy
+  assert clf.accuracy(xte, yte) == pytest.approx(clf.test_accuracy)
+  assert isinstance(clf, metrics.FeatureExtractor)
+  f, logits = clf.features(xte[:7]), clf.logits(xte[:7])
+  assert f.shape == (7, 64) and logits.shape == (7, 10)
+  assert (tmp_path / "digits" / "step_0").is_dir()
+  # Second call restores the checkpoint instead of training: identical predictions.
+  again = metrics.load_or_train_classifier("digits", xtr, ytr, 10, test_images=xte,
+                                           test_labels=yte, cache_dir=tmp_path, **kw)
+  assert again.test_accuracy == clf.test_accuracy
+  np.testing.assert_array_equal(again.logits(xte), clf.logits(xte))
+  # Classifier-FID: real vs itself ~ 0, real test split small, noise large; TVD of real data small.
+  ev = metrics.ImageEvaluator.from_real(clf, xtr, cache_file=tmp_path / "stats.npz")
+  assert (tmp_path / "stats.npz").exists()
+  same = ev(xtr)
+  assert abs(same["fid"]) < 1e-6
+  real = ev(xte)
+  noise = ev(np.random.default_rng(0).uniform(-1, 1, xte.shape).astype(np.float32))
+  assert real["fid"] < 0.2 * noise["fid"]
+  assert real["class_tvd"] < 0.15 and noise["class_tvd"] > real["class_tvd"]
+  assert real["inception_score"] > 5 and noise["inception_score"] < real["inception_score"]
+  cached = metrics.ImageEvaluator.from_real(clf, xte[:10], cache_file=tmp_path / "stats.npz")
+  np.testing.assert_array_equal(cached.real_mu, ev.real_mu)  # read back, not recomputed
+
+
+def test_function_extractor_fid_on_32x32x3_closed_form():
+  """A user-supplied network (here a fixed linear map) through the same interface."""
+  rng = np.random.default_rng(0)
+  w = jnp.asarray(rng.normal(size=(16 * 16 * 3, 12)) / 30, jnp.float32)
+  feats = lambda x: x.reshape(x.shape[0], -1) @ w  # noqa: E731
+  ext = metrics.FunctionExtractor(feats, lambda x: feats(x)[:, :10], input_size=(16, 16),
+                                  input_range=(0.0, 255.0), batch_size=64)
+  assert isinstance(ext, metrics.FeatureExtractor)
+  real = rng.uniform(-1, 1, (300, 32, 32, 3)).astype(np.float32)
+  ev = metrics.ImageEvaluator.from_real(ext, real)
+  assert abs(ev(real)["fid"]) < 1e-3
+  # Shifting the images by a constant shifts every feature by a constant: FID = |shift|^2.
+  delta = 0.1
+  shifted = ev(real + delta)
+  img = jax.image.resize(jnp.full((1, 32, 32, 3), delta), (1, 16, 16, 3), "bilinear")
+  fshift = np.asarray(feats(img * 127.5), np.float64)[0]
+  assert shifted["fid"] == pytest.approx(fshift @ fshift, rel=1e-3)
+  assert set(shifted) == {"fid", "inception_score", "inception_score_std", "class_tvd"}
+  only_fid = metrics.ImageEvaluator.from_real(metrics.FunctionExtractor(feats, input_size=(16, 16)), real)
+  assert set(only_fid(real[:50])) == {"fid"}

@@ -1,0 +1,169 @@
+"""Tests of minmaxlab.runner: atomic checkpoints, JSONL/TensorBoard, progress, plots."""
+
+import io
+import json
+import struct
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import minmaxlab
+from minmaxlab import runner
+
+
+def _state(scale=1.0):
+  params = minmaxlab.Players({"w": jnp.full((3, 2), scale)}, {"b": jnp.arange(4.0) * scale})
+  tx = minmaxlab.lookahead_minmax(optax.adam(1e-3), sync_period=3)
+  return (jnp.int32(7), params, tx.init(params))
+
+
+def _assert_tree_equal(a, b):
+  assert jax.tree.structure(a) == jax.tree.structure(b)
+  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+    assert x.dtype == y.dtype
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_checkpoint_roundtrip_keeps_types_and_last_n(tmp_path):
+  ckpt = runner.CheckpointManager(tmp_path / "ck", max_to_keep=2)
+  assert ckpt.latest_step() is None
+  for s in (0, 10, 20):
+    ckpt.save(s, _state(float(s)), metadata={"note": f"s{s}"})
+  assert ckpt.steps() == [10, 20]
+  target = jax.eval_shape(lambda: _state())
+  restored, meta = ckpt.restore(target)
+  _assert_tree_equal(restored, _state(20.0))
+  assert isinstance(restored[1], minmaxlab.Players)
+  assert isinstance(restored[2], minmaxlab.LookaheadMinmaxState)
+  assert meta == {"step": 20, "note": "s20"}
+  old, _ = ckpt.restore(target, step=10)
+  _assert_tree_equal(old, _state(10.0))
+  with pytest.raises(FileNotFoundError):
+    ckpt.restore(target, step=0)
+
+
+def test_kill_mid_write_leaves_last_good_checkpoint(tmp_path, monkeypatch):
+  ckpt = runner.CheckpointManager(tmp_path, max_to_keep=3)
+  ckpt.save(5, _state(5.0))
+  # A process killed while writing: orbax wrote some files, the final rename never happened.
+  real_rename = Path.rename
+
+  def killed(self, target):
+    if self.name.startswith(".tmp-"):
+      raise KeyboardInterrupt("simulated kill before the rename")
+    return real_rename(self, target)
+
+  monkeypatch.setattr(Path, "rename", killed)
+  with pytest.raises(KeyboardInterrupt):
+    ckpt.save(6, _state(6.0))
+  monkeypatch.setattr(Path, "rename", real_rename)
+  # ... and one killed even earlier: a temp dir holding a truncated file.
+  junk = tmp_path / ".tmp-step_7-deadbeef" / "state"
+  junk.mkdir(parents=True)
+  (junk / "manifest.ocdbt").write_bytes(b"\x00\x01trunc")
+  leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-"))
+  assert len(leftovers) == 2
+  fresh = runner.CheckpointManager(tmp_path, max_to_keep=3)  # a new process
+  assert fresh.steps() == [5]
+  restored, meta = fresh.restore(jax.eval_shape(lambda: _state()))
+  _assert_tree_equal(restored, _state(5.0))
+  assert meta["step"] == 5
+  fresh.save(8, _state(8.0))  # the next save cleans the leftovers up
+  assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+  assert fresh.steps() == [5, 8]
+
+
+def _crc32c_bitwise(data: bytes) -> int:
+  crc = 0xFFFFFFFF
+  for byte in data:
+    crc ^= byte
+    for _ in range(8):
+      crc = (crc >> 1) ^ (0x82F63B78 * (crc & 1))
+  return crc ^ 0xFFFFFFFF
+
+
+def test_crc32c_check_value():
+  assert runner.crc32c(b"123456789") == 0xE3069283 == _crc32c_bitwise(b"123456789")
+
+
+def test_metric_writer_jsonl_and_tensorboard(tmp_path):
+  with runner.MetricWriter(tmp_path) as w:
+    w.write(10, {"loss_min": np.float32(0.5), "fid": jnp.asarray(12.25), "note": "x"})
+    w.write(20, {"loss_min": 0.25, "fid": float("nan")})
+  rows = runner.read_jsonl(tmp_path / "metrics.jsonl")
+  assert rows == [{"step": 10, "loss_min": 0.5, "fid": 12.25, "note": "x"},
+                  {"step": 20, "loss_min": 0.25, "fid": "nan"}]
+  (event_file,) = (tmp_path / "tensorboard").glob("events.out.tfevents.*")
+  scalars = runner.read_scalars(event_file)
+  assert (10, "loss_min", 0.5) in scalars and (10, "fid", 12.25) in scalars
+  assert (20, "loss_min", 0.25) in scalars
+  assert all(tag != "note" for _, tag, _ in scalars)
+  # Independent check of the TFRecord framing (lengths and masked CRC-32C).
+  data, i, n_records = event_file.read_bytes(), 0, 0
+  mask = lambda c: (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF  # noqa: E731
+  while i < len(data):
+    (n,) = struct.unpack("<Q", data[i:i + 8])
+    assert struct.unpack("<I", data[i + 8:i + 12])[0] == mask(_crc32c_bitwise(data[i:i + 8]))
+    body = data[i + 12:i + 12 + n]
+    assert struct.unpack("<I", data[i + 12 + n:i + 16 + n])[0] == mask(_crc32c_bitwise(body))
+    i, n_records = i + 16 + n, n_records + 1
+  assert n_records == 3  # file version + two summaries
+  assert b"brain.Event:2" in data and b"loss_min" in data and struct.pack("<f", 12.25) in data
+
+
+def test_metric_writer_resume_drops_rows_after_checkpoint(tmp_path):
+  with runner.MetricWriter(tmp_path, tensorboard=False) as w:
+    for s in (10, 20, 30):
+      w.write(s, {"a": s})
+  with open(tmp_path / "metrics.jsonl", "a") as f:
+    f.write('{"step": 40, "a"')  # a line cut short by a kill
+  with runner.MetricWriter(tmp_path, tensorboard=False, resume_step=20) as w:
+    w.write(30, {"a": 31})
+  assert [r["a"] for r in runner.read_jsonl(tmp_path / "metrics.jsonl")] == [10, 20, 31]
+  with runner.MetricWriter(tmp_path, tensorboard=False) as w:  # a fresh run starts over
+    pass
+  assert runner.read_jsonl(tmp_path / "metrics.jsonl") == []
+
+
+class _Tty(io.StringIO):
+  def isatty(self):
+    return True
+
+
+def test_progress_bar_plain_and_tty():
+  plain = io.StringIO()
+  bar = runner.ProgressBar(100, stream=plain)
+  bar.update(50, {"loss_min": 0.5}, {"fid": 3.0})
+  bar.update(100, {"loss_min": 0.25})
+  bar.close()
+  lines = plain.getvalue().splitlines()
+  assert len(lines) == 2 and "\r" not in plain.getvalue()
+  assert lines[0].startswith("step 50/100") and "steps/s" in lines[0] and "fid=3" in lines[0]
+  assert "fid=3" in lines[1]  # the latest metric stays on show
+  tty = _Tty()
+  bar = runner.ProgressBar(10, stream=tty)
+  bar.update(5, {"loss_max": 1.0})
+  assert tty.getvalue().startswith("\r[" + "#" * 12)
+
+
+def test_plots_write_pngs(tmp_path):
+  import matplotlib.image
+
+  imgs = np.linspace(-1, 1, 10 * 8 * 8).reshape(10, 8, 8, 1)
+  grid = runner.image_grid(imgs, ncols=5)
+  assert grid.shape == (2 * 9 + 1, 5 * 9 + 1) and grid.dtype == np.uint8
+  assert grid[1, 1] == 0 and grid[0, 0] == 255  # -1 -> black pixel; padding white
+  runner.save_image_grid(tmp_path / "g.png", imgs)
+  runner.save_image_grid(tmp_path / "rgb.png", np.zeros((4, 5, 5, 3)))
+  assert matplotlib.image.imread(tmp_path / "g.png").shape[:2] == (3 * 9 + 1, 4 * 9 + 1)
+  runner.save_scatter(tmp_path / "s.png", np.random.default_rng(0).normal(size=(50, 2)),
+                      modes=np.eye(2))
+  rows = [{"step": s, "loss": 1.0 / s, "fid": 10.0 - s, "tag": "x"} for s in range(1, 6)]
+  assert runner.save_metric_curves(tmp_path / "m.png", rows) == ["fid", "loss"]
+  for name in ("g.png", "rgb.png", "s.png", "m.png"):
+    assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  json.dumps(rows)
