@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 STAMP = VENV / ".minmaxlab-installed"
-EXTRAS = "dev"
+EXTRAS = "dev,tfds"
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 
 

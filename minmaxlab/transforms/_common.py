@@ -26,7 +26,7 @@ def check_in(name: str, value: Any, ok: Callable[[Any], bool], expected: str) ->
   if isinstance(value, jax.core.Tracer):
     return
   try:
-    good = bool(ok(value))
+    good = not isinstance(value, (str, bytes)) and bool(ok(value))
   except (TypeError, ValueError):
     good = False
   if not good:
@@ -35,6 +35,8 @@ def check_in(name: str, value: Any, ok: Callable[[Any], bool], expected: str) ->
 
 def check_int_at_least(name: str, value: Any, low: int) -> None:
   def ok(v):
+    if isinstance(v, (str, bytes, bool)):
+      return False
     return float(v) == int(v) and int(v) >= low
   check_in(name, value, ok, f"an integer >= {low}")
 

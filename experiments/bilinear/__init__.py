@@ -1,0 +1,1 @@
+"""Bilinear-game comparison of every game optimizer, with and without lookahead."""
