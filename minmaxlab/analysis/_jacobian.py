@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -12,11 +14,11 @@ from jax.flatten_util import ravel_pytree
 FieldFn = Callable[..., Any]
 
 
-def _flat_field(field: FieldFn, params: Any, args: tuple):
-  """``(w0, f)`` with ``w0`` the flattened params and ``f(w)`` the flattened field."""
+def _flat_field(field: FieldFn, params: Any):
+  """``(w0, f)`` with ``w0`` the flattened params and ``f(w, *args)`` the flattened field."""
   w0, unravel = ravel_pytree(params)
 
-  def f(w):
+  def f(w, *args):
     out = field(unravel(w), *args)
     flat, _ = ravel_pytree(out)
     if flat.shape != w.shape:
@@ -27,6 +29,31 @@ def _flat_field(field: FieldFn, params: Any, args: tuple):
     return flat
 
   return w0, f
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(field: FieldFn, treedef, leaf_specs, kind: str):
+  """Jitted ``jacfwd``/``jvp``/``vjp`` of a field for one params layout.
+
+  Cached on the field and the layout, so repeated analyses of the same game
+  (several checkpoints, ARPACK after a dense check) compile once.
+  """
+  template = jax.tree.unflatten(treedef, [jnp.zeros(s, d) for s, d in leaf_specs])
+  _, f = _flat_field(field, template)
+  if kind == "jacobian":
+    return jax.jit(jax.jacfwd(f))
+  if kind == "jvp":
+    return jax.jit(lambda w, u, *a: jax.jvp(lambda w_: f(w_, *a), (w,), (u,))[1])
+  return jax.jit(lambda w, u, *a: jax.vjp(lambda w_: f(w_, *a), w)[1](u)[0])
+
+
+def _get(field, params, kind):
+  leaves, treedef = jax.tree.flatten(params)
+  specs = tuple((jnp.shape(x), jnp.result_type(x)) for x in leaves)
+  try:
+    return _compiled(field, treedef, specs, kind)
+  except TypeError:  # an unhashable callable: no caching
+    return _compiled.__wrapped__(field, treedef, specs, kind)
 
 
 def jacobian(field: FieldFn, params: Any, *args: Any) -> jax.Array:
@@ -60,16 +87,17 @@ def jacobian(field: FieldFn, params: Any, *args: Any) -> jax.Array:
     Balduzzi et al., 2018, "The Mechanics of n-Player Differentiable Games",
     https://arxiv.org/abs/1802.05642
   """
-  w0, f = _flat_field(field, params, args)
-  return jax.jacfwd(f)(w0)
+  w0, _ = ravel_pytree(params)
+  return _get(field, params, "jacobian")(w0, *args)
 
 
 def jvp_operator(field: FieldFn, params: Any, *args: Any) -> Callable[[jax.Array], jax.Array]:
   r"""Matrix-free :math:`u \mapsto J u`, jitted.
 
-  Linearises the field once at ``params`` (``jax.linearize``, forward over
-  reverse) and returns the jitted linear map on flat vectors of the
-  ``ravel_pytree`` layout. Cost per product: about one field evaluation.
+  A jitted ``jax.jvp`` of the field (forward over reverse) at ``params``, on
+  flat vectors of the ``ravel_pytree`` layout; compiled once, the point and
+  ``args`` are passed as arguments (not baked in as constants). Cost per
+  product: about two field evaluations.
 
   Args:
     field: ``field(params, *args) -> Players``.
@@ -79,9 +107,9 @@ def jvp_operator(field: FieldFn, params: Any, *args: Any) -> Callable[[jax.Array
   Returns:
     ``matvec(u) -> J @ u`` on flat vectors of length ``n``.
   """
-  w0, f = _flat_field(field, params, args)
-  _, lin = jax.linearize(f, w0)
-  return jax.jit(lin)
+  w0, _ = ravel_pytree(params)
+  jvp = _get(field, params, "jvp")
+  return lambda u: jvp(w0, jnp.asarray(u, w0.dtype), *args)
 
 
 def vjp_operator(field: FieldFn, params: Any, *args: Any) -> Callable[[jax.Array], jax.Array]:
@@ -95,9 +123,9 @@ def vjp_operator(field: FieldFn, params: Any, *args: Any) -> Callable[[jax.Array
   Returns:
     ``rmatvec(u) -> J.T @ u`` on flat vectors of length ``n``.
   """
-  w0, f = _flat_field(field, params, args)
-  _, vjp = jax.vjp(f, w0)
-  return jax.jit(lambda u: vjp(u)[0])
+  w0, _ = ravel_pytree(params)
+  vjp = _get(field, params, "vjp")
+  return lambda u: vjp(w0, jnp.asarray(u, w0.dtype), *args)
 
 
 _WHICH = {"LM": lambda e: np.abs(e), "LI": lambda e: np.abs(e.imag), "LR": lambda e: e.real}

@@ -5,7 +5,8 @@ matplotlib is imported lazily, so ``import minmaxlab.analysis`` stays light.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

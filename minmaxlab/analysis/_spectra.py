@@ -8,7 +8,8 @@ contract towards the equilibrium at the rate of the spectral radius.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -51,6 +52,7 @@ def update_operator(
     augment_state: bool | None = None,
     warmup_steps: int | None = None,
     scale: float = 1.0,
+    jit: bool = False,
 ) -> UpdateOperator:
   r"""The update map of ANY minmaxlab transform, built by running the transform.
 
@@ -101,6 +103,9 @@ def update_operator(
       augmenting (default ``num_steps``: keeps lookahead cycles aligned and
       leaves optimistic's first step behind).
     scale: size of the basis perturbations.
+    jit: compile the map. Eager execution (the default) is faster for the
+      small games and many operators of a grid scan (each new transform
+      would recompile); compile for large games or long cycles.
 
   Returns:
     An :class:`UpdateOperator` (numpy, in the params' dtype: use float64,
@@ -130,6 +135,7 @@ def update_operator(
       z, state = step(z, state)
     return z, state
 
+  maybe_jit = jax.jit if jit else (lambda f: f)
   z0, unravel_z = ravel_pytree(params)
   n = int(z0.shape[0])
   state0 = tx.init(params)
@@ -145,7 +151,7 @@ def update_operator(
 
   if augment_state:
     warm = num_steps if warmup_steps is None else int(warmup_steps)
-    p_w, state_w = jax.jit(lambda p, s: run(p, s, warm))(params, state0)
+    p_w, state_w = maybe_jit(lambda p, s: run(p, s, warm))(params, state0)
     leaves, treedef, inexact = _split_state(state_w)
     m0, unravel_m = ravel_pytree([leaves[i] for i in inexact])
     w0 = jnp.concatenate([ravel_pytree(p_w)[0], m0])
@@ -153,7 +159,7 @@ def update_operator(
     def phi(w):
       mem = unravel_m(w[n:])
       new = list(leaves)
-      for i, x in zip(inexact, mem):
+      for i, x in zip(inexact, mem, strict=True):
         new[i] = x
       z, state = run(unravel_z(w[:n]), jax.tree.unflatten(treedef, new), num_steps)
       _, _, idx = _split_state(state)
@@ -169,7 +175,7 @@ def update_operator(
 
   d = int(w0.shape[0])
 
-  @jax.jit
+  @maybe_jit
   def columns(w0):
     base = phi(w0)
     eye = jnp.eye(d, dtype=w0.dtype)

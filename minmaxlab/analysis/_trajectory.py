@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from minmaxlab.games._players import Players, vector_field as make_vector_field
+from minmaxlab.games._players import Players
+from minmaxlab.games._players import vector_field as make_vector_field
 
 
 class Trajectory(NamedTuple):
@@ -145,8 +148,7 @@ def run_game(
   if batch_size is not None and key is None:
     raise ValueError("a stochastic run (batch_size set) needs a key")
   key = jax.random.key(0) if key is None else key
-  run = jax.jit(lambda g, p, k: _run(tx, g, p, num_steps, k, batch_size, point, keep_iterates))
-  out = run(game, params, key)
+  out = _compiled_run(tx, num_steps, batch_size, point, keep_iterates, None)(game, params, key)
   per_step = field_evaluations_per_step(tx, make_vector_field(game.loss), params)
   return out._replace(passes=jnp.arange(num_steps + 1, dtype=jnp.int32) * per_step)
 
@@ -183,14 +185,25 @@ def run_games(
   if keys is None:
     keys = jax.random.split(jax.random.key(0), num_seeds)
 
-  def one(game, p, k):
-    return _run(tx, game, p, num_steps, k, batch_size, point, keep_iterates)
-
-  out = jax.jit(jax.vmap(one, in_axes=(game_axis, 0, 0)))(games, params, keys)
+  run = _compiled_run(tx, num_steps, batch_size, point, keep_iterates, (game_axis,))
+  out = run(games, params, keys)
   per_step = field_evaluations_per_step(
       tx, make_vector_field(_first(games, game_axis).loss), _first(params, 0)
   )
   return out._replace(passes=jnp.arange(num_steps + 1, dtype=jnp.int32) * per_step)
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled_run(tx, num_steps, batch_size, point, keep_iterates, vmap_axes):
+  """Jitted (and with ``vmap_axes`` vmapped) run, cached so that repeated runs
+  of the same transform (seeds, games of the same shapes) compile once."""
+
+  def one(game, p, k):
+    return _run(tx, game, p, num_steps, k, batch_size, point, keep_iterates)
+
+  if vmap_axes is not None:
+    one = jax.vmap(one, in_axes=(vmap_axes[0], 0, 0))
+  return jax.jit(one)
 
 
 def _first(tree, axis):
