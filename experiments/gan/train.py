@@ -8,12 +8,14 @@ from a checkpoint therefore reproduces the uninterrupted run exactly.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import ml_collections
 import numpy as np
 import optax
 
@@ -76,12 +78,18 @@ def num_field_evaluations(config) -> int:
   return {"alternating": config.max_steps + 1, "extragradient": 2}.get(config.scheme, 1)
 
 
-def build(config) -> Experiment:
-  """Data, models, loss and optimizer of ``config`` (no I/O besides loading the data)."""
+def check_config(config) -> None:
+  """Raise ``ValueError`` for loop settings that cannot work."""
   for name in ("eval_every", "checkpoint_every", "num_steps"):
     if config[name] % config.log_every:
       raise ValueError(f"config.{name}={config[name]} must be a multiple of "
                        f"config.log_every={config.log_every}")
+  if config.scheme not in SCHEMES:
+    raise ValueError(f"scheme must be one of {SCHEMES}, got {config.scheme!r}")
+
+
+def build(config) -> Experiment:
+  """Data, models, loss and optimizer of ``config`` (no I/O besides loading the data)."""
   if config.dataset in MIXTURES:
     mixture = getattr(data, config.dataset)()
     dataset = None
@@ -106,10 +114,35 @@ def _keys(config):
   return init_key, train_key, eval_key
 
 
-def init_state(exp: Experiment, config) -> TrainState:
-  k_g, k_d = jax.random.split(_keys(config)[0])
-  params = minmaxlab.Players(exp.pair.generator.init(k_g), exp.pair.discriminator.init(k_d))
-  return TrainState(jnp.zeros([], jnp.int32), params, exp.tx.init(params))
+def make_init(exp: Experiment, config) -> Callable[[], TrainState]:
+  """A jitted ``() -> TrainState`` at step 0: both players initialised from the seed."""
+  key = _keys(config)[0]
+
+  @jax.jit
+  def init(key):
+    k_g, k_d = jax.random.split(key)
+    params = minmaxlab.Players(exp.pair.generator.init(k_g), exp.pair.discriminator.init(k_d))
+    return TrainState(jnp.zeros([], jnp.int32), params, exp.tx.init(params))
+
+  return lambda: init(key)
+
+
+# Fields that change the loop but not the compiled programs.
+_LOOP_ONLY = ("num_steps", "eval_every", "checkpoint_every", "keep_checkpoints", "grid_samples",
+              "tensorboard", "progress")
+
+
+def _program_key(config) -> str:
+  d = config.to_dict()
+  return json.dumps({k: v for k, v in d.items() if k not in _LOOP_ONLY}, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=2)
+def _programs(config_json: str):
+  """Build and jit everything once per config in a process (tests resume in-process)."""
+  config = ml_collections.ConfigDict(json.loads(config_json))
+  exp = build(config)
+  return exp, make_init(exp, config), make_chunk(exp, config), Evaluator(exp, config)
 
 
 def make_chunk(exp: Experiment, config) -> Callable:
@@ -210,11 +243,12 @@ def train(config, workdir: str | Path, *, resume: bool = False,
     TrainingDiverged: on NaN/inf losses or parameters; the last good
       checkpoint stays in ``workdir/checkpoints``.
   """
+  check_config(config)
   workdir = Path(workdir).resolve()
   workdir.mkdir(parents=True, exist_ok=True)
-  exp = build(config)
+  exp, init, chunk, evaluator = _programs(_program_key(config))
   ckpt = runner.CheckpointManager(workdir / "checkpoints", max_to_keep=config.keep_checkpoints)
-  state = init_state(exp, config)
+  state = init()
   start = 0
   if ckpt.latest_step() is not None:
     if not resume:
@@ -225,13 +259,11 @@ def train(config, workdir: str | Path, *, resume: bool = False,
   (workdir / "config.json").write_text(config.to_json(indent=2))
   writer = runner.MetricWriter(workdir, tensorboard=config.tensorboard,
                                resume_step=start if resume else None)
-  evaluator = Evaluator(exp, config)
   summary: dict[str, Any] = {}
   if evaluator.classifier is not None:
     summary["classifier_test_accuracy"] = evaluator.classifier.test_accuracy
   if start == 0:
     ckpt.save(0, state)
-  chunk = make_chunk(exp, config)
   bar = runner.ProgressBar(config.num_steps, start=start) if config.progress else None
   row: dict = {}
   try:
