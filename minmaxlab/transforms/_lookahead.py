@@ -80,30 +80,35 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
     check_updates(updates, "lookahead_minmax")
     params = require_params(params, "lookahead_minmax")
     u, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
-    fast = optax.apply_updates(params, u)
     count = optax.safe_int32_increment(state.count)
-    slows = list(state.slow)
-    any_sync = jnp.zeros([], bool)
-    for level, (k, alpha) in enumerate(zip(sync_periods, slow_step_sizes)):
-      k = jnp.asarray(k, jnp.int32)
-      sync = count % k == 0
-      slow = slows[level]
-      moved = jax.tree.map(lambda s, f: s + alpha * (f - s), slow, fast)
-      if lazy:  # the reference GAN code copies the fast weights at the first sync
-        moved = tree_where(count == k, fast, moved)
-      new_slow = tree_where(sync, moved, slow)
-      fast = tree_where(sync, new_slow, fast)
-      # Every faster level restarts from the new slow weights.
-      slows = [tree_where(sync, new_slow, s) if j < level else s
-               for j, s in enumerate(slows)]
-      slows[level] = new_slow
-      any_sync = any_sync | sync
-    if reset_state:
-      inner_state = tree_where(any_sync, inner.init(fast), inner_state)
-    # On steps without a sync return the inner update itself (bit-exact).
-    updates = tree_where(any_sync, tree_sub(fast, params), u)
-    first_sync = count % jnp.asarray(sync_periods[0], jnp.int32) == 0
-    return updates, LookaheadMinmaxState(count, tuple(slows), inner_state, first_sync)
+    # Every period is a multiple of the first, so any sync is a level-0 sync.
+    synced = count % jnp.asarray(sync_periods[0], jnp.int32) == 0
+
+    def sync(_):
+      fast = optax.apply_updates(params, u)
+      slows = list(state.slow)
+      for level, (k, alpha) in enumerate(zip(sync_periods, slow_step_sizes)):
+        k = jnp.asarray(k, jnp.int32)
+        due = count % k == 0
+        moved = jax.tree.map(lambda s, f: s + alpha * (f - s), slows[level], fast)
+        if lazy:  # the reference GAN code copies the fast weights at the first sync
+          moved = tree_where(count == k, fast, moved)
+        new_slow = tree_where(due, moved, slows[level])
+        fast = tree_where(due, new_slow, fast)
+        # Every faster level restarts from the new slow weights.
+        slows = [tree_where(due, new_slow, s) for s in slows[:level]] + slows[level:]
+        slows[level] = new_slow
+      new_inner = inner.init(fast) if reset_state else inner_state
+      return tree_sub(fast, params), tuple(slows), new_inner
+
+    def no_sync(_):
+      # Between syncs the update is the inner update itself (bit-exact, no extra work).
+      return u, state.slow, inner_state
+
+    # `cond` skips the sync arithmetic on the k-1 steps out of k without a sync
+    # (under `vmap` with a batched counter it becomes a select, as a mask would).
+    new_updates, slows, inner_state = jax.lax.cond(synced, sync, no_sync, None)
+    return new_updates, LookaheadMinmaxState(count, slows, inner_state, synced)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 

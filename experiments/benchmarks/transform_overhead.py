@@ -1,0 +1,149 @@
+"""Per-step cost of each game scheme with and without Lookahead-minmax.
+
+Problems: an MLP GAN (G 64-256-256-784, D 784-256-256-1, batch 100, non-saturating
+BCE) and a 1000-dim bilinear game. Schemes: GDA (Adam), alternating, extragradient
+and optimistic over Adam, each alone and wrapped in ``lookahead_minmax``. Each
+measurement jits ``steps`` updates in one ``lax.scan`` (fresh batches per field
+evaluation) and times it; the plain and lookahead versions of a scheme are timed
+interleaved, ``repeats`` times, and the medians compared (ratios measured side by
+side in one run: this machine is noisy). Prints one JSON line.
+
+  python experiments/benchmarks/transform_overhead.py [--repeats 7] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+import optax
+
+import minmaxlab as mml
+from minmaxlab.gan import losses, models
+
+TARGET = 0.05  # lookahead should add under 5% per step
+
+
+def schemes():
+  adam = lambda: optax.adam(2e-4, b1=0.5)
+  return {
+      "gda": adam,
+      "alternating": lambda: mml.alternating(adam()),
+      "extragradient": lambda: mml.extragradient(adam()),
+      "optimistic": lambda: mml.optimistic(adam()),
+  }
+
+
+def gan_problem(batch=100):
+  pair = models.make_pair("mlp", (784,), latent_dim=64, hidden=(256, 256))
+  kg, kd = jax.random.split(jax.random.key(0))
+  params = mml.Players(pair.generator.init(kg), pair.discriminator.init(kd))
+  vaf = mml.value_and_vector_field(losses.game_loss(pair, "ns_bce"))
+
+  def data(key, steps):  # two field evaluations per step at most: (steps, 2, batch, ...)
+    kr, kz = jax.random.split(key)
+    real = jnp.tanh(jax.random.normal(kr, (steps, 2, batch, 784)))
+    return real, jax.random.normal(kz, (steps, 2, batch, 64))
+
+  def field(p, batch, i):
+    real, z = batch
+    return vaf(p, real[i], z[i])
+
+  return params, data, field
+
+
+def bilinear_problem(dim=1000):
+  game = mml.games.random_bilinear(jax.random.key(1), dim)
+  params = mml.Players(jnp.ones(dim), jnp.ones(dim))
+  vaf = mml.value_and_vector_field(game.loss)
+
+  def data(key, steps):
+    return jnp.zeros((steps, 2))
+
+  def field(p, batch, i):
+    return vaf(p)
+
+  return params, data, field
+
+
+def compiled_run(tx, params, field, steps):
+  tx = optax.with_extra_args_support(tx)
+
+  def body(carry, batch):
+    p, s = carry
+    (l_min, _), v = field(p, batch, 0)
+    u, s = tx.update(v, s, p, vector_field=lambda q, i: field(q, batch, i)[1])
+    return (optax.apply_updates(p, u), s), l_min
+
+  @jax.jit
+  def run(p, s, batches):
+    (p, s), l = jax.lax.scan(body, (p, s), batches)
+    return p, s, l
+
+  state = tx.init(params)
+  return run, state
+
+
+def measure(problem, steps, repeats):
+  params, data, field = problem
+  batches = data(jax.random.key(2), steps)
+  out = {}
+  for name, make in schemes().items():
+    runs = {}
+    for variant, tx in (("plain", make()), ("lookahead", mml.lookahead_minmax(make(), 5, 0.5))):
+      run, state = compiled_run(tx, params, field, steps)
+      t0 = time.perf_counter()
+      jax.block_until_ready(run(params, state, batches))  # compile + warm up
+      compile_s = time.perf_counter() - t0
+      runs[variant] = (run, state, compile_s)
+    times = {"plain": [], "lookahead": []}
+    for _ in range(repeats):  # interleaved: plain, lookahead, plain, ...
+      for variant, (run, state, _) in runs.items():
+        t0 = time.perf_counter()
+        jax.block_until_ready(run(params, state, batches))
+        times[variant].append((time.perf_counter() - t0) / steps)
+    plain = statistics.median(times["plain"])
+    la = statistics.median(times["lookahead"])
+    out[name] = {
+        "step_ms": round(plain * 1e3, 4),
+        "lookahead_step_ms": round(la * 1e3, 4),
+        "overhead": round(la / plain - 1.0, 4),
+        "compile_s": round(runs["plain"][2], 2),
+        "lookahead_compile_s": round(runs["lookahead"][2], 2),
+    }
+  return out
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--repeats", type=int, default=7)
+  parser.add_argument("--quick", action="store_true", help="fewer steps (smoke run)")
+  args = parser.parse_args()
+  gan_steps, bil_steps = (4, 20) if args.quick else (25, 400)
+  results = {
+      "mlp_gan": measure(gan_problem(), gan_steps, args.repeats),
+      "bilinear_1000": measure(bilinear_problem(), bil_steps, args.repeats),
+  }
+  overheads = [r["overhead"] for p in results.values() for r in p.values()]
+  print(json.dumps({
+      "benchmark": "transform_overhead",
+      "backend": jax.default_backend(),
+      "devices": jax.device_count(),
+      "cpu": platform.processor() or platform.machine(),
+      "steps_per_timing": {"mlp_gan": gan_steps, "bilinear_1000": bil_steps},
+      "repeats": args.repeats,
+      "target_overhead": TARGET,
+      "results": results,
+      "max_overhead_mlp_gan": max(r["overhead"] for r in results["mlp_gan"].values()),
+      "max_overhead": max(overheads),
+      "within_target_mlp_gan": all(r["overhead"] < TARGET for r in results["mlp_gan"].values()),
+  }))
+
+
+if __name__ == "__main__":
+  main()
