@@ -63,6 +63,7 @@ def plot_radius_heatmap(
     ax=None,
     *,
     title: str | None = None,
+    vmin: float | None = None,
     vmax: float | None = None,
     colorbar: bool = True,
 ):
@@ -76,6 +77,7 @@ def plot_radius_heatmap(
     radius: ``(E, K)`` array, e.g. ``RadiusGrid.per_step[:, :, l]``.
     ax: matplotlib ``Axes``.
     title: axes title.
+    vmin: colour scale minimum (default ``min(radius)``).
     vmax: colour scale maximum (default ``max(radius)`` capped at 1.2).
     colorbar: add a colour bar.
 
@@ -86,7 +88,8 @@ def plot_radius_heatmap(
   r = np.asarray(radius, np.float64)
   etas, ks = np.asarray(step_sizes), np.asarray(sync_periods)
   vmax = min(float(r.max()), 1.2) if vmax is None else vmax
-  mesh = ax.pcolormesh(ks, etas, r, shading="nearest", cmap="viridis", vmax=vmax)
+  mesh = ax.pcolormesh(ks, etas, r, shading="nearest", cmap="viridis", vmin=vmin,
+                       vmax=vmax)
   if r.min() < 1.0 < r.max() and min(r.shape) > 1:
     ax.contour(ks, etas, r, levels=[1.0], colors="w", linewidths=1.2)
   if colorbar:
