@@ -1,3 +1,31 @@
-"""minmaxlab.gan.models (under construction)."""
+"""GAN models as pure functions: ``Model(init, apply)`` over plain pytrees.
 
-__all__: list[str] = []
+MLP (Lipizzaner MNIST sizes) and DCGAN (Lookahead-minmax MNIST; 32x32xC)
+generators and discriminators, optional spectral normalisation, and
+:func:`make_pair` to build both for one data shape.
+"""
+
+from minmaxlab.gan.models._dcgan import dcgan_discriminator, dcgan_generator
+from minmaxlab.gan.models._layers import (
+  BatchStatNorm,
+  spectral_norm_estimate,
+  spectral_normalize,
+)
+from minmaxlab.gan.models._mlp import mlp_discriminator, mlp_generator
+from minmaxlab.gan.models._model import GANPair, Model, from_linen, num_params
+from minmaxlab.gan.models._pair import make_pair
+
+__all__ = [
+  "BatchStatNorm",
+  "GANPair",
+  "Model",
+  "dcgan_discriminator",
+  "dcgan_generator",
+  "from_linen",
+  "make_pair",
+  "mlp_discriminator",
+  "mlp_generator",
+  "num_params",
+  "spectral_norm_estimate",
+  "spectral_normalize",
+]

@@ -1,0 +1,114 @@
+"""``Model``: a network as two pure functions, and the generator/discriminator pair."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+
+
+class Model(NamedTuple):
+  """A network as two pure functions of plain pytrees.
+
+  ``init(key) -> params`` draws parameters (a nested dict of arrays);
+  ``apply(params, x) -> y`` maps a batch (leading axis) to a batch. There is
+  no mutable state, so both functions compose with ``jit``, ``grad`` and
+  ``vmap``; a population is ``jax.vmap(model.init)(keys)`` and is evaluated
+  with ``jax.vmap(model.apply)(params, xs)`` (or ``in_axes=(0, None)`` for a
+  shared input).
+  """
+
+  init: Callable[[jax.Array], Any]
+  apply: Callable[[Any, jax.Array], jax.Array]
+
+
+class GANPair(NamedTuple):
+  """A generator, a discriminator and the generator's latent size.
+
+  ``generator.apply(params, z[B, latent_dim]) -> x[B, *data_shape]`` and
+  ``discriminator.apply(params, x[B, *data_shape]) -> logits[B]``.
+  """
+
+  generator: Model
+  discriminator: Model
+  latent_dim: int
+
+
+def from_linen(
+  module: nn.Module, example_shape: Sequence[int], initializer: str = "fan_in_uniform"
+) -> Model:
+  r"""Wrap a flax linen module as a :class:`Model`.
+
+  ``apply(params, x)`` runs the module on a batch. ``init(key)`` returns its
+  ``"params"`` collection (the module is traced on a batch of one example of
+  shape ``example_shape``). Modules must keep all state in ``"params"`` (no
+  batch-stats collections), which every model of this package does.
+
+  Initialisation (``initializer``):
+
+  * ``"fan_in_uniform"`` (default): every ``kernel`` is drawn from
+    :math:`U[-a, a]`, :math:`a = \sqrt{3 / \text{fan\_in}}` (variance
+    :math:`1/\text{fan\_in}`, the second moment of flax's default
+    ``lecun_normal``; fan_in = the product of all kernel dimensions but the
+    last), ``scale`` leaves are ones and everything else zeros. All kernels
+    come from ONE uniform draw split across the leaves: XLA on CPU compiles
+    each partitionable threefry draw in 1-2 s, so per-leaf draws made a DCGAN
+    ``init`` take over 10 s to compile; one draw takes well under a second.
+  * ``"module"``: the module's own initialisers (``module.init``).
+
+  ``init`` is jit-compiled and vmaps over a batch of keys.
+
+  (Measured in ``experiments/benchmarks/gan_models.py``: linen ``apply`` and
+  ``nnx.split``/``nnx.merge`` compile to the same program under ``jit``; linen
+  is kept for its plain-dict parameters and no Python graph overhead.)
+  """
+  if initializer not in ("fan_in_uniform", "module"):
+    raise ValueError(f"initializer must be 'fan_in_uniform' or 'module', got {initializer!r}")
+  example = jnp.zeros((1, *example_shape), jnp.float32)
+
+  def module_init(key: jax.Array) -> Any:
+    variables = module.init(key, example)
+    extra = set(variables) - {"params"}
+    if extra:
+      raise ValueError(f"module {type(module).__name__} has mutable collections {extra}")
+    return variables["params"]
+
+  shapes = jax.eval_shape(module_init, jax.random.key(0))
+
+  def uniform_init(key: jax.Array) -> Any:
+    paths, treedef = jax.tree_util.tree_flatten_with_path(shapes)
+    kernels = [(i, s) for i, (path, s) in enumerate(paths) if _leaf_name(path) == "kernel"]
+    total = sum(math.prod(s.shape) for _, s in kernels)
+    draw = jax.random.uniform(key, (total,), jnp.float32, -1.0, 1.0)
+    leaves = [
+      (jnp.ones if _leaf_name(path) == "scale" else jnp.zeros)(s.shape, s.dtype)
+      for path, s in paths
+    ]
+    offset = 0
+    for i, s in kernels:
+      size, fan_in = math.prod(s.shape), math.prod(s.shape[:-1])
+      chunk = draw[offset : offset + size].reshape(s.shape)
+      leaves[i] = (math.sqrt(3.0 / fan_in) * chunk).astype(s.dtype)
+      offset += size
+    return jax.tree.unflatten(treedef, leaves)
+
+  init = jax.jit(uniform_init if initializer == "fan_in_uniform" else module_init)
+
+  def apply(params: Any, x: jax.Array) -> jax.Array:
+    return module.apply({"params": params}, x)
+
+  return Model(init, apply)
+
+
+def _leaf_name(path) -> str:
+  last = path[-1]
+  return str(getattr(last, "key", getattr(last, "name", last)))
+
+
+def num_params(params: Any) -> int:
+  """Number of scalars in a parameter pytree."""
+  return sum(int(x.size) for x in jax.tree.leaves(params))

@@ -1,0 +1,71 @@
+"""``make_pair``: a generator and a discriminator for one data shape."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from minmaxlab.gan.models._dcgan import dcgan_discriminator, dcgan_generator
+from minmaxlab.gan.models._mlp import mlp_discriminator, mlp_generator
+from minmaxlab.gan.models._model import GANPair
+
+_DEFAULT_LATENT = {"mlp": 64, "dcgan": 128}
+_DEFAULT = object()
+
+
+def make_pair(
+  architecture: str,
+  data_shape: Sequence[int],
+  latent_dim: int | None = None,
+  spectral_norm: bool = False,
+  **kw: Any,
+) -> GANPair:
+  """A generator/discriminator pair for data of one example's shape.
+
+  * ``"mlp"``: :func:`mlp_generator` + :func:`mlp_discriminator` (latent 64 by
+    default, the Lipizzaner MNIST sizes). For vector data (``len(data_shape)
+    == 1``, e.g. ``(2,)`` for the 2-D mixtures) the generator's output is
+    linear, since the mixtures' modes lie outside [-1, 1]; for images it is
+    tanh. Override with ``output_activation=``.
+  * ``"dcgan"``: :func:`dcgan_generator` + :func:`dcgan_discriminator` for
+    ``(28, 28, C)`` or ``(32, 32, C)`` (latent 128 by default).
+
+  Args:
+    architecture: ``"mlp"`` or ``"dcgan"``.
+    data_shape: one example's shape: ``(2,)``, ``(28, 28, 1)``, ``(32, 32, 3)``.
+    latent_dim: size of :math:`z` (``None``: the architecture's default).
+    spectral_norm: spectral normalisation in the discriminator.
+    **kw: ``hidden`` (both MLPs), ``output_activation`` (MLP generator),
+      ``width`` (both DCGANs), ``norm`` (DCGAN generator and discriminator),
+      ``generator_norm``/``discriminator_norm`` (each side alone),
+      ``n_power_iterations`` (discriminator).
+
+  Returns:
+    A :class:`GANPair`.
+  """
+  if architecture not in _DEFAULT_LATENT:
+    raise ValueError(f"architecture must be 'mlp' or 'dcgan', got {architecture!r}")
+  data_shape = tuple(int(d) for d in data_shape)
+  latent_dim = _DEFAULT_LATENT[architecture] if latent_dim is None else int(latent_dim)
+  kw = dict(kw)
+  power = {k: kw.pop(k) for k in ["n_power_iterations"] if k in kw}
+  if architecture == "mlp":
+    hidden = kw.pop("hidden", (256, 256))
+    activation = kw.pop("output_activation", "tanh" if len(data_shape) > 1 else None)
+    _no_extra(kw, architecture)
+    generator = mlp_generator(data_shape, latent_dim, hidden, activation)
+    discriminator = mlp_discriminator(data_shape, hidden, spectral_norm, **power)
+  else:
+    width = kw.pop("width", 64)
+    norm = kw.pop("norm", _DEFAULT)
+    g_norm = kw.pop("generator_norm", "batch" if norm is _DEFAULT else norm)
+    d_norm = kw.pop("discriminator_norm", "auto" if norm is _DEFAULT else norm)
+    _no_extra(kw, architecture)
+    generator = dcgan_generator(data_shape, latent_dim, width, g_norm)
+    discriminator = dcgan_discriminator(data_shape, spectral_norm, width, d_norm, **power)
+  return GANPair(generator, discriminator, latent_dim)
+
+
+def _no_extra(kw, architecture):
+  if kw:
+    raise ValueError(f"unknown keyword arguments for {architecture!r}: {sorted(kw)}")
