@@ -97,7 +97,9 @@ def test_every_scheme_with_lookahead_trains(scheme):
   config.ema_decay, config.hidden = 0.0, (8,)
   exp = train.build(config)
   assert exp.num_evals == {"extragradient": 2}.get(scheme, 1)
-  assert train.num_field_evaluations(config.replace(scheme="alternating", max_steps=3)) == 4
+  config.scheme, config.max_steps = "alternating", 3
+  assert train.num_field_evaluations(config) == 4
+  config.scheme = scheme
   state = train.make_init(exp, config)()
   new, losses, finite = train.make_chunk(exp, config)(state)
   assert int(new.step) == 4 and losses.shape == (4, 2) and bool(finite)
