@@ -1,6 +1,5 @@
 """Trajectories of the real transforms against an independent numpy implementation."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import optax

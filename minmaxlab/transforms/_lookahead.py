@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -10,14 +11,14 @@ import optax
 
 from minmaxlab.games._players import Players
 from minmaxlab.transforms._common import (
-    as_transform,
-    check_in,
-    check_int_at_least,
-    check_updates,
-    require_params,
-    tree_sub,
-    tree_where,
-    zeros_count,
+  as_transform,
+  check_in,
+  check_int_at_least,
+  check_updates,
+  require_params,
+  tree_sub,
+  tree_where,
+  zeros_count,
 )
 
 _SLOW_INITS = ("params", "lazy")

@@ -1,0 +1,392 @@
+"""Spatial coevolution of GANs (Lipizzaner) as one jit-compiled generation step."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from minmaxlab.coevolution._config import MUSTANGS_LOSSES, CoevolutionConfig
+from minmaxlab.coevolution._grid import gather_neighbours, member_mask
+from minmaxlab.coevolution._operators import (
+  INF as _INF,
+)
+from minmaxlab.coevolution._operators import (
+  aggregate_fitness,
+  mixture_es_step,
+  mutate_learning_rates,
+  replacement_sources,
+  tournament,
+)
+from minmaxlab.coevolution._players import (
+  count_learning_rates,
+  merge_by_player,
+  player_labels,
+  set_learning_rates,
+)
+from minmaxlab.games._players import Players, value_and_vector_field
+from minmaxlab.gan.losses import LOSSES
+from minmaxlab.transforms import lookahead_minmax, per_player
+
+
+class CoevolutionState(NamedTuple):
+  """The whole grid; every leaf has leading axes ``(rows, cols)``.
+
+  Attributes:
+    params: ``Players(min=generators, max=discriminators)``, ``(rows, cols, P, ...)``.
+    opt_state: the game transform's state of each local (generator, discriminator)
+      pair, ``(rows, cols, P, ...)``.
+    learning_rates: ``Players`` of ``(rows, cols, P)`` arrays (mutated, never retraced).
+    fitness: ``Players`` of ``(rows, cols, P)``: the local individuals' fitness
+      (lower is better) from the last generation.
+    mixture_weights: ``(rows, cols, M)`` weights over the neighbourhood's best generators.
+    mixture_score: ``(rows, cols)`` score of each cell's mixture (lower is better).
+    generation: generations taken (int32).
+  """
+
+  params: Players
+  opt_state: Any
+  learning_rates: Players
+  fitness: Players
+  mixture_weights: jax.Array
+  mixture_score: jax.Array
+  generation: jax.Array
+
+
+def default_scheme(learning_rate: float = 2e-4, lookahead: bool = True, sync_period: int = 5,
+                   slow_step_size: float = 0.5, b1: float = 0.5, b2: float = 0.999):
+  """Lookahead-minmax over Adam (Lipizzaner's betas), each player's learning
+  rate injectable; ``lookahead=False`` gives plain Adam (Lipizzaner parity)."""
+  adam = lambda: optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate, b1=b1, b2=b2)
+  inner = per_player(min=adam(), max=adam())
+  return lookahead_minmax(inner, sync_period, slow_step_size) if lookahead else inner
+
+
+def _take(tree, idx):
+  return jax.tree.map(lambda x: x[idx], tree)
+
+
+def _where(cond, a, b):
+  return jax.tree.map(lambda x, y: jnp.where(cond, x, y), a, b)
+
+
+def _finite(tree) -> jax.Array:
+  leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+
+
+class Coevolution:
+  r"""Lipizzaner's spatial coevolution with one jit-compiled generation.
+
+  A ``rows x cols`` torus of cells; each cell keeps ``P`` generators and
+  discriminators with their optimizer states and learning rates. One
+  generation, for every cell at once:
+
+  1. gather the neighbourhood's individuals (rolls of the grid axes);
+  2. fitness: every generator against every discriminator of the
+     neighbourhood on one fitness batch (``fitness_mode`` over opponents);
+  3. tournament selection of the individuals to train (generators and
+     discriminators independently, each with its own part of the optimizer
+     state) and Gaussian mutation of their learning rates;
+  4. ``steps_per_generation`` training steps with the game transform: each
+     selected pair's generator plays a discriminator drawn at random from the
+     neighbourhood for that step, and vice versa (the descent field of that
+     two-opponent game drives ``scheme``, e.g. Lookahead-minmax over Adam);
+  5. replacement: the worst ``n_replacements`` local individuals are replaced
+     by the best trained ones when those are better;
+  6. a (1+1)-ES step on the mixture weights over the neighbourhood's best
+     generators, accepted only if the mixture's score improves;
+  7. a cell whose parameters or losses became NaN/inf is re-seeded from its
+     best neighbour (counted in the metrics).
+
+  Every random choice is keyed by ``fold_in(key, cell_index)``, so results do
+  not depend on how cells are batched, mapped or sharded.
+
+  Args:
+    config: a :class:`CoevolutionConfig`.
+    pair: ``minmaxlab.gan.models.GANPair`` (pure ``init``/``apply``).
+    sample_real: ``sample_real(data, key, n) -> [n, ...]`` real samples.
+    score_fn: ``score_fn(data, samples [M, S, ...], weights [M]) -> scalar``,
+      lower is better (e.g. :func:`mode_tvd_score`, :func:`fid_score`).
+    scheme: game transform over ``Players`` with per-player injected learning
+      rates (default :func:`default_scheme`).
+
+  References:
+    Schmiedlechner et al., 2018, "Lipizzaner: A System That Scales Robust
+    Generative Adversarial Network Training", https://arxiv.org/abs/1811.12843 ;
+    Toutouh et al., 2019, "Spatial Evolutionary Generative Adversarial
+    Networks" (Mustangs), https://arxiv.org/abs/1905.12702
+  """
+
+  def __init__(self, config: CoevolutionConfig, pair, *, sample_real: Callable,
+               score_fn: Callable, scheme: optax.GradientTransformation | None = None):
+    if not isinstance(config, CoevolutionConfig):
+      raise ValueError(f"config must be a CoevolutionConfig, got {type(config).__name__}")
+    self.config = config
+    self.pair = pair
+    self.sample_real = sample_real
+    self.score_fn = score_fn
+    scheme = default_scheme(config.learning_rate) if scheme is None else scheme
+    self.scheme = optax.with_extra_args_support(scheme)
+    if config.loss == "mustangs":
+      self._losses = tuple(LOSSES[n] for n in MUSTANGS_LOSSES)
+    elif config.loss in LOSSES and config.loss != "wgan_gp":
+      self._losses = (LOSSES[config.loss],)
+    else:
+      choices = sorted(set(LOSSES) - {"wgan_gp"}) + ["mustangs"]
+      raise ValueError(f"loss must be one of {choices}, got {config.loss!r}")
+    abstract = jax.eval_shape(self._init_pair, jax.random.key(0))
+    _, n_min, n_max = count_learning_rates(abstract[1])
+    if n_min == 0 or n_max == 0:
+      raise ValueError(
+          "scheme must give each player an injected learning rate, e.g."
+          " per_player(min=optax.inject_hyperparams(optax.adam)(learning_rate=...), max=...)"
+      )
+    self._labels = player_labels(abstract[1])
+    self._mask = member_mask(config.rows, config.cols, config.neighbourhood)
+    strategy = config.cell_strategy
+    if strategy == "auto":
+      strategy = "map" if jax.default_backend() == "cpu" else "vmap"
+    self.cell_strategy = strategy
+
+  # ----------------------------------------------------------------- init
+  def _init_pair(self, key):
+    kg, kd = jax.random.split(key)
+    params = Players(self.pair.generator.init(kg), self.pair.discriminator.init(kd))
+    lr = jnp.asarray(self.config.learning_rate, jnp.float32)
+    opt = set_learning_rates(self.scheme.init(params), lr, lr)
+    return params, opt
+
+  def init(self, key: jax.Array) -> CoevolutionState:
+    """A fresh grid: independent initial networks in every cell."""
+    c = self.config
+    shape = (c.rows, c.cols, c.population_size)
+    keys = jax.random.split(key, int(np.prod(shape))).reshape(shape)
+    params, opt = jax.vmap(jax.vmap(jax.vmap(self._init_pair)))(keys)
+    lr = jnp.full(shape, c.learning_rate, jnp.float32)
+    weights = jnp.asarray(self._mask / self._mask.sum(-1, keepdims=True), jnp.float32)
+    inf = jnp.full(shape, _INF, jnp.float32)
+    return CoevolutionState(params, opt, Players(lr, lr), Players(inf, inf), weights,
+                            jnp.full((c.rows, c.cols), _INF, jnp.float32), jnp.zeros([], jnp.int32))
+
+  # ----------------------------------------------------------------- step
+  def step(self, key: jax.Array, state: CoevolutionState, data: Any):
+    """One generation of the whole grid; pure, jit it (``jax.jit(coev.step)``).
+
+    Returns:
+      ``(state, metrics)``: per-cell ``(rows, cols)`` arrays (``g_loss``,
+      ``d_loss``, ``g_fitness``, ``d_fitness``, ``lr_g``, ``lr_d``,
+      ``mixture_score``, ``mixture_accepted``, ``replaced_g``, ``replaced_d``,
+      ``diverged``) and grid scalars ``best_cell`` (flat index), ``best_score``
+      and ``divergences``.
+    """
+    c = self.config
+    individuals = (state.params, state.opt_state, state.learning_rates, state.fitness)
+    neighbourhood = gather_neighbours(individuals, c.neighbourhood)
+    ids = jnp.arange(c.num_cells, dtype=jnp.uint32).reshape(c.rows, c.cols)
+    keys = jax.vmap(jax.vmap(lambda i: jax.random.fold_in(key, i)))(ids)
+    inputs = (keys, neighbourhood, state.mixture_weights, jnp.asarray(self._mask))
+    cell = lambda args: self._cell(*args, data)
+    if self.cell_strategy == "vmap":
+      out = jax.vmap(jax.vmap(cell))(inputs)
+    else:
+      flat = jax.tree.map(lambda x: x.reshape((c.num_cells,) + x.shape[2:]), inputs)
+      out = jax.lax.map(cell, flat)
+      out = jax.tree.map(lambda x: x.reshape((c.rows, c.cols) + x.shape[1:]), out)
+    (params, opt, lrs, fitness, weights, score), metrics = out
+    new_state = CoevolutionState(params, opt, lrs, fitness, weights, score,
+                                 optax.safe_int32_increment(state.generation))
+    finite_score = jnp.where(jnp.isfinite(score), score, _INF)
+    metrics = dict(metrics, best_cell=jnp.argmin(finite_score.reshape(-1)).astype(jnp.int32),
+                   best_score=jnp.min(finite_score),
+                   divergences=jnp.sum(metrics["diverged"]).astype(jnp.int32))
+    return new_state, metrics
+
+  # ------------------------------------------------------- one cell's step
+  def _per_logit(self, loss_index, real_logits, fake_logits):
+    if len(self._losses) == 1:
+      return self._losses[0](real_logits, fake_logits)
+    return jax.lax.switch(loss_index, self._losses, real_logits, fake_logits)
+
+  def _cell(self, key, neighbourhood, weights, mask, data):
+    c = self.config
+    G, D = self.pair.generator, self.pair.discriminator
+    P, M = c.population_size, c.num_members
+    params_nb, opt_nb, lr_nb, _ = neighbourhood
+    flat = lambda t: jax.tree.map(lambda x: x.reshape((M * P,) + x.shape[2:]), t)
+    g_all, d_all, opt_all = flat(params_nb.min), flat(params_nb.max), flat(opt_nb)
+    lrg_all, lrd_all = flat(lr_nb.min), flat(lr_nb.max)
+    valid = jnp.repeat(mask, P)
+    keys = jax.random.split(key, 9)
+    loss_index = jax.random.randint(keys[0], (), 0, len(self._losses))
+    per_logit = lambda r, f: self._per_logit(loss_index, r, f)
+
+    # 2. fitness of every generator against every discriminator of the neighbourhood
+    real_f = self.sample_real(data, keys[1], c.fitness_samples)
+    z_f = jax.random.normal(keys[2], (c.fitness_samples, self.pair.latent_dim))
+    fakes = jax.vmap(G.apply, (0, None))(g_all, z_f)
+    d_real = jax.vmap(D.apply, (0, None))(d_all, real_f)
+    d_fake = jax.vmap(lambda d: jax.vmap(lambda x: D.apply(d, x))(fakes))(d_all)  # [Nd, Ng, F]
+    pair_losses = jax.vmap(jax.vmap(per_logit, (None, 0)), (0, 0))(d_real, d_fake)
+    lg, ld = pair_losses[0].T, pair_losses[1]  # lg: [Ng, Nd]; ld: [Nd, Ng]
+    fit_g = jnp.where(valid, aggregate_fitness(lg, valid, c.fitness_mode), _INF)
+    fit_d = jnp.where(valid, aggregate_fitness(ld, valid, c.fitness_mode), _INF)
+    usable_g = valid & jnp.isfinite(fit_g)
+    usable_d = valid & jnp.isfinite(fit_d)
+
+    # 3. selection and mutation
+    if c.selection:
+      idx_g = tournament(keys[3], fit_g, usable_g, P, c.tournament_size)
+      idx_d = tournament(keys[4], fit_d, usable_d, P, c.tournament_size)
+    else:
+      idx_g = idx_d = jnp.arange(P)
+    params = Players(_take(g_all, idx_g), _take(d_all, idx_d))
+    opt = merge_by_player(self._labels, _take(opt_all, idx_g), _take(opt_all, idx_d),
+                          _take(opt_all, idx_g))
+
+    def mutate(k, lr):
+      return mutate_learning_rates(k, lr, c.mutation_probability, c.mutation_scale,
+                                   c.min_learning_rate)
+
+    lr_g, lr_d = mutate(keys[5], lrg_all[idx_g]), mutate(jax.random.fold_in(keys[5], 1), lrd_all[idx_d])
+    opt = jax.vmap(set_learning_rates)(opt, lr_g, lr_d)
+
+    # 4. training against opponents drawn from the neighbourhood every step
+    pool_g = jnp.concatenate([jnp.ones(P, bool), usable_g[P:]])
+    pool_d = jnp.concatenate([jnp.ones(P, bool), usable_d[P:]])
+    g_nbrs, d_nbrs = _take(g_all, slice(P, None)), _take(d_all, slice(P, None))
+
+    def opponent(current, neighbours, i):
+      mine = _take(current, jnp.minimum(i, P - 1))
+      theirs = _take(neighbours, jnp.clip(i - P, 0, M * P - P - 1))
+      return _where(i < P, mine, theirs)
+
+    def train_pair(p, o, opp_g, opp_d, k):
+      def loss_fn(q, i):
+        kk = jax.random.fold_in(k, i)
+        real = self.sample_real(data, jax.random.fold_in(kk, 0), c.batch_size)
+        z = jax.random.normal(jax.random.fold_in(kk, 1), (c.batch_size, self.pair.latent_dim))
+        own_fake, opp_fake = G.apply(q.min, z), G.apply(opp_g, z)
+        loss_min = per_logit(D.apply(opp_d, real), D.apply(opp_d, own_fake))[0]
+        loss_max = per_logit(D.apply(q.max, real), D.apply(q.max, opp_fake))[1]
+        return loss_min, loss_max
+
+      vaf = value_and_vector_field(loss_fn)
+      losses, v = vaf(p, 0)
+      u, o = self.scheme.update(v, o, p, vector_field=lambda q, i: vaf(q, i)[1])
+      return optax.apply_updates(p, u), o, jnp.stack(losses)
+
+    def train_step(carry, k):
+      p, o = carry
+      k_g, k_d, k_b = jax.random.split(k, 3)
+      opp_gi = jax.random.categorical(k_g, jnp.where(pool_g, 0.0, -_INF), shape=(P,))
+      opp_di = jax.random.categorical(k_d, jnp.where(pool_d, 0.0, -_INF), shape=(P,))
+      opp_g = jax.vmap(lambda i: opponent(p.min, g_nbrs, i))(opp_gi)
+      opp_d = jax.vmap(lambda i: opponent(p.max, d_nbrs, i))(opp_di)
+      p, o, losses = jax.vmap(train_pair)(p, o, opp_g, opp_d, jax.random.split(k_b, P))
+      return (p, o), losses
+
+    step_keys = jax.random.split(keys[6], c.steps_per_generation)
+    (params, opt), train_losses = jax.lax.scan(train_step, (params, opt), step_keys)
+
+    # 5. replacement: trained vs local, on the same fitness batch and opponents
+    fakes_tr = jax.vmap(G.apply, (0, None))(params.min, z_f)
+    lg_tr = jax.vmap(lambda fk: jax.vmap(lambda d, dr: per_logit(dr, D.apply(d, fk))[0])(
+        d_all, d_real))(fakes_tr)  # [P, Nd]
+    d_real_tr = jax.vmap(D.apply, (0, None))(params.max, real_f)
+    ld_tr = jax.vmap(lambda d, dr: jax.vmap(lambda fk: per_logit(dr, D.apply(d, fk))[1])(fakes))(
+        params.max, d_real_tr)  # [P, Ng]
+    fit_g_tr = aggregate_fitness(lg_tr, valid, c.fitness_mode)
+    fit_d_tr = aggregate_fitness(ld_tr, valid, c.fitness_mode)
+
+    src_g = replacement_sources(fit_g[:P], fit_g_tr, c.n_replacements)
+    src_d = replacement_sources(fit_d[:P], fit_d_tr, c.n_replacements)
+    local = lambda t: _take(t, slice(0, P))
+    pick = lambda src, tr, loc: _where(
+        (src >= 0).reshape((P,) + (1,) * (jnp.ndim(loc) - 1)), _take(tr, jnp.maximum(src, 0)), loc)
+    new_g = jax.tree.map(lambda tr, lo: pick(src_g, tr, lo), params.min, local(g_all))
+    new_d = jax.tree.map(lambda tr, lo: pick(src_d, tr, lo), params.max, local(d_all))
+    opt_local = local(opt_all)
+    new_opt = merge_by_player(
+        self._labels,
+        jax.tree.map(lambda tr, lo: pick(src_g, tr, lo), opt, opt_local),
+        jax.tree.map(lambda tr, lo: pick(src_d, tr, lo), opt, opt_local),
+        jax.tree.map(lambda tr, lo: pick(src_g, tr, lo), opt, opt_local))
+    new_lr = Players(pick(src_g, lr_g, lrg_all[:P]), pick(src_d, lr_d, lrd_all[:P]))
+    new_fit = Players(pick(src_g, fit_g_tr, fit_g[:P]), pick(src_d, fit_d_tr, fit_d[:P]))
+
+    # 6. mixture weights: (1+1)-ES over the neighbourhood's best generators
+    best_of_member = jnp.argmin(fit_g.reshape(M, P), axis=1)  # [M]
+    member_gens = _take(g_all, jnp.arange(M) * P + best_of_member)
+    own_best = _take(new_g, jnp.argmin(new_fit.min))
+    gens = jax.tree.map(lambda nb, own: nb.at[0].set(own), member_gens, own_best)
+    mix_ok = mask & jnp.isfinite(jnp.min(fit_g.reshape(M, P), axis=1)).at[0].set(True)
+    z_mix = jax.random.normal(keys[7], (c.mixture_samples, self.pair.latent_dim))
+    samples = jax.vmap(G.apply, (0, None))(gens, z_mix)
+    samples = jnp.where(mix_ok.reshape((M,) + (1,) * (samples.ndim - 1)), samples, 0.0)
+
+    uniform = mix_ok / jnp.sum(mix_ok)
+    weights_out, score_out, accept = mixture_es_step(
+        keys[8], weights, mix_ok, c.mixture_sigma, lambda w: self.score_fn(data, samples, w))
+
+    # 7. divergence: re-seed from the best neighbour
+    diverged = ~(_finite(new_g) & _finite(new_d) & _finite(new_opt)
+                 & jnp.all(jnp.isfinite(train_losses)) & jnp.isfinite(score_out))
+    member_fit = jnp.where(jnp.arange(M) == 0, _INF, jnp.min(fit_g.reshape(M, P), axis=1))
+    donor = jnp.argmin(member_fit)
+    donor_slice = lambda t: jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, donor * P, P), t)
+    new_g = _where(diverged, donor_slice(g_all), new_g)
+    new_d = _where(diverged, donor_slice(d_all), new_d)
+    new_opt = _where(diverged, donor_slice(opt_all), new_opt)
+    new_lr = _where(diverged, Players(donor_slice(lrg_all), donor_slice(lrd_all)), new_lr)
+    new_fit = _where(diverged, Players(donor_slice(fit_g), donor_slice(fit_d)), new_fit)
+    weights_out = jnp.where(diverged, uniform, weights_out)
+    score_out = jnp.where(diverged, _INF, score_out)
+
+    metrics = {
+        "g_loss": jnp.mean(train_losses[..., 0]),
+        "d_loss": jnp.mean(train_losses[..., 1]),
+        "g_fitness": jnp.min(new_fit.min),
+        "d_fitness": jnp.min(new_fit.max),
+        "lr_g": jnp.mean(new_lr.min),
+        "lr_d": jnp.mean(new_lr.max),
+        "mixture_score": score_out,
+        "mixture_accepted": accept & ~diverged,
+        "replaced_g": jnp.sum(src_g >= 0).astype(jnp.int32),
+        "replaced_d": jnp.sum(src_d >= 0).astype(jnp.int32),
+        "diverged": diverged,
+        "loss_index": loss_index.astype(jnp.int32),
+    }
+    return (Players(new_g, new_d), new_opt, new_lr, new_fit, weights_out, score_out), metrics
+
+  # ------------------------------------------------------------ read-out
+  def mixture(self, state: CoevolutionState, cell: int | None = None):
+    """The generator mixture of ``cell`` (flat index; default: the best-scoring
+    cell): ``(generators [M, ...], weights [M])``, the cell's own best
+    generator first, then each neighbour's best (by stored fitness)."""
+    c = self.config
+    score = np.asarray(state.mixture_score).reshape(-1)
+    if cell is None:
+      finite = np.where(np.isfinite(score), score, np.inf)
+      cell = int(np.argmin(finite))
+    if not 0 <= cell < c.num_cells:
+      raise ValueError(f"cell must be in [0, {c.num_cells}), got {cell}")
+    r, col = divmod(cell, c.cols)
+    gens, fit = gather_neighbours((state.params.min, state.fitness.min), c.neighbourhood)
+    gens, fit = _take(gens, (r, col)), fit[r, col]  # [M, P, ...], [M, P]
+    best = jnp.argmin(fit, axis=1)
+    gens = jax.tree.map(lambda x: x[jnp.arange(c.num_members), best], gens)
+    return gens, state.mixture_weights[r, col]
+
+  def sample_mixture(self, key: jax.Array, generators, weights, n: int) -> jax.Array:
+    """``n`` samples of a generator mixture: each sample's generator is drawn
+    with probability ``weights``."""
+    k1, k2 = jax.random.split(key)
+    which = jax.random.categorical(k1, jnp.log(jnp.maximum(weights, 0.0)), shape=(n,))
+    z = jax.random.normal(k2, (n, self.pair.latent_dim))
+    every = jax.vmap(self.pair.generator.apply, (0, None))(generators, z)  # [M, n, ...]
+    return every[which, jnp.arange(n)]

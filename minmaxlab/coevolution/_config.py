@@ -1,0 +1,96 @@
+"""Configuration of spatial coevolution, validated when it is built."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from minmaxlab.coevolution._grid import NEIGHBOURHOODS
+
+FITNESS_MODES = ("average", "worst", "best")
+CELL_STRATEGIES = ("auto", "vmap", "map")
+MUSTANGS_LOSSES = ("ns_bce", "lsgan", "heuristic")
+
+
+@dataclasses.dataclass(frozen=True)
+class CoevolutionConfig:
+  """Static settings of a Lipizzaner-style coevolution (defaults: the reference's).
+
+  Attributes:
+    rows, cols: the torus.
+    neighbourhood: ``"von_neumann"`` (cell + 4, the default) or ``"moore"`` (cell + 8).
+    population_size: generators and discriminators kept per cell.
+    selection: tournament selection over the neighbourhood (Lipizzaner's
+      ``enable_selection``); off: each cell trains its own individuals.
+    tournament_size: candidates per tournament.
+    n_replacements: worst local individuals replaced by better trained ones.
+    fitness_mode: aggregate of an individual's losses over its opponents:
+      ``"average"``, ``"worst"`` (max loss) or ``"best"`` (min loss).
+    fitness_samples: real samples and noise vectors of the fitness batch.
+    learning_rate: initial learning rate of both players.
+    mutation_probability, mutation_scale: each selected individual's learning
+      rate gets ``+ mutation_scale * N(0, 1)`` with this probability.
+    min_learning_rate: mutated learning rates are clipped to at least this.
+    batch_size: training minibatch.
+    steps_per_generation: training steps per generation (Lipizzaner: one epoch).
+    loss: a name of ``minmaxlab.gan.losses.LOSSES`` or ``"mustangs"`` (each cell
+      draws BCE, least squares or heuristic at random every generation).
+    mixture_sigma: step of the mixture-weight (1+1)-ES.
+    mixture_samples: samples per generator for the mixture score.
+    cell_strategy: how cells are stepped inside the one jitted step:
+      ``"vmap"`` (batched), ``"map"`` (sequential ``lax.map``) or ``"auto"``
+      (``map`` on CPU, where it measured faster, ``vmap`` elsewhere).
+  """
+
+  rows: int = 3
+  cols: int = 3
+  neighbourhood: str = "von_neumann"
+  population_size: int = 1
+  selection: bool = True
+  tournament_size: int = 2
+  n_replacements: int = 1
+  fitness_mode: str = "average"
+  fitness_samples: int = 1000
+  learning_rate: float = 2e-4
+  mutation_probability: float = 0.5
+  mutation_scale: float = 1e-4
+  min_learning_rate: float = 1e-7
+  batch_size: int = 100
+  steps_per_generation: int = 600
+  loss: str = "ns_bce"
+  mixture_sigma: float = 0.01
+  mixture_samples: int = 1000
+  cell_strategy: str = "auto"
+
+  def __post_init__(self):
+    def bad(name, expected):
+      raise ValueError(f"{name} must be {expected}, got {getattr(self, name)!r}")
+
+    for name in ("rows", "cols", "population_size", "tournament_size", "fitness_samples",
+                 "batch_size", "steps_per_generation", "mixture_samples"):
+      value = getattr(self, name)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        bad(name, "an integer >= 1")
+    if not isinstance(self.n_replacements, int) or not 0 <= self.n_replacements <= self.population_size:
+      bad("n_replacements", f"an integer in [0, population_size={self.population_size}]")
+    if self.neighbourhood not in NEIGHBOURHOODS:
+      bad("neighbourhood", f"one of {sorted(NEIGHBOURHOODS)}")
+    if self.fitness_mode not in FITNESS_MODES:
+      bad("fitness_mode", f"one of {FITNESS_MODES}")
+    if self.cell_strategy not in CELL_STRATEGIES:
+      bad("cell_strategy", f"one of {CELL_STRATEGIES}")
+    if not 0.0 <= self.mutation_probability <= 1.0:
+      bad("mutation_probability", "in [0, 1]")
+    for name in ("mutation_scale", "mixture_sigma"):
+      if not getattr(self, name) >= 0.0:
+        bad(name, ">= 0")
+    for name in ("learning_rate", "min_learning_rate"):
+      if not getattr(self, name) > 0.0:
+        bad(name, "> 0")
+
+  @property
+  def num_cells(self) -> int:
+    return self.rows * self.cols
+
+  @property
+  def num_members(self) -> int:
+    return len(NEIGHBOURHOODS[self.neighbourhood])
