@@ -128,7 +128,7 @@ def test_config_checks():
 def test_image_dataset_with_classifier_metrics(tmp_path):
   config = smoke.get_config()
   config.progress = False
-  config.dataset, config.hidden, config.num_steps = "digits", (32, 32), 20
+  config.dataset, config.hidden, config.num_steps = "digits8", (32, 32), 20
   config.classifier.steps, config.classifier.cache_dir = 300, str(tmp_path / "cache")
   config.num_eval_samples, config.grid_samples = 200, 16
   last = train.train(config, tmp_path / "run")
@@ -137,7 +137,7 @@ def test_image_dataset_with_classifier_metrics(tmp_path):
   assert last["fid"] > 0 and 1 <= last["inception_score"] <= 10 and 0 <= last["class_tvd"] <= 0.9
   summary = json.loads((tmp_path / "run" / "summary.json").read_text())
   assert summary["classifier_test_accuracy"] > 0.85
-  assert (tmp_path / "cache" / "digits" / "real_stats.npz").is_file()
+  assert (tmp_path / "cache" / "digits8" / "real_stats.npz").is_file()
   assert (tmp_path / "run" / "samples" / "step_20.png").is_file()
 
 
