@@ -25,6 +25,10 @@ FIGURES = {
         "bilinear_lookahead_cycle.png",
         "bilinear_phase_portrait.png",
     ],
+    "gan_jacobian.ipynb": [
+        "gan_jacobian_eigenvalues.png",
+        "gan_jacobian_losses.png",
+    ],
     "lookahead_bilinear.ipynb": [
         "lookahead_bilinear_full_batch.png",
         "lookahead_bilinear_stochastic.png",
