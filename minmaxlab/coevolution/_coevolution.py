@@ -220,7 +220,11 @@ class Coevolution:
     flat = lambda t: jax.tree.map(lambda x: x.reshape((M * P,) + x.shape[2:]), t)
     g_all, d_all, opt_all = flat(params_nb.min), flat(params_nb.max), flat(opt_nb)
     lrg_all, lrd_all = flat(lr_nb.min), flat(lr_nb.max)
-    valid = jnp.repeat(mask, P)
+    member_valid = jnp.repeat(mask, P)
+    # A diverged (non-finite) individual takes part in nothing.
+    finite_each = lambda t: jax.vmap(_finite)(t)
+    valid_g = member_valid & finite_each(g_all)
+    valid_d = member_valid & finite_each(d_all)
     keys = jax.random.split(key, 9)
     loss_index = jax.random.randint(keys[0], (), 0, len(self._losses))
     per_logit = lambda r, f: self._per_logit(loss_index, r, f)
@@ -233,10 +237,10 @@ class Coevolution:
     d_fake = jax.vmap(lambda d: jax.vmap(lambda x: D.apply(d, x))(fakes))(d_all)  # [Nd, Ng, F]
     pair_losses = jax.vmap(jax.vmap(per_logit, (None, 0)), (0, 0))(d_real, d_fake)
     lg, ld = pair_losses[0].T, pair_losses[1]  # lg: [Ng, Nd]; ld: [Nd, Ng]
-    fit_g = jnp.where(valid, aggregate_fitness(lg, valid, c.fitness_mode), _INF)
-    fit_d = jnp.where(valid, aggregate_fitness(ld, valid, c.fitness_mode), _INF)
-    usable_g = valid & jnp.isfinite(fit_g)
-    usable_d = valid & jnp.isfinite(fit_d)
+    fit_g = jnp.where(valid_g, aggregate_fitness(lg, valid_d, c.fitness_mode), _INF)
+    fit_d = jnp.where(valid_d, aggregate_fitness(ld, valid_g, c.fitness_mode), _INF)
+    usable_g = valid_g & jnp.isfinite(fit_g)
+    usable_d = valid_d & jnp.isfinite(fit_d)
 
     # 3. selection and mutation
     if c.selection:
@@ -300,8 +304,8 @@ class Coevolution:
     d_real_tr = jax.vmap(D.apply, (0, None))(params.max, real_f)
     ld_tr = jax.vmap(lambda d, dr: jax.vmap(lambda fk: per_logit(dr, D.apply(d, fk))[1])(fakes))(
         params.max, d_real_tr)  # [P, Ng]
-    fit_g_tr = aggregate_fitness(lg_tr, valid, c.fitness_mode)
-    fit_d_tr = aggregate_fitness(ld_tr, valid, c.fitness_mode)
+    fit_g_tr = aggregate_fitness(lg_tr, valid_d, c.fitness_mode)
+    fit_d_tr = aggregate_fitness(ld_tr, valid_g, c.fitness_mode)
 
     src_g = replacement_sources(fit_g[:P], fit_g_tr, c.n_replacements)
     src_d = replacement_sources(fit_d[:P], fit_d_tr, c.n_replacements)
@@ -334,16 +338,25 @@ class Coevolution:
         keys[8], weights, mix_ok, c.mixture_sigma, lambda w: self.score_fn(data, samples, w))
 
     # 7. divergence: re-seed from the best neighbour
-    diverged = ~(_finite(new_g) & _finite(new_d) & _finite(new_opt)
+    arrived_diverged = ~(jnp.all(valid_g[:P]) & jnp.all(valid_d[:P])
+                         & _finite(_take(opt_all, slice(0, P))))
+    diverged = arrived_diverged | ~(_finite(new_g) & _finite(new_d) & _finite(new_opt)
                  & jnp.all(jnp.isfinite(train_losses)) & jnp.isfinite(score_out))
     member_fit = jnp.where(jnp.arange(M) == 0, _INF, jnp.min(fit_g.reshape(M, P), axis=1))
     donor = jnp.argmin(member_fit)
+    has_donor = jnp.isfinite(member_fit[donor])
     donor_slice = lambda t: jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, donor * P, P), t)
-    new_g = _where(diverged, donor_slice(g_all), new_g)
-    new_d = _where(diverged, donor_slice(d_all), new_d)
-    new_opt = _where(diverged, donor_slice(opt_all), new_opt)
-    new_lr = _where(diverged, Players(donor_slice(lrg_all), donor_slice(lrd_all)), new_lr)
-    new_fit = _where(diverged, Players(donor_slice(fit_g), donor_slice(fit_d)), new_fit)
+    # Without a healthy neighbour the cell restarts from fresh networks.
+    fresh_params, fresh_opt = jax.vmap(self._init_pair)(jax.random.split(keys[8], P))
+    lr0 = jnp.full(P, c.learning_rate, jnp.float32)
+    fresh = (fresh_params.min, fresh_params.max, fresh_opt, Players(lr0, lr0),
+             Players(jnp.full(P, _INF), jnp.full(P, _INF)))
+    donated = (donor_slice(g_all), donor_slice(d_all), donor_slice(opt_all),
+               Players(donor_slice(lrg_all), donor_slice(lrd_all)),
+               Players(donor_slice(fit_g), donor_slice(fit_d)))
+    repair = _where(has_donor, donated, fresh)
+    new_g, new_d, new_opt, new_lr, new_fit = _where(
+        diverged, repair, (new_g, new_d, new_opt, new_lr, new_fit))
     weights_out = jnp.where(diverged, uniform, weights_out)
     score_out = jnp.where(diverged, _INF, score_out)
 
