@@ -174,8 +174,6 @@ def test_spectral_normalize_at_random_init_is_close_to_one(shape):
   normalize = jax.jit(models.spectral_normalize, static_argnums=1)
   normalized = np.asarray(normalize(kernel, 5)).reshape(-1, shape[-1])
   assert 1 - 1e-5 <= np.linalg.svd(normalized, compute_uv=False)[0] <= 1.1
-  many = np.asarray(normalize(kernel, 500)).reshape(-1, shape[-1])
-  np.testing.assert_allclose(np.linalg.svd(many, compute_uv=False)[0], 1.0, rtol=5e-3)
 
 
 def test_spectrally_normalised_mlp_discriminator_is_about_1_lipschitz(key):

@@ -62,9 +62,13 @@ def from_linen(
 
   ``init`` is jit-compiled and vmaps over a batch of keys.
 
-  (Measured in ``experiments/benchmarks/gan_models.py``: linen ``apply`` and
-  ``nnx.split``/``nnx.merge`` compile to the same program under ``jit``; linen
-  is kept for its plain-dict parameters and no Python graph overhead.)
+  Why linen: ``experiments/benchmarks/gan_models.py`` times the MNIST MLP
+  pair (batch 100, Adam GDA, jitted ``lax.scan``) with linen ``apply`` and with
+  ``nnx.split``/``nnx.merge`` inside the jitted step. Both lower to programs of
+  identical XLA cost (0.478 GFLOP per 50-step scan) and ran at 50.3 vs 51.6
+  steps/s (medians of 5 on a loaded 2-core CPU; a 2.6% gap inside the 2x
+  run-to-run spread). With no speed difference, linen is kept: its parameters
+  are plain nested dicts and ``apply`` has no graph to merge.
   """
   if initializer not in ("fan_in_uniform", "module"):
     raise ValueError(f"initializer must be 'fan_in_uniform' or 'module', got {initializer!r}")
