@@ -8,7 +8,7 @@ r"""Train one GAN from a config file.
 
 import sys
 
-from absl import app, flags
+from absl import app, flags, logging
 from ml_collections import config_flags
 
 _CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a config file.", lock_config=True)
@@ -20,6 +20,8 @@ flags.mark_flags_as_required(["config", "workdir"])
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
   from experiments.gan import train  # after flag parsing: JAX starts here
 
   try:

@@ -9,7 +9,7 @@ PY=${PY:-.venv/bin/python}
 OUT=${OUT:-runs/gan_results}
 CFG=experiments/gan/configs
 WHAT=${1:-all}
-run() { nice -n 10 "$PY" -m experiments.gan.main --config.progress=False "$@" > /dev/null; }
+run() { nice -n 10 "$PY" -m experiments.gan.main "$@" --config.progress=False > /dev/null; }
 
 if [[ $WHAT == all || $WHAT == ring8 ]]; then
   for seed in 0 1 2; do
