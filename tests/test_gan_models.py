@@ -25,8 +25,17 @@ def _init(pair, key):
   return pair.generator.init(kg), pair.discriminator.init(kd)
 
 
-@pytest.mark.parametrize("spectral_norm", [False, True])
-@pytest.mark.parametrize("arch,shape", PAIRS)
+# Every architecture and shape; spectral norm on one pair of each kind (the 28x28 DCGAN with
+# spectral norm runs in test_spectral_norm_changes_only_the_discriminator_output...).
+@pytest.mark.parametrize(
+  "arch,shape,spectral_norm",
+  [
+    (a, s, sn)
+    for a, s in PAIRS
+    for sn in (False, True)
+    if not (a == "dcgan" and sn == (s[0] == 28))
+  ],
+)
 def test_pair_shapes_and_ranges(arch, shape, spectral_norm, key):
   width = {"width": 8} if arch == "dcgan" else {"hidden": (32, 32)}
   pair = models.make_pair(arch, shape, spectral_norm=spectral_norm, **width)
