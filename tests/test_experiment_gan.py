@@ -45,8 +45,13 @@ def test_smoke_end_to_end_and_exact_resume(tmp_path):
     assert k in rows[1] and k in rows[3]
   assert last == rows[-1]
   assert all(np.isfinite(r["loss_min"]) and np.isfinite(r["loss_max"]) for r in rows)
-  for name in ("config.json", "summary.json", "metrics.png", "samples/step_20.png",
-               "samples/ema_step_40.png"):
+  for name in (
+    "config.json",
+    "summary.json",
+    "metrics.png",
+    "samples/step_20.png",
+    "samples/ema_step_40.png",
+  ):
     assert (full / name).is_file(), name
   assert runner.CheckpointManager(full / "checkpoints").steps() == [0, 20, 40]
   (events,) = (full / "tensorboard").glob("events.out.tfevents.*")
@@ -103,14 +108,17 @@ def test_every_scheme_with_lookahead_trains(scheme):
   state = train.make_init(exp, config)()
   new, losses, finite = train.make_chunk(exp, config)(state)
   assert int(new.step) == 4 and losses.shape == (4, 2) and bool(finite)
-  moved = [not np.array_equal(a, b) for a, b in zip(jax.tree.leaves(state.params),
-                                                     jax.tree.leaves(new.params))]
+  moved = [
+    not np.array_equal(a, b)
+    for a, b in zip(jax.tree.leaves(state.params), jax.tree.leaves(new.params))
+  ]
   assert all(moved)
   # After 4 steps with sync_period 2 the fast weights sit on the slow ones.
   import minmaxlab
 
-  for a, b in zip(jax.tree.leaves(minmaxlab.lookahead_slow_params(new.opt_state)),
-                  jax.tree.leaves(new.params)):
+  for a, b in zip(
+    jax.tree.leaves(minmaxlab.lookahead_slow_params(new.opt_state)), jax.tree.leaves(new.params)
+  ):
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-9)
 
 
@@ -144,9 +152,18 @@ def test_image_dataset_with_classifier_metrics(tmp_path):
 def test_cli_runs_and_reports_divergence(tmp_path):
   env = {**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"}
   env.pop("JAX_NUM_CPU_DEVICES", None)
-  cmd = [sys.executable, "-m", "experiments.gan.main",
-         "--config", str(ROOT / "experiments/gan/configs/smoke.py"), "--workdir", str(tmp_path),
-         "--config.num_steps=20", "--config.lr_min=1e30", "--config.lr_max=1e30"]
+  cmd = [
+    sys.executable,
+    "-m",
+    "experiments.gan.main",
+    "--config",
+    str(ROOT / "experiments/gan/configs/smoke.py"),
+    "--workdir",
+    str(tmp_path),
+    "--config.num_steps=20",
+    "--config.lr_min=1e30",
+    "--config.lr_max=1e30",
+  ]
   proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert "ERROR: training diverged at step" in proc.stderr

@@ -119,8 +119,9 @@ def _digits():
 def test_classifier_on_digits_and_cache(tmp_path):
   xtr, ytr, xte, yte = _digits()
   kw = dict(steps=300, batch_size=64, width=16, feature_dim=64)
-  clf = metrics.load_or_train_classifier("digits", xtr, ytr, 10, test_images=xte, test_labels=yte,
-                                         cache_dir=tmp_path, **kw)
+  clf = metrics.load_or_train_classifier(
+    "digits", xtr, ytr, 10, test_images=xte, test_labels=yte, cache_dir=tmp_path, **kw
+  )
   assert clf.test_accuracy > 0.85, clf.test_accuracy
   assert clf.accuracy(xte, yte) == pytest.approx(clf.test_accuracy)
   assert isinstance(clf, metrics.FeatureExtractor)
@@ -128,8 +129,9 @@ def test_classifier_on_digits_and_cache(tmp_path):
   assert f.shape == (7, 64) and logits.shape == (7, 10)
   assert (tmp_path / "digits" / "step_0").is_dir()
   # Second call restores the checkpoint instead of training: identical predictions.
-  again = metrics.load_or_train_classifier("digits", xtr, ytr, 10, test_images=xte,
-                                           test_labels=yte, cache_dir=tmp_path, **kw)
+  again = metrics.load_or_train_classifier(
+    "digits", xtr, ytr, 10, test_images=xte, test_labels=yte, cache_dir=tmp_path, **kw
+  )
   assert again.test_accuracy == clf.test_accuracy
   np.testing.assert_array_equal(again.logits(xte), clf.logits(xte))
   # Classifier-FID: real vs itself ~ 0, real test split small, noise large; TVD of real data small.
@@ -151,8 +153,9 @@ def test_function_extractor_fid_on_32x32x3_closed_form():
   rng = np.random.default_rng(0)
   w = jnp.asarray(rng.normal(size=(16 * 16 * 3, 12)) / 30, jnp.float32)
   feats = lambda x: x.reshape(x.shape[0], -1) @ w  # noqa: E731
-  ext = metrics.FunctionExtractor(feats, lambda x: feats(x)[:, :10], input_size=(16, 16),
-                                  input_range=(0.0, 255.0), batch_size=64)
+  ext = metrics.FunctionExtractor(
+    feats, lambda x: feats(x)[:, :10], input_size=(16, 16), input_range=(0.0, 255.0), batch_size=64
+  )
   assert isinstance(ext, metrics.FeatureExtractor)
   real = rng.uniform(-1, 1, (300, 32, 32, 3)).astype(np.float32)
   ev = metrics.ImageEvaluator.from_real(ext, real)
@@ -164,5 +167,7 @@ def test_function_extractor_fid_on_32x32x3_closed_form():
   fshift = np.asarray(feats(img * 127.5), np.float64)[0]
   assert shifted["fid"] == pytest.approx(fshift @ fshift, rel=1e-3)
   assert set(shifted) == {"fid", "inception_score", "inception_score_std", "class_tvd"}
-  only_fid = metrics.ImageEvaluator.from_real(metrics.FunctionExtractor(feats, input_size=(16, 16)), real)
+  only_fid = metrics.ImageEvaluator.from_real(
+    metrics.FunctionExtractor(feats, input_size=(16, 16)), real
+  )
   assert set(only_fid(real[:50])) == {"fid"}

@@ -95,8 +95,10 @@ def test_metric_writer_jsonl_and_tensorboard(tmp_path):
     w.write(10, {"loss_min": np.float32(0.5), "fid": jnp.asarray(12.25), "note": "x"})
     w.write(20, {"loss_min": 0.25, "fid": float("nan")})
   rows = runner.read_jsonl(tmp_path / "metrics.jsonl")
-  assert rows == [{"step": 10, "loss_min": 0.5, "fid": 12.25, "note": "x"},
-                  {"step": 20, "loss_min": 0.25, "fid": "nan"}]
+  assert rows == [
+    {"step": 10, "loss_min": 0.5, "fid": 12.25, "note": "x"},
+    {"step": 20, "loss_min": 0.25, "fid": "nan"},
+  ]
   (event_file,) = (tmp_path / "tensorboard").glob("events.out.tfevents.*")
   scalars = runner.read_scalars(event_file)
   assert (10, "loss_min", 0.5) in scalars and (10, "fid", 12.25) in scalars
@@ -106,10 +108,10 @@ def test_metric_writer_jsonl_and_tensorboard(tmp_path):
   data, i, n_records = event_file.read_bytes(), 0, 0
   mask = lambda c: (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF  # noqa: E731
   while i < len(data):
-    (n,) = struct.unpack("<Q", data[i:i + 8])
-    assert struct.unpack("<I", data[i + 8:i + 12])[0] == mask(_crc32c_bitwise(data[i:i + 8]))
-    body = data[i + 12:i + 12 + n]
-    assert struct.unpack("<I", data[i + 12 + n:i + 16 + n])[0] == mask(_crc32c_bitwise(body))
+    (n,) = struct.unpack("<Q", data[i : i + 8])
+    assert struct.unpack("<I", data[i + 8 : i + 12])[0] == mask(_crc32c_bitwise(data[i : i + 8]))
+    body = data[i + 12 : i + 12 + n]
+    assert struct.unpack("<I", data[i + 12 + n : i + 16 + n])[0] == mask(_crc32c_bitwise(body))
     i, n_records = i + 16 + n, n_records + 1
   assert n_records == 3  # file version + two summaries
   assert b"brain.Event:2" in data and b"loss_min" in data and struct.pack("<f", 12.25) in data
@@ -160,8 +162,9 @@ def test_plots_write_pngs(tmp_path):
   runner.save_image_grid(tmp_path / "g.png", imgs)
   runner.save_image_grid(tmp_path / "rgb.png", np.zeros((4, 5, 5, 3)))
   assert matplotlib.image.imread(tmp_path / "g.png").shape[:2] == (3 * 9 + 1, 4 * 9 + 1)
-  runner.save_scatter(tmp_path / "s.png", np.random.default_rng(0).normal(size=(50, 2)),
-                      modes=np.eye(2))
+  runner.save_scatter(
+    tmp_path / "s.png", np.random.default_rng(0).normal(size=(50, 2)), modes=np.eye(2)
+  )
   rows = [{"step": s, "loss": 1.0 / s, "fid": 10.0 - s, "tag": "x"} for s in range(1, 6)]
   assert runner.save_metric_curves(tmp_path / "m.png", rows) == ["fid", "loss"]
   for name in ("g.png", "rgb.png", "s.png", "m.png"):

@@ -11,7 +11,9 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Path to a config file.", lock_config=True)
+_CONFIG = config_flags.DEFINE_config_file(
+  "config", None, "Path to a config file.", lock_config=True
+)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (checkpoints, logs, plots).")
 _RESUME = flags.DEFINE_bool("resume", False, "Continue from the latest checkpoint in --workdir.")
 flags.mark_flags_as_required(["config", "workdir"])

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -53,8 +54,8 @@ class Experiment(NamedTuple):
 def make_optimizer(config) -> optax.GradientTransformationExtraArgs:
   """The game optimizer of ``config``: scheme over per-player Adam, then lookahead, then EMA."""
   inner = minmaxlab.per_player(
-      min=optax.adam(config.lr_min, b1=config.b1, b2=config.b2),
-      max=optax.adam(config.lr_max, b1=config.b1, b2=config.b2),
+    min=optax.adam(config.lr_min, b1=config.b1, b2=config.b2),
+    max=optax.adam(config.lr_max, b1=config.b1, b2=config.b2),
   )
   if config.scheme == "gda":
     tx = inner
@@ -82,8 +83,9 @@ def check_config(config) -> None:
   """Raise ``ValueError`` for loop settings that cannot work."""
   for name in ("eval_every", "checkpoint_every", "num_steps"):
     if config[name] % config.log_every:
-      raise ValueError(f"config.{name}={config[name]} must be a multiple of "
-                       f"config.log_every={config.log_every}")
+      raise ValueError(
+        f"config.{name}={config[name]} must be a multiple of config.log_every={config.log_every}"
+      )
   if config.scheme not in SCHEMES:
     raise ValueError(f"scheme must be one of {SCHEMES}, got {config.scheme!r}")
 
@@ -102,11 +104,20 @@ def build(config) -> Experiment:
     sample_real = lambda key, n: data.sample_batch(key, images, n)  # noqa: E731
     data_shape = tuple(int(s) for s in dataset.images.shape[1:])
   kw = {"hidden": tuple(config.hidden)} if config.architecture == "mlp" else {"width": config.width}
-  pair = models.make_pair(config.architecture, data_shape, config.latent_dim or None,
-                          config.spectral_norm, **kw)
+  pair = models.make_pair(
+    config.architecture, data_shape, config.latent_dim or None, config.spectral_norm, **kw
+  )
   loss_fn = losses.game_loss(pair, config.loss, gp_weight=config.gp_weight)
-  return Experiment(pair, data_shape, sample_real, mixture, dataset, make_optimizer(config),
-                    num_field_evaluations(config), loss_fn)
+  return Experiment(
+    pair,
+    data_shape,
+    sample_real,
+    mixture,
+    dataset,
+    make_optimizer(config),
+    num_field_evaluations(config),
+    loss_fn,
+  )
 
 
 def _keys(config):
@@ -128,8 +139,15 @@ def make_init(exp: Experiment, config) -> Callable[[], TrainState]:
 
 
 # Fields that change the loop but not the compiled programs.
-_LOOP_ONLY = ("num_steps", "eval_every", "checkpoint_every", "keep_checkpoints", "grid_samples",
-              "tensorboard", "progress")
+_LOOP_ONLY = (
+  "num_steps",
+  "eval_every",
+  "checkpoint_every",
+  "keep_checkpoints",
+  "grid_samples",
+  "tensorboard",
+  "progress",
+)
 
 
 def _program_key(config) -> str:
@@ -160,8 +178,8 @@ def make_chunk(exp: Experiment, config) -> Callable:
     batches = [minibatch(step_key, i) for i in range(exp.num_evals)]
     (loss_min, loss_max), field = vaf(state.params, *batches[0])
     updates, opt_state = exp.tx.update(
-        field, state.opt_state, state.params,
-        vector_field=lambda p, i: vaf(p, *batches[i])[1])
+      field, state.opt_state, state.params, vector_field=lambda p, i: vaf(p, *batches[i])[1]
+    )
     params = optax.apply_updates(state.params, updates)
     return TrainState(state.step + 1, params, opt_state), jnp.stack([loss_min, loss_max])
 
@@ -191,8 +209,11 @@ class Evaluator:
     self.image_evaluator, self.classifier = None, None
     if exp.mixture is None:
       self.image_evaluator, self.classifier = metrics.classifier_evaluator(
-          config.dataset, cache_dir=config.classifier.cache_dir or None,
-          data_dir=config.data_dir or None, steps=config.classifier.steps)
+        config.dataset,
+        cache_dir=config.classifier.cache_dir or None,
+        data_dir=config.data_dir or None,
+        steps=config.classifier.steps,
+      )
     gen = exp.pair.generator.apply
     self._generate = jax.jit(gen)
     if exp.mixture is not None:
@@ -203,7 +224,7 @@ class Evaluator:
     key = jax.random.fold_in(self.eval_key, step)
     z = jax.random.normal(key, (n, self.exp.pair.latent_dim))
     bs = 500
-    out = [np.asarray(self._generate(g_params, z[i:i + bs])) for i in range(0, n, bs)]
+    out = [np.asarray(self._generate(g_params, z[i : i + bs])) for i in range(0, n, bs)]
     return np.concatenate(out)
 
   def __call__(self, g_params, step: int) -> tuple[dict[str, float], np.ndarray]:
@@ -223,8 +244,13 @@ def _save_samples(path: Path, x: np.ndarray, exp: Experiment, n: int, title: str
     runner.save_image_grid(path, x[:n])
 
 
-def train(config, workdir: str | Path, *, resume: bool = False,
-          on_log: Callable[[int, dict], None] | None = None) -> dict:
+def train(
+  config,
+  workdir: str | Path,
+  *,
+  resume: bool = False,
+  on_log: Callable[[int, dict], None] | None = None,
+) -> dict:
   """Train the GAN of ``config`` in ``workdir``; returns the last metrics row.
 
   Writes ``config.json``, ``metrics.jsonl``, ``tensorboard/``, ``checkpoints/step_<n>``
@@ -252,13 +278,15 @@ def train(config, workdir: str | Path, *, resume: bool = False,
   start = 0
   if ckpt.latest_step() is not None:
     if not resume:
-      raise ValueError(f"{workdir} already holds checkpoints; pass --resume to continue "
-                       "or use a fresh --workdir")
+      raise ValueError(
+        f"{workdir} already holds checkpoints; pass --resume to continue or use a fresh --workdir"
+      )
     state, _ = ckpt.restore(jax.eval_shape(lambda: state))
     start = int(state.step)
   (workdir / "config.json").write_text(config.to_json(indent=2))
-  writer = runner.MetricWriter(workdir, tensorboard=config.tensorboard,
-                               resume_step=start if resume else None)
+  writer = runner.MetricWriter(
+    workdir, tensorboard=config.tensorboard, resume_step=start if resume else None
+  )
   summary: dict[str, Any] = {}
   if evaluator.classifier is not None:
     summary["classifier_test_accuracy"] = evaluator.classifier.test_accuracy
@@ -276,19 +304,28 @@ def train(config, workdir: str | Path, *, resume: bool = False,
         at = step + 1 + (int(bad[0]) if bad.size else config.log_every - 1)
         last = ckpt.latest_step()
         raise TrainingDiverged(
-            f"training diverged at step {at}: non-finite "
-            f"{'losses ' + str(step_losses[bad[0]].tolist()) if bad.size else 'parameters'}; "
-            f"the last good checkpoint is step {last} in {ckpt.directory} "
-            f"(lower the learning rates or change the loss, then --resume)")
+          f"training diverged at step {at}: non-finite "
+          f"{'losses ' + str(step_losses[bad[0]].tolist()) if bad.size else 'parameters'}; "
+          f"the last good checkpoint is step {last} in {ckpt.directory} "
+          f"(lower the learning rates or change the loss, then --resume)"
+        )
       state, step = new_state, step + config.log_every
-      row = {"loss_min": float(step_losses[:, 0].mean()), "loss_max": float(step_losses[:, 1].mean())}
+      row = {
+        "loss_min": float(step_losses[:, 0].mean()),
+        "loss_max": float(step_losses[:, 1].mean()),
+      }
       evals = {}
       if step % config.eval_every == 0 or step == config.num_steps:
         for prefix, g in generator_params(config, state).items():
           m, x = evaluator(g, step)
           evals.update({prefix + k: v for k, v in m.items()})
-          _save_samples(workdir / "samples" / f"{prefix.replace('/', '_')}step_{step}.png", x, exp,
-                        config.grid_samples, f"{prefix}step {step}")
+          _save_samples(
+            workdir / "samples" / f"{prefix.replace('/', '_')}step_{step}.png",
+            x,
+            exp,
+            config.grid_samples,
+            f"{prefix}step {step}",
+          )
       row = writer.write(step, {**row, **evals})
       if step % config.checkpoint_every == 0 or step == config.num_steps:
         ckpt.save(step, state)
@@ -305,4 +342,3 @@ def train(config, workdir: str | Path, *, resume: bool = False,
   summary.update({"final": row, "steps": int(state.step)})
   (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
   return row
-

@@ -13,15 +13,15 @@ from minmaxlab.runner._progress import ProgressBar
 from minmaxlab.runner._tfevents import EventFileWriter, crc32c, read_scalars
 
 __all__ = [
-    "CheckpointManager",
-    "EventFileWriter",
-    "MetricWriter",
-    "ProgressBar",
-    "crc32c",
-    "image_grid",
-    "read_jsonl",
-    "read_scalars",
-    "save_image_grid",
-    "save_metric_curves",
-    "save_scatter",
+  "CheckpointManager",
+  "EventFileWriter",
+  "MetricWriter",
+  "ProgressBar",
+  "crc32c",
+  "image_grid",
+  "read_jsonl",
+  "read_scalars",
+  "save_image_grid",
+  "save_metric_curves",
+  "save_scatter",
 ]

@@ -54,8 +54,13 @@ class MetricWriter:
     filename: name of the JSONL file.
   """
 
-  def __init__(self, workdir: str | os.PathLike, tensorboard: bool = True,
-               resume_step: int | None = None, filename: str = "metrics.jsonl"):
+  def __init__(
+    self,
+    workdir: str | os.PathLike,
+    tensorboard: bool = True,
+    resume_step: int | None = None,
+    filename: str = "metrics.jsonl",
+  ):
     self.workdir = Path(workdir)
     self.workdir.mkdir(parents=True, exist_ok=True)
     self.path = self.workdir / filename
@@ -77,8 +82,11 @@ class MetricWriter:
     self._f.flush()
     self.rows.append(row)
     if self._tb is not None:
-      nums = {k: float(v) for k, v in row.items()
-              if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)}
+      nums = {
+        k: float(v)
+        for k, v in row.items()
+        if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
+      }
       self._tb.scalars(step, nums)
       self._tb.flush()
     return row

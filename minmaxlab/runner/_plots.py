@@ -30,7 +30,9 @@ def image_grid(images: np.ndarray, ncols: int | None = None, pad: int = 1) -> np
   grid = np.ones((nrows * (h + pad) + pad, ncols * (w + pad) + pad, c), np.float32)
   for i in range(n):
     r, q = divmod(i, ncols)
-    grid[pad + r * (h + pad): pad + r * (h + pad) + h, pad + q * (w + pad): pad + q * (w + pad) + w] = x[i]
+    grid[
+      pad + r * (h + pad) : pad + r * (h + pad) + h, pad + q * (w + pad) : pad + q * (w + pad) + w
+    ] = x[i]
   grid = np.clip((grid + 1.0) * 127.5, 0, 255).round().astype(np.uint8)
   return grid[..., 0] if c == 1 else grid
 
@@ -40,12 +42,14 @@ def save_image_grid(path: str | os.PathLike, images: np.ndarray, ncols: int | No
   import matplotlib.image
 
   grid = image_grid(images, ncols)
-  matplotlib.image.imsave(os.fspath(path), grid, cmap="gray" if grid.ndim == 2 else None,
-                          vmin=0, vmax=255)
+  matplotlib.image.imsave(
+    os.fspath(path), grid, cmap="gray" if grid.ndim == 2 else None, vmin=0, vmax=255
+  )
 
 
-def save_scatter(path: str | os.PathLike, samples: np.ndarray, modes: np.ndarray | None = None,
-                 title: str = "") -> None:
+def save_scatter(
+  path: str | os.PathLike, samples: np.ndarray, modes: np.ndarray | None = None, title: str = ""
+) -> None:
   """Save a scatter plot of 2-D ``samples`` (and the mixture's ``modes``) as a PNG."""
   fig = _figure((4, 4))
   ax = fig.add_subplot()
@@ -59,16 +63,23 @@ def save_scatter(path: str | os.PathLike, samples: np.ndarray, modes: np.ndarray
   fig.savefig(os.fspath(path), dpi=100, bbox_inches="tight")
 
 
-def save_metric_curves(path: str | os.PathLike, rows: Sequence[dict], keys: Sequence[str] | None = None,
-                       ncols: int = 3) -> list[str]:
+def save_metric_curves(
+  path: str | os.PathLike, rows: Sequence[dict], keys: Sequence[str] | None = None, ncols: int = 3
+) -> list[str]:
   """Plot every numeric metric (or ``keys``) of JSONL ``rows`` against ``step``.
 
   Returns:
     The keys that were plotted (one panel each).
   """
   if keys is None:
-    keys = sorted({k for r in rows for k, v in r.items()
-                   if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)})
+    keys = sorted(
+      {
+        k
+        for r in rows
+        for k, v in r.items()
+        if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
+      }
+    )
   keys = list(keys)
   if not keys:
     return keys

@@ -34,8 +34,9 @@ class ProgressBar:
     self._last_step, self._last_time = int(start), time.perf_counter()
     self.latest: dict[str, Any] = {}
 
-  def update(self, step: int, values: dict[str, Any] | None = None,
-             metrics: dict[str, Any] | None = None) -> str:
+  def update(
+    self, step: int, values: dict[str, Any] | None = None, metrics: dict[str, Any] | None = None
+  ) -> str:
     """Show ``step`` with ``values`` (e.g. losses); ``metrics`` are kept as the latest."""
     now = time.perf_counter()
     rate = (step - self._last_step) / max(now - self._last_time, 1e-9)

@@ -66,8 +66,13 @@ def _field_bytes(number: int, payload: bytes) -> bytes:
   return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
-def encode_event(wall_time: float, step: int, *, file_version: str | None = None,
-                 scalars: dict[str, float] | None = None) -> bytes:
+def encode_event(
+  wall_time: float,
+  step: int,
+  *,
+  file_version: str | None = None,
+  scalars: dict[str, float] | None = None,
+) -> bytes:
   """Serialise one ``Event`` with optional file version and scalar values."""
   out = _varint(1 << 3 | 1) + struct.pack("<d", wall_time) + _varint(2 << 3) + _varint(int(step))
   if file_version is not None:
@@ -83,8 +88,12 @@ def encode_event(wall_time: float, step: int, *, file_version: str | None = None
 
 def _record(data: bytes) -> bytes:
   header = struct.pack("<Q", len(data))
-  return (header + struct.pack("<I", masked_crc32c(header)) + data
-          + struct.pack("<I", masked_crc32c(data)))
+  return (
+    header
+    + struct.pack("<I", masked_crc32c(header))
+    + data
+    + struct.pack("<I", masked_crc32c(data))
+  )
 
 
 class EventFileWriter:
@@ -136,12 +145,12 @@ def _fields(buf: bytes):
     if wire == 0:
       value, i = _read_varint(buf, i)
     elif wire == 1:
-      value, i = buf[i:i + 8], i + 8
+      value, i = buf[i : i + 8], i + 8
     elif wire == 5:
-      value, i = buf[i:i + 4], i + 4
+      value, i = buf[i : i + 4], i + 4
     elif wire == 2:
       n, i = _read_varint(buf, i)
-      value, i = buf[i:i + n], i + n
+      value, i = buf[i : i + n], i + n
     else:
       raise ValueError(f"unsupported protobuf wire type {wire}")
     yield number, wire, value
@@ -152,12 +161,12 @@ def read_scalars(path: str | os.PathLike) -> list[tuple[int, str, float]]:
   data = Path(path).read_bytes()
   out, i = [], 0
   while i < len(data):
-    header = data[i:i + 8]
+    header = data[i : i + 8]
     (n,) = struct.unpack("<Q", header)
-    if struct.unpack("<I", data[i + 8:i + 12])[0] != masked_crc32c(header):
+    if struct.unpack("<I", data[i + 8 : i + 12])[0] != masked_crc32c(header):
       raise ValueError(f"{path}: corrupt record length at byte {i}")
-    body = data[i + 12:i + 12 + n]
-    if struct.unpack("<I", data[i + 12 + n:i + 16 + n])[0] != masked_crc32c(body):
+    body = data[i + 12 : i + 12 + n]
+    if struct.unpack("<I", data[i + 12 + n : i + 16 + n])[0] != masked_crc32c(body):
       raise ValueError(f"{path}: corrupt record at byte {i}")
     i += 16 + n
     step = 0

@@ -45,9 +45,10 @@ class ClassifierNet(NamedTuple):
   feature_dim: int
 
 
-def cnn_classifier(image_shape, num_classes: int, width: int = 32,
-                   feature_dim: int = 128) -> ClassifierNet:
-  """Two strided 3x3 convolutions (``width``, ``2 width``), a ``feature_dim`` dense layer, logits."""
+def cnn_classifier(
+  image_shape, num_classes: int, width: int = 32, feature_dim: int = 128
+) -> ClassifierNet:
+  """Two strided 3x3 convolutions (``width``, ``2 width``), a ``feature_dim`` layer, logits."""
   image_shape = tuple(int(s) for s in image_shape)
   if len(image_shape) == 2:
     image_shape += (1,)
@@ -71,7 +72,7 @@ def _batched(fn, x, batch_size):
   n = x.shape[0]
   outs = []
   for i in range(0, n, batch_size):
-    chunk = x[i:i + batch_size]
+    chunk = x[i : i + batch_size]
     m = chunk.shape[0]
     if m < batch_size:
       chunk = np.concatenate([chunk, np.zeros((batch_size - m, *chunk.shape[1:]), chunk.dtype)])
@@ -89,8 +90,14 @@ class EvalClassifier:
     name: the data set it was trained on.
   """
 
-  def __init__(self, net: ClassifierNet, params, test_accuracy: float = float("nan"),
-               name: str = "", batch_size: int = 500):
+  def __init__(
+    self,
+    net: ClassifierNet,
+    params,
+    test_accuracy: float = float("nan"),
+    name: str = "",
+    batch_size: int = 500,
+  ):
     self.net, self.params, self.test_accuracy, self.name = net, params, float(test_accuracy), name
     self.batch_size = batch_size
     self._apply = jax.jit(net.apply)
@@ -112,9 +119,21 @@ class EvalClassifier:
     return float(np.mean(self.logits(images).argmax(axis=1) == np.asarray(labels)))
 
 
-def train_classifier(key, images, labels, num_classes: int, *, test_images=None, test_labels=None,
-                     steps: int = 1500, batch_size: int = 128, learning_rate: float = 1e-3,
-                     width: int = 32, feature_dim: int = 128, name: str = "") -> EvalClassifier:
+def train_classifier(
+  key,
+  images,
+  labels,
+  num_classes: int,
+  *,
+  test_images=None,
+  test_labels=None,
+  steps: int = 1500,
+  batch_size: int = 128,
+  learning_rate: float = 1e-3,
+  width: int = 32,
+  feature_dim: int = 128,
+  name: str = "",
+) -> EvalClassifier:
   """Train the evaluation CNN with Adam on ``images [N, H, W, C]`` in ``[-1, 1]``.
 
   Minibatches are drawn with replacement inside one jitted ``lax.scan`` (the
@@ -169,7 +188,9 @@ def train_classifier(key, images, labels, num_classes: int, *, test_images=None,
 def _fingerprint(images, labels) -> str:
   h = hashlib.sha1()
   h.update(str(np.shape(images)).encode())
-  h.update(np.ascontiguousarray(np.asarray(images, np.float32)[:: max(1, len(images) // 64)]).tobytes())
+  h.update(
+    np.ascontiguousarray(np.asarray(images, np.float32)[:: max(1, len(images) // 64)]).tobytes()
+  )
   h.update(np.ascontiguousarray(np.asarray(labels, np.int64)).tobytes())
   return h.hexdigest()[:16]
 
@@ -180,9 +201,18 @@ def default_cache_dir() -> Path:
   return (Path(root) if root else Path.home() / ".cache" / "minmaxlab") / "classifiers"
 
 
-def load_or_train_classifier(name: str, images, labels, num_classes: int, *, test_images=None,
-                             test_labels=None, cache_dir: str | os.PathLike | None = None,
-                             seed: int = 0, **train_kwargs) -> EvalClassifier:
+def load_or_train_classifier(
+  name: str,
+  images,
+  labels,
+  num_classes: int,
+  *,
+  test_images=None,
+  test_labels=None,
+  cache_dir: str | os.PathLike | None = None,
+  seed: int = 0,
+  **train_kwargs,
+) -> EvalClassifier:
   """The cached classifier for data set ``name``, training (and caching) it if needed.
 
   The checkpoint lives in ``<cache_dir>/<name>`` (default cache dir:
@@ -200,10 +230,20 @@ def load_or_train_classifier(name: str, images, labels, num_classes: int, *, tes
   """
   from minmaxlab.runner import CheckpointManager
 
-  settings = {"steps": 1500, "batch_size": 128, "learning_rate": 1e-3, "width": 32,
-              "feature_dim": 128, **train_kwargs}
-  wanted = {"seed": int(seed), "num_classes": int(num_classes), "settings": settings,
-            "data": _fingerprint(images, labels)}
+  settings = {
+    "steps": 1500,
+    "batch_size": 128,
+    "learning_rate": 1e-3,
+    "width": 32,
+    "feature_dim": 128,
+    **train_kwargs,
+  }
+  wanted = {
+    "seed": int(seed),
+    "num_classes": int(num_classes),
+    "settings": settings,
+    "data": _fingerprint(images, labels),
+  }
   folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
   ckpt = CheckpointManager(folder / name.replace(":", "_").replace("/", "_"), max_to_keep=1)
   shape = tuple(np.shape(images)[1:]) + ((1,) if np.ndim(images) == 3 else ())
@@ -214,7 +254,15 @@ def load_or_train_classifier(name: str, images, labels, num_classes: int, *, tes
       target = jax.eval_shape(net.init, jax.random.key(0))
       params, meta = ckpt.restore(target)
       return EvalClassifier(net, params, meta["test_accuracy"], name)
-  clf = train_classifier(jax.random.key(seed), images, labels, num_classes, test_images=test_images,
-                         test_labels=test_labels, name=name, **settings)
+  clf = train_classifier(
+    jax.random.key(seed),
+    images,
+    labels,
+    num_classes,
+    test_images=test_images,
+    test_labels=test_labels,
+    name=name,
+    **settings,
+  )
   ckpt.save(0, clf.params, metadata={**wanted, "test_accuracy": clf.test_accuracy})
   return clf

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import jax
 import jax.numpy as jnp
@@ -57,10 +58,15 @@ class FunctionExtractor:
     jit: wrap the functions in ``jax.jit``.
   """
 
-  def __init__(self, features_fn: Callable, logits_fn: Callable | None = None,
-               input_size: tuple[int, int] | None = None,
-               input_range: tuple[float, float] = (-1.0, 1.0), batch_size: int = 200,
-               jit: bool = True):
+  def __init__(
+    self,
+    features_fn: Callable,
+    logits_fn: Callable | None = None,
+    input_size: tuple[int, int] | None = None,
+    input_range: tuple[float, float] = (-1.0, 1.0),
+    batch_size: int = 200,
+    jit: bool = True,
+  ):
     lo, hi = input_range
 
     def prep(x):
@@ -88,8 +94,9 @@ class FunctionExtractor:
     return self._run(self._logits, x)
 
 
-def real_statistics(extractor: FeatureExtractor, images, cache_file: str | os.PathLike | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def real_statistics(
+  extractor: FeatureExtractor, images, cache_file: str | os.PathLike | None = None
+) -> tuple[np.ndarray, np.ndarray]:
   """Mean and covariance of ``extractor.features`` on real images, cached in an ``.npz``.
 
   The cache is written atomically (temp file + rename) and trusted as is:
@@ -126,7 +133,7 @@ class ImageEvaluator:
     return cls(extractor, mu, cov, **kw)
 
   def __call__(self, images) -> dict[str, float]:
-    """``{"fid", "inception_score", "inception_score_std", "class_tvd"}`` of ``images`` in [-1, 1]."""
+    """``fid``, ``inception_score`` (and ``_std``), ``class_tvd`` of ``images`` in [-1, 1]."""
     if hasattr(self.extractor, "features_and_logits"):
       feats, logits = self.extractor.features_and_logits(images)
     else:
@@ -143,8 +150,9 @@ class ImageEvaluator:
     return out
 
 
-def classifier_evaluator(dataset: str, *, cache_dir=None, data_dir=None, seed: int = 0,
-                         **train_kwargs) -> tuple[ImageEvaluator, Any]:
+def classifier_evaluator(
+  dataset: str, *, cache_dir=None, data_dir=None, seed: int = 0, **train_kwargs
+) -> tuple[ImageEvaluator, Any]:
   """The evaluator of data set ``dataset`` through its (cached) evaluation classifier.
 
   Loads the train/test splits with ``minmaxlab.gan.data.load``, trains or
@@ -164,10 +172,16 @@ def classifier_evaluator(dataset: str, *, cache_dir=None, data_dir=None, seed: i
   except (ValueError, FileNotFoundError, KeyError):
     test = None
   clf = load_or_train_classifier(
-      dataset, train.images, train.labels, train.num_classes,
-      test_images=None if test is None else test.images,
-      test_labels=None if test is None else test.labels,
-      cache_dir=cache_dir, seed=seed, **train_kwargs)
+    dataset,
+    train.images,
+    train.labels,
+    train.num_classes,
+    test_images=None if test is None else test.images,
+    test_labels=None if test is None else test.labels,
+    cache_dir=cache_dir,
+    seed=seed,
+    **train_kwargs,
+  )
   root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
   stats = root / dataset.replace(":", "_").replace("/", "_") / "real_stats.npz"
   if stats.exists() and stats.stat().st_mtime < _classifier_mtime(root, dataset):

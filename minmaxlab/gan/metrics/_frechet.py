@@ -44,7 +44,10 @@ def frechet_distance(mu1, cov1, mu2, cov2) -> float:
     Converge to a Local Nash Equilibrium", https://arxiv.org/abs/1706.08500
   """
   mu1, mu2 = np.asarray(mu1, np.float64), np.asarray(mu2, np.float64)
-  cov1, cov2 = np.atleast_2d(np.asarray(cov1, np.float64)), np.atleast_2d(np.asarray(cov2, np.float64))
+  cov1, cov2 = (
+    np.atleast_2d(np.asarray(cov1, np.float64)),
+    np.atleast_2d(np.asarray(cov2, np.float64)),
+  )
   if mu1.shape != mu2.shape or cov1.shape != cov2.shape or cov1.shape != (mu1.size, mu1.size):
     raise ValueError(f"shape mismatch: mu {mu1.shape}/{mu2.shape}, cov {cov1.shape}/{cov2.shape}")
   s1 = _sym_sqrt(cov1)

@@ -12,8 +12,9 @@ def _modes_std(mixture: Any) -> tuple[jax.Array, jax.Array]:
   return jnp.asarray(mixture.modes), jnp.asarray(mixture.std)
 
 
-def mode_assignments(samples: jax.Array, mixture: Any, threshold: float = 3.0
-                     ) -> tuple[jax.Array, jax.Array]:
+def mode_assignments(
+  samples: jax.Array, mixture: Any, threshold: float = 3.0
+) -> tuple[jax.Array, jax.Array]:
   """Nearest mode of every sample and whether it is a high-quality sample.
 
   A sample is *high quality* when it lies within ``threshold`` standard
@@ -42,8 +43,9 @@ def mode_histogram(samples: jax.Array, mixture: Any, threshold: float = 3.0) -> 
   return jnp.zeros(k, jnp.int32).at[nearest].add(hq.astype(jnp.int32))
 
 
-def mixture_metrics(samples: jax.Array, mixture: Any, threshold: float = 3.0,
-                    min_count: int = 1) -> dict[str, jax.Array]:
+def mixture_metrics(
+  samples: jax.Array, mixture: Any, threshold: float = 3.0, min_count: int = 1
+) -> dict[str, jax.Array]:
   r"""Modes covered, high-quality-sample rate and the KL of the mode histogram.
 
   With :math:`n_k` the number of high-quality samples (within ``threshold``
@@ -80,7 +82,7 @@ def mixture_metrics(samples: jax.Array, mixture: Any, threshold: float = 3.0,
   kl = jnp.sum(jnp.where(counts > 0, p * jnp.log(jnp.maximum(p, 1e-30) * k), 0.0))
   kl = jnp.where(total > 0, kl, jnp.log(float(k)))
   return {
-      "modes_covered": jnp.sum(counts >= min_count).astype(jnp.int32),
-      "high_quality_rate": total / samples.shape[0],
-      "mode_kl": kl,
+    "modes_covered": jnp.sum(counts >= min_count).astype(jnp.int32),
+    "high_quality_rate": total / samples.shape[0],
+    "mode_kl": kl,
   }

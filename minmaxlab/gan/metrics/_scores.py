@@ -45,7 +45,12 @@ def inception_score(logits=None, *, probs=None, splits: int = 10) -> tuple[float
   scores = []
   for part in np.array_split(p, splits):
     py = part.mean(axis=0, keepdims=True)
-    kl = np.sum(np.where(part > 0, part * (np.log(np.maximum(part, 1e-30)) - np.log(np.maximum(py, 1e-30))), 0.0), axis=1)
+    kl = np.sum(
+      np.where(
+        part > 0, part * (np.log(np.maximum(part, 1e-30)) - np.log(np.maximum(py, 1e-30))), 0.0
+      ),
+      axis=1,
+    )
     scores.append(np.exp(kl.mean()))
   return float(np.mean(scores)), float(np.std(scores))
 
