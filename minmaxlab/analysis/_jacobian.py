@@ -137,7 +137,7 @@ def top_eigenvalues(
     *args: Any,
     k: int = 6,
     which: str = "LM",
-    tol: float = 0.0,
+    tol: float | None = None,
     ncv: int | None = None,
     maxiter: int | None = None,
     key: jax.Array | None = None,
@@ -150,7 +150,10 @@ def top_eigenvalues(
   (:func:`jvp_operator`), in the style of Berard et al. (2020). The game
   Jacobian is not symmetric, so its eigenvalues are complex (conjugate
   pairs). ARPACK runs in float64; the products are computed in the params'
-  dtype. A ~100k-parameter MLP GAN takes seconds on a CPU.
+  dtype. Measured on a 2-core CPU for a 104k-parameter MLP GAN (batch 256,
+  one JVP 14 ms): ``k=10, which="LI"`` 6.6 s, ``k=20, which="LM"`` 32 s.
+  ``"LI"`` converges slowly when the ``k``-th eigenvalue sits in a cluster of
+  similar imaginary parts (``k=20`` took 4 minutes there): ask for fewer.
 
   Args:
     field: ``field(params, *args) -> Players``.
@@ -159,7 +162,10 @@ def top_eigenvalues(
     k: number of eigenvalues (``< n - 1``).
     which: ``"LM"`` largest magnitude, ``"LI"`` largest imaginary part
       (the most rotational directions), ``"LR"`` largest real part.
-    tol: ARPACK relative tolerance (0 = machine precision).
+    tol: ARPACK relative tolerance of the Ritz values. Default: ``0``
+      (machine precision) for float64 params; ``1e-5`` for float32 params,
+      whose Jacobian products are only float32-accurate (asking for float64
+      precision there makes ARPACK restart until ``maxiter``).
     ncv: Arnoldi basis size (default ``max(2k + 1, 20)``, at most ``n``).
     maxiter: ARPACK restarts limit (default scipy's).
     key: PRNG key for the starting vector (default ``jax.random.key(0)``),
@@ -197,6 +203,8 @@ def top_eigenvalues(
   key = jax.random.key(0) if key is None else key
   v0 = np.asarray(jax.random.normal(key, (n,), jnp.float32), np.float64)
   ncv = min(n, max(2 * k + 1, 20)) if ncv is None else ncv
+  if tol is None:
+    tol = 0.0 if jnp.finfo(dtype).bits >= 64 else 1e-5
   out = eigs(op, k=k, which=which, tol=tol, ncv=ncv, maxiter=maxiter, v0=v0,
              return_eigenvectors=return_eigenvectors)
   vals, vecs = out if return_eigenvectors else (out, None)
