@@ -1,0 +1,1 @@
+"""Spatial coevolution of GANs (Lipizzaner in JAX): the project's main demo."""

@@ -1,0 +1,56 @@
+"""Defaults shared by every ``experiments.coevolution`` config (override in a file or by flag)."""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  # Data: "ring8", "grid25" (2-D mixtures) or an image set of minmaxlab.gan.data.load
+  # ("fashion_mnist", "digits", "idx:<dir>", ...).
+  c.dataset = "ring8"
+  c.data_dir = ""  # "" = the data set's default location
+  # Model: minmaxlab.gan.models.make_pair("mlp", data_shape, latent_dim, hidden=...).
+  c.architecture = "mlp"
+  c.latent_dim = 0  # 0 = the architecture's default (mlp 64)
+  c.hidden = (64, 64)
+  # The grid and Lipizzaner's operators (minmaxlab.coevolution.CoevolutionConfig fields).
+  c.rows = 3
+  c.cols = 3
+  c.neighbourhood = "von_neumann"  # or "moore"
+  c.population_size = 1
+  c.selection = True
+  c.tournament_size = 2
+  c.n_replacements = 1
+  c.fitness_mode = "average"  # "average" | "worst" | "best"
+  c.fitness_samples = 1000
+  c.learning_rate = 2e-4
+  c.mutation_probability = 0.5
+  c.mutation_scale = 1e-4
+  c.batch_size = 100
+  c.steps_per_generation = 600
+  c.loss = "ns_bce"  # a minmaxlab.gan.losses name, or "mustangs"
+  c.mixture_sigma = 0.01
+  c.mixture_samples = 1000
+  c.cell_strategy = "auto"  # "auto" | "vmap" | "map"
+  # The optimizer inside every cell: Lookahead-minmax over Adam (lookahead=False: plain Adam).
+  c.lookahead = True
+  c.sync_period = 5
+  c.slow_step_size = 0.5
+  c.b1 = 0.5
+  c.b2 = 0.999
+  # Loop (counted in generations).
+  c.generations = 10
+  c.eval_every = 1  # best-mixture metrics
+  c.plot_every = 1  # PNG of every cell's samples (0 = only the last generation)
+  c.checkpoint_every = 1
+  c.keep_checkpoints = 3
+  c.num_eval_samples = 2000  # samples of the best mixture for the metrics
+  c.cell_samples = 500  # per cell in the grid plot (images: the first 16 are shown)
+  # Evaluation classifier (image data sets): trained once, cached.
+  c.classifier = ml_collections.ConfigDict()
+  c.classifier.steps = 1500
+  c.classifier.cache_dir = ""  # "" = ~/.cache/minmaxlab/classifiers (or $MINMAXLAB_CACHE)
+  c.tensorboard = True
+  c.progress = True
+  return c

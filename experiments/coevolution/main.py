@@ -1,0 +1,62 @@
+r"""Coevolve a grid of GANs (Lipizzaner in JAX) from a config file.
+
+  python -m experiments.coevolution.main --config experiments/coevolution/configs/ring8_3x3.py \
+      --workdir runs/g
+  python -m experiments.coevolution.main --config ... --workdir runs/g1 --config.rows=1 \
+      --config.cols=1                                  # the single-GAN baseline
+  python -m experiments.coevolution.main --config ... --workdir runs/g --resume   # continue
+"""
+
+from absl import app, flags, logging
+from ml_collections import config_flags
+
+_CONFIG = config_flags.DEFINE_config_file(
+  "config", None, "Path to a config file.", lock_config=True
+)
+_WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (checkpoints, logs, plots).")
+_RESUME = flags.DEFINE_bool("resume", False, "Continue from the latest checkpoint in --workdir.")
+flags.mark_flags_as_required(["config", "workdir"])
+
+
+def report(row: dict, summary_path) -> str:
+  """The final lines printed after a run: the best mixture's quality."""
+  import json
+
+  s = json.loads(open(summary_path).read())
+  g = s["grid"]
+  lines = [f"grid {g[0]}x{g[1]} ({s['cell_strategy']}), {s['generations']} generations, "
+           f"first generation (with compile) {s['first_generation_seconds']:.1f} s, "
+           f"then {s['median_generation_seconds'] or float('nan'):.2f} s per generation"]
+  best = row.get("best_cell")
+  if "mixture/modes_covered" in row:
+    lines.append(
+      f"best mixture (cell {best}, weights {row['mixture/weights']}): "
+      f"modes covered {row['mixture/modes_covered']}, "
+      f"high-quality rate {row['mixture/high_quality_rate']:.3f}, "
+      f"mode KL {row['mixture/mode_kl']:.3f}"
+    )
+  elif "mixture/fid" in row:
+    lines.append(
+      f"best mixture (cell {best}, weights {row['mixture/weights']}): "
+      f"classifier-FID {row['mixture/fid']:.2f}, class TVD {row['mixture/class_tvd']:.3f}, "
+      f"IS {row['mixture/inception_score']:.2f}"
+    )
+  return "\n".join(lines)
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
+  import os
+
+  from experiments.coevolution import train  # after flag parsing: JAX starts here
+
+  row = train.train(_CONFIG.value, _WORKDIR.value, resume=_RESUME.value)
+  print(report(row, os.path.join(_WORKDIR.value, "summary.json")))
+  print(f"pictures: {_WORKDIR.value}/samples/, curves: {_WORKDIR.value}/metrics.png")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,86 @@
+"""The picture of a generation: every cell's samples on one PNG (matplotlib, Agg)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from minmaxlab import runner
+
+
+def _figure(figsize):
+  from matplotlib.backends.backend_agg import FigureCanvasAgg
+  from matplotlib.figure import Figure
+
+  fig = Figure(figsize=figsize)
+  FigureCanvasAgg(fig)
+  return fig
+
+
+def save_cell_grid(
+  path: str | os.PathLike,
+  samples: np.ndarray,
+  *,
+  modes: np.ndarray | None = None,
+  cell_metrics: dict | None = None,
+  weights: np.ndarray | None = None,
+  best_cell: int | None = None,
+  title: str = "",
+  images_per_cell: int = 16,
+) -> None:
+  """One panel per cell of the torus, laid out as the grid.
+
+  Args:
+    path: the PNG to write (its folder is created).
+    samples: ``[rows, cols, n, 2]`` points (drawn over ``modes``) or
+      ``[rows, cols, n, H, W, C]`` images in ``[-1, 1]`` (the first
+      ``images_per_cell`` are tiled).
+    modes: ``[K, 2]`` mixture modes (2-D data).
+    cell_metrics: per-cell ``modes_covered`` / ``high_quality_rate`` arrays for the titles.
+    weights: ``[rows, cols, M]`` mixture weights (the cell's own weight is shown).
+    best_cell: flat index of the best-scoring cell (framed in red).
+    title: the figure's title.
+  """
+  samples = np.asarray(samples)
+  rows, cols = samples.shape[:2]
+  points = samples.ndim == 4 and samples.shape[-1] == 2
+  fig = _figure((2.3 * cols, 2.4 * rows + 0.4))
+  if points and modes is not None:
+    lo, hi = np.min(modes, 0), np.max(modes, 0)
+    pad = 0.35 * np.max(hi - lo) + 0.5
+    xlim, ylim = (lo[0] - pad, hi[0] + pad), (lo[1] - pad, hi[1] + pad)
+  for r in range(rows):
+    for c in range(cols):
+      ax = fig.add_subplot(rows, cols, r * cols + c + 1)
+      if points:
+        s = samples[r, c]
+        if modes is not None:
+          ax.scatter(modes[:, 0], modes[:, 1], s=25, c="red", marker="x", linewidths=1, zorder=3)
+          ax.set_xlim(*xlim)
+          ax.set_ylim(*ylim)
+        ax.scatter(s[:, 0], s[:, 1], s=1.5, alpha=0.35, c="tab:blue", rasterized=True)
+        ax.set_aspect("equal")
+      else:
+        grid = runner.image_grid(samples[r, c, :images_per_cell])
+        ax.imshow(grid, cmap="gray" if grid.ndim == 2 else None, vmin=0, vmax=255)
+      ax.set_xticks([])
+      ax.set_yticks([])
+      label = f"({r},{c})"
+      if cell_metrics is not None:
+        k = int(np.asarray(cell_metrics["modes_covered"])[r, c])
+        hq = float(np.asarray(cell_metrics["high_quality_rate"])[r, c])
+        label += f" modes {k} HQ {hq:.0%}"
+      if weights is not None:
+        label += f" w0 {float(weights[r, c, 0]):.2f}"
+      ax.set_title(label, fontsize=7)
+      if best_cell is not None and r * cols + c == best_cell:
+        for spine in ax.spines.values():
+          spine.set_edgecolor("red")
+          spine.set_linewidth(2)
+  if title:
+    fig.suptitle(title + ("  (red frame: best mixture's cell)" if best_cell is not None else ""),
+                 fontsize=9)
+  fig.tight_layout()
+  os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+  fig.savefig(os.fspath(path), dpi=90)

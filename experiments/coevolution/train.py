@@ -1,0 +1,381 @@
+"""Run a spatial coevolution: ``train(config, workdir)`` (called by ``main.py`` and the tests).
+
+Everything random is a pure function of ``(config.seed, generation)``: the grid
+starts from ``init_key``, generation ``g`` (0-based) is stepped with
+``fold_in(generation_key, g)`` and evaluated with ``fold_in(eval_key, g + 1)``.
+A run resumed from a checkpoint therefore reproduces the uninterrupted run
+exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import ml_collections
+import numpy as np
+
+from experiments.coevolution import plots
+from minmaxlab import coevolution as co
+from minmaxlab import runner
+from minmaxlab.gan import data, metrics, models
+
+MIXTURES = ("ring8", "grid25")
+# Per-cell metrics of ``Coevolution.step`` summarised in the rows (mean over cells).
+CELL_METRICS = ("g_loss", "d_loss", "g_fitness", "d_fitness", "lr_g", "lr_d", "mixture_score")
+# ... and counted over cells.
+CELL_COUNTS = ("mixture_accepted", "replaced_g", "replaced_d", "diverged")
+
+
+class ImageData(NamedTuple):
+  """What the jitted step sees of an image data set: the training images and
+  the evaluation classifier (its parameters and the real feature statistics,
+  for the in-step mixture FID)."""
+
+  images: jax.Array
+  classifier_params: Any
+  real_mean: jax.Array
+  real_cov: jax.Array
+
+
+class Experiment(NamedTuple):
+  coev: co.Coevolution
+  data: Any  # data.Mixture or ImageData: the step's ``data`` argument
+  mixture: Any  # data.Mixture or None
+  image_evaluator: Any  # metrics.ImageEvaluator or None
+  classifier: Any  # metrics.EvalClassifier or None
+
+
+def coevolution_config(config) -> co.CoevolutionConfig:
+  """The library's :class:`~minmaxlab.coevolution.CoevolutionConfig` of an experiment config."""
+  names = [f.name for f in co.CoevolutionConfig.__dataclass_fields__.values()]
+  return co.CoevolutionConfig(**{n: config[n] for n in names if n in config})
+
+
+def check_config(config) -> None:
+  """Raise ``ValueError`` for loop settings that cannot work."""
+  for name in ("generations", "eval_every", "checkpoint_every"):
+    if not (isinstance(config[name], int) and config[name] >= 1):
+      raise ValueError(f"config.{name} must be an integer >= 1, got {config[name]!r}")
+  if config.plot_every < 0:
+    raise ValueError(f"config.plot_every must be >= 0, got {config.plot_every}")
+  coevolution_config(config)  # validates the grid fields
+
+
+def build(config) -> Experiment:
+  """Data, models, score and the :class:`~minmaxlab.coevolution.Coevolution` of ``config``."""
+  cfg = coevolution_config(config)
+  latent = config.latent_dim or None
+  scheme = co.default_scheme(
+    config.learning_rate,
+    lookahead=config.lookahead,
+    sync_period=config.sync_period,
+    slow_step_size=config.slow_step_size,
+    b1=config.b1,
+    b2=config.b2,
+  )
+  if config.dataset in MIXTURES:
+    mixture = getattr(data, config.dataset)()
+    pair = models.make_pair(config.architecture, (2,), latent, hidden=tuple(config.hidden))
+    coev = co.Coevolution(
+      cfg,
+      pair,
+      sample_real=lambda d, k, n: d.sample(k, n),
+      score_fn=co.mode_tvd_score,
+      scheme=scheme,
+    )
+    return Experiment(coev, mixture, mixture, None, None)
+  dataset = data.load(config.dataset, "train", data_dir=config.data_dir or None)
+  evaluator, clf = metrics.classifier_evaluator(
+    config.dataset,
+    cache_dir=config.classifier.cache_dir or None,
+    data_dir=config.data_dir or None,
+    steps=config.classifier.steps,
+  )
+  image_data = ImageData(
+    jnp.asarray(dataset.images),
+    clf.params,
+    jnp.asarray(evaluator.real_mu, jnp.float32),
+    jnp.asarray(evaluator.real_cov, jnp.float32),
+  )
+  shape = tuple(int(s) for s in dataset.images.shape[1:])
+  kw = {"hidden": tuple(config.hidden)} if config.architecture == "mlp" else {}
+  pair = models.make_pair(config.architecture, shape, latent, **kw)
+  net = clf.net
+  coev = co.Coevolution(
+    cfg,
+    pair,
+    sample_real=lambda d, k, n: data.sample_batch(k, d.images, n),
+    score_fn=co.fid_score(lambda d, x: net.apply(d.classifier_params, x)[0]),
+    scheme=scheme,
+  )
+  return Experiment(coev, image_data, None, evaluator, clf)
+
+
+def keys(config) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """``(init_key, generation_key, eval_key)`` of ``config.seed``."""
+  init_key, generation_key, eval_key = jax.random.split(jax.random.key(config.seed), 3)
+  return init_key, generation_key, eval_key
+
+
+class Programs(NamedTuple):
+  exp: Experiment
+  init: Callable  # () -> CoevolutionState
+  step: Callable  # (key, state, data) -> (state, metrics), jitted
+  cell_samples: Callable  # (key, state) -> [rows, cols, n, ...], jitted
+  cell_metrics: Callable | None  # samples [rows, cols, n, 2] -> dict of [rows, cols] (mixtures)
+  mixture_samples: Callable  # (key, generators, weights) -> [num_eval_samples, ...], jitted
+
+
+# Fields that change the loop but not the compiled programs.
+_LOOP_ONLY = (
+  "generations",
+  "eval_every",
+  "plot_every",
+  "checkpoint_every",
+  "keep_checkpoints",
+  "tensorboard",
+  "progress",
+)
+
+
+def program_key(config) -> str:
+  d = config.to_dict()
+  return json.dumps({k: v for k, v in d.items() if k not in _LOOP_ONLY}, sort_keys=True)
+
+
+@functools.lru_cache(maxsize=2)
+def _programs(config_json: str) -> Programs:
+  """Build and jit everything once per config in a process (tests resume in-process)."""
+  config = ml_collections.ConfigDict(json.loads(config_json))
+  exp = build(config)
+  coev, pair = exp.coev, exp.coev.pair
+  init_key = keys(config)[0]
+  init = jax.jit(coev.init)
+
+  def cell_samples(key, state):
+    # Each cell's best local generator (by stored fitness), all on the same latents.
+    best = jax.vmap(jax.vmap(jnp.argmin))(state.fitness.min)
+    pick = lambda x: jax.vmap(jax.vmap(lambda p, i: p[i]))(x, best)  # noqa: E731
+    gens = jax.tree.map(pick, state.params.min)
+    z = jax.random.normal(key, (config.cell_samples, pair.latent_dim))
+    return jax.vmap(jax.vmap(pair.generator.apply, (0, None)), (0, None))(gens, z)
+
+  cell_metrics = None
+  if exp.mixture is not None:
+    mixture = exp.mixture
+    one = lambda s: metrics.mixture_metrics(s, mixture)  # noqa: E731
+    cell_metrics = jax.jit(jax.vmap(jax.vmap(one)))
+
+  n_eval = config.num_eval_samples
+  mixture_samples = jax.jit(lambda k, g, w: coev.sample_mixture(k, g, w, n_eval))
+  return Programs(
+    exp,
+    lambda: init(init_key),
+    jax.jit(coev.step),
+    jax.jit(cell_samples),
+    cell_metrics,
+    mixture_samples,
+  )
+
+
+def summarise(step_metrics: dict[str, np.ndarray], cols: int) -> dict[str, Any]:
+  """One JSONL row from a generation's metrics: grid means (and best/worst) of the
+  per-cell arrays, counts of the per-cell events, the per-cell arrays as nested
+  lists under ``cells/<name>``, and the best cell as ``[row, col]``."""
+  row: dict[str, Any] = {}
+  for k in CELL_METRICS:
+    v = np.asarray(step_metrics[k], np.float64)
+    finite = v[np.isfinite(v)]
+    row[k] = float(finite.mean()) if finite.size else float("nan")
+  for k in CELL_COUNTS:
+    row[k] = int(np.sum(step_metrics[k]))
+  row["best_score"] = float(step_metrics["best_score"])
+  best = int(step_metrics["best_cell"])
+  row["best_cell"] = [best // cols, best % cols]
+  for k in (*CELL_METRICS, *CELL_COUNTS):
+    row[f"cells/{k}"] = np.asarray(step_metrics[k]).tolist()
+  return row
+
+
+def cell_scalars(step_metrics: dict[str, np.ndarray]) -> dict[str, float]:
+  """Per-cell TensorBoard scalars ``<metric>/r<row>c<col>``."""
+  out = {}
+  for k in CELL_METRICS:
+    v = np.asarray(step_metrics[k], np.float64)
+    for (r, c), x in np.ndenumerate(v):
+      out[f"{k}/r{r}c{c}"] = float(x)
+  return out
+
+
+def evaluate(progs: Programs, config, state, generation: int):
+  """Metrics of the best cell's mixture (and, for mixtures, of every cell's
+  best generator); returns ``(metrics, mixture_samples, cell, cell_metrics)``."""
+  exp, coev = progs.exp, progs.exp.coev
+  eval_key = jax.random.fold_in(keys(config)[2], generation)
+  gens, weights = coev.mixture(state)
+  score = np.asarray(state.mixture_score).reshape(-1)
+  cell = int(np.argmin(np.where(np.isfinite(score), score, np.inf)))
+  x = np.asarray(progs.mixture_samples(eval_key, gens, weights))
+  out: dict[str, Any] = {}
+  if exp.mixture is not None:
+    m = metrics.mixture_metrics(jnp.asarray(x), exp.mixture)
+    out = {f"mixture/{k}": v.item() for k, v in jax.device_get(m).items()}
+  else:
+    out = {f"mixture/{k}": float(v) for k, v in exp.image_evaluator(x).items()}
+  out["mixture/weights"] = np.asarray(weights).round(4).tolist()
+  return out, x, cell
+
+
+def _save_mixture(path: Path, x, exp: Experiment, title: str) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  if exp.mixture is not None:
+    runner.save_scatter(path, x, np.asarray(exp.mixture.modes), title=title)
+  else:
+    runner.save_image_grid(path, x[:64])
+
+
+def train(
+  config,
+  workdir: str | Path,
+  *,
+  resume: bool = False,
+  on_log: Callable[[int, dict], None] | None = None,
+) -> dict:
+  """Coevolve the grid of ``config`` in ``workdir``; returns the last metrics row.
+
+  Writes ``config.json``, ``metrics.jsonl`` (one row per generation),
+  ``tensorboard/`` (grid means) and ``tensorboard/cells/`` (every cell),
+  ``checkpoints/step_<g>`` (the whole grid state and the run key; atomic
+  orbax, generation 0, every ``checkpoint_every`` generations and the end),
+  ``samples/cells_gen_<g>.png`` (every cell's best generator),
+  ``samples/mixture_gen_<g>.png`` (the best cell's mixture), ``metrics.png``
+  and ``summary.json``.
+
+  Args:
+    config: an ``ml_collections.ConfigDict`` (see ``configs/base.py``).
+    workdir: the run directory.
+    resume: continue from the latest checkpoint in ``workdir``.
+    on_log: called as ``on_log(generation, row)`` after every generation.
+  """
+  check_config(config)
+  workdir = Path(workdir).resolve()
+  workdir.mkdir(parents=True, exist_ok=True)
+  t_build = time.perf_counter()
+  progs = _programs(program_key(config))
+  exp, coev = progs.exp, progs.exp.coev
+  rows, cols = coev.config.rows, coev.config.cols
+  run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
+  ckpt = runner.CheckpointManager(workdir / "checkpoints", max_to_keep=config.keep_checkpoints)
+  state = progs.init()
+  start = 0
+  if ckpt.latest_step() is not None:
+    if not resume:
+      raise ValueError(
+        f"{workdir} already holds checkpoints; pass --resume to continue or use a fresh --workdir"
+      )
+    target = {"state": state, "key": run_key}
+    restored, _ = ckpt.restore(jax.eval_shape(lambda: target))
+    if not np.array_equal(np.asarray(restored["key"]), run_key):
+      raise ValueError(f"the checkpoint in {ckpt.directory} was written with another seed")
+    state = restored["state"]
+    start = int(state.generation)
+  (workdir / "config.json").write_text(config.to_json(indent=2))
+  writer = runner.MetricWriter(
+    workdir, tensorboard=config.tensorboard, resume_step=start if resume else None
+  )
+  cells_tb = runner.EventFileWriter(workdir / "tensorboard" / "cells") if config.tensorboard else None
+  if start == 0:
+    ckpt.save(0, {"state": state, "key": run_key})
+  summary: dict[str, Any] = {"grid": [rows, cols], "cell_strategy": coev.cell_strategy}
+  if exp.classifier is not None:
+    summary["classifier_test_accuracy"] = exp.classifier.test_accuracy
+  bar = runner.ProgressBar(config.generations, start=start) if config.progress else None
+  generation_key = keys(config)[1]
+  cell_steps = coev.config.num_cells * coev.config.steps_per_generation
+  row: dict = {}
+  seconds = []
+  try:
+    while int(state.generation) < config.generations:
+      g = int(state.generation)
+      t0 = time.perf_counter()
+      state, m = progs.step(jax.random.fold_in(generation_key, g), state, exp.data)
+      m = jax.device_get(m)
+      seconds.append(time.perf_counter() - t0)
+      generation = g + 1
+      row = summarise(m, cols)
+      row["seconds"] = seconds[-1]
+      last = generation == config.generations
+      if generation % config.eval_every == 0 or last:
+        evals, x, cell = evaluate(progs, config, state, generation)
+        row.update(evals)
+        title = f"generation {generation}: mixture of cell ({cell // cols}, {cell % cols})"
+        _save_mixture(workdir / "samples" / f"mixture_gen_{generation}.png", x, exp, title)
+      if (config.plot_every and generation % config.plot_every == 0) or last:
+        key = jax.random.fold_in(keys(config)[2], 0)  # the same latents every generation
+        samples = np.asarray(progs.cell_samples(key, state))
+        per_cell = None
+        if progs.cell_metrics is not None:
+          per_cell = jax.device_get(progs.cell_metrics(jnp.asarray(samples)))
+          row["cells/modes_covered"] = np.asarray(per_cell["modes_covered"]).tolist()
+        plots.save_cell_grid(
+          workdir / "samples" / f"cells_gen_{generation}.png",
+          samples,
+          modes=None if exp.mixture is None else np.asarray(exp.mixture.modes),
+          cell_metrics=per_cell,
+          weights=np.asarray(state.mixture_weights),
+          best_cell=int(m["best_cell"]),
+          title=f"generation {generation}",
+        )
+      row = writer.write(generation, row)
+      if cells_tb is not None:
+        cells_tb.scalars(generation, cell_scalars(m))
+        cells_tb.flush()
+      if generation % config.checkpoint_every == 0 or last:
+        ckpt.save(generation, {"state": state, "key": run_key})
+      if bar is not None:
+        shown = {k.split("/")[-1]: v for k, v in row.items() if k.startswith("mixture/")}
+        shown.pop("weights", None)
+        bar.update(
+          generation,
+          {
+            "best_score": row["best_score"],
+            "cell_steps/s": cell_steps / seconds[-1],
+            "g_loss": row["g_loss"],
+            "d_loss": row["d_loss"],
+          },
+          shown,
+        )
+      if on_log is not None:
+        on_log(generation, row)
+  finally:
+    if bar is not None:
+      bar.close()
+    writer.close()
+    if cells_tb is not None:
+      cells_tb.close()
+    keys_plotted = [
+      k
+      for k in ("best_score", "mixture_score", "g_loss", "d_loss", "g_fitness", "d_fitness",
+                "lr_g", "lr_d", "mixture_accepted", "mixture/modes_covered",
+                "mixture/high_quality_rate", "mixture/mode_kl", "mixture/fid",
+                "mixture/class_tvd", "mixture/inception_score", "seconds")
+      if any(k in r for r in writer.rows)
+    ]
+    if writer.rows:
+      runner.save_metric_curves(workdir / "metrics.png", writer.rows, keys_plotted)
+  summary.update(
+    final=row,
+    generations=int(state.generation),
+    first_generation_seconds=seconds[0] if seconds else None,
+    median_generation_seconds=float(np.median(seconds[1:])) if len(seconds) > 1 else None,
+    wall_seconds=time.perf_counter() - t_build,
+  )
+  (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+  return row
