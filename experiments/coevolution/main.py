@@ -21,12 +21,15 @@ flags.mark_flags_as_required(["config", "workdir"])
 def report(row: dict, summary_path) -> str:
   """The final lines printed after a run: the best mixture's quality."""
   import json
+  from pathlib import Path
 
-  s = json.loads(open(summary_path).read())
+  s = json.loads(Path(summary_path).read_text())
   g = s["grid"]
-  lines = [f"grid {g[0]}x{g[1]} ({s['cell_strategy']}), {s['generations']} generations, "
-           f"first generation (with compile) {s['first_generation_seconds']:.1f} s, "
-           f"then {s['median_generation_seconds'] or float('nan'):.2f} s per generation"]
+  lines = [
+    f"grid {g[0]}x{g[1]} ({s['cell_strategy']}), {s['generations']} generations, "
+    f"first generation (with compile) {s['first_generation_seconds']:.1f} s, "
+    f"then {s['median_generation_seconds'] or float('nan'):.2f} s per generation"
+  ]
   best = row.get("best_cell")
   if "mixture/modes_covered" in row:
     lines.append(

@@ -79,8 +79,9 @@ def save_cell_grid(
           spine.set_edgecolor("red")
           spine.set_linewidth(2)
   if title:
-    fig.suptitle(title + ("  (red frame: best mixture's cell)" if best_cell is not None else ""),
-                 fontsize=9)
+    fig.suptitle(
+      title + ("  (red frame: best mixture's cell)" if best_cell is not None else ""), fontsize=9
+    )
   fig.tight_layout()
   os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
   fig.savefig(os.fspath(path), dpi=90)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -126,7 +127,7 @@ def keys(config) -> tuple[jax.Array, jax.Array, jax.Array]:
 
 class Programs(NamedTuple):
   exp: Experiment
-  init: Callable  # () -> CoevolutionState
+  init: Callable  # (key) -> CoevolutionState, jitted
   step: Callable  # (key, state, data) -> (state, metrics), jitted
   cell_samples: Callable  # (key, state) -> [rows, cols, n, ...], jitted
   cell_metrics: Callable | None  # samples [rows, cols, n, 2] -> dict of [rows, cols] (mixtures)
@@ -135,6 +136,7 @@ class Programs(NamedTuple):
 
 # Fields that change the loop but not the compiled programs.
 _LOOP_ONLY = (
+  "seed",
   "generations",
   "eval_every",
   "plot_every",
@@ -156,8 +158,6 @@ def _programs(config_json: str) -> Programs:
   config = ml_collections.ConfigDict(json.loads(config_json))
   exp = build(config)
   coev, pair = exp.coev, exp.coev.pair
-  init_key = keys(config)[0]
-  init = jax.jit(coev.init)
 
   def cell_samples(key, state):
     # Each cell's best local generator (by stored fitness), all on the same latents.
@@ -177,7 +177,7 @@ def _programs(config_json: str) -> Programs:
   mixture_samples = jax.jit(lambda k, g, w: coev.sample_mixture(k, g, w, n_eval))
   return Programs(
     exp,
-    lambda: init(init_key),
+    jax.jit(coev.init),
     jax.jit(coev.step),
     jax.jit(cell_samples),
     cell_metrics,
@@ -229,8 +229,37 @@ def evaluate(progs: Programs, config, state, generation: int):
     out = {f"mixture/{k}": v.item() for k, v in jax.device_get(m).items()}
   else:
     out = {f"mixture/{k}": float(v) for k, v in exp.image_evaluator(x).items()}
-  out["mixture/weights"] = np.asarray(weights).round(4).tolist()
+  out["mixture/weights"] = np.asarray(weights, np.float64).round(4).tolist()
   return out, x, cell
+
+
+class GenerationProgress:
+  """A live line per generation: generation, seconds, cell-steps/s, best score, metrics.
+
+  On a terminal it redraws one line; otherwise (logs, pipes) it prints a line per generation.
+  """
+
+  def __init__(self, total: int, cell_steps: int, stream=None):
+    self.total, self.cell_steps = int(total), int(cell_steps)
+    self.stream = stream if stream is not None else sys.stderr
+    self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+  def update(self, generation: int, seconds: float, values: dict[str, Any]) -> str:
+    parts = " ".join(
+      f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()
+    )
+    text = (
+      f"generation {generation}/{self.total} | {seconds:.2f} s | "
+      f"{self.cell_steps / max(seconds, 1e-9):.0f} cell-steps/s | {parts}"
+    )
+    self.stream.write(("\r" + text + "\x1b[K") if self.tty else text + "\n")
+    self.stream.flush()
+    return text
+
+  def close(self) -> None:
+    if self.tty:
+      self.stream.write("\n")
+      self.stream.flush()
 
 
 def _save_mixture(path: Path, x, exp: Experiment, title: str) -> None:
@@ -273,7 +302,7 @@ def train(
   rows, cols = coev.config.rows, coev.config.cols
   run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
   ckpt = runner.CheckpointManager(workdir / "checkpoints", max_to_keep=config.keep_checkpoints)
-  state = progs.init()
+  state = progs.init(keys(config)[0])
   start = 0
   if ckpt.latest_step() is not None:
     if not resume:
@@ -284,21 +313,25 @@ def train(
     restored, _ = ckpt.restore(jax.eval_shape(lambda: target))
     if not np.array_equal(np.asarray(restored["key"]), run_key):
       raise ValueError(f"the checkpoint in {ckpt.directory} was written with another seed")
-    state = restored["state"]
+    # Orbax gives committed arrays; the step was compiled for uncommitted ones (the
+    # outputs of init and step), and a committed argument would recompile it.
+    state = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), restored["state"])
     start = int(state.generation)
   (workdir / "config.json").write_text(config.to_json(indent=2))
   writer = runner.MetricWriter(
     workdir, tensorboard=config.tensorboard, resume_step=start if resume else None
   )
-  cells_tb = runner.EventFileWriter(workdir / "tensorboard" / "cells") if config.tensorboard else None
+  cells_tb = (
+    runner.EventFileWriter(workdir / "tensorboard" / "cells") if config.tensorboard else None
+  )
   if start == 0:
     ckpt.save(0, {"state": state, "key": run_key})
   summary: dict[str, Any] = {"grid": [rows, cols], "cell_strategy": coev.cell_strategy}
   if exp.classifier is not None:
     summary["classifier_test_accuracy"] = exp.classifier.test_accuracy
-  bar = runner.ProgressBar(config.generations, start=start) if config.progress else None
   generation_key = keys(config)[1]
   cell_steps = coev.config.num_cells * coev.config.steps_per_generation
+  bar = GenerationProgress(config.generations, cell_steps) if config.progress else None
   row: dict = {}
   seconds = []
   try:
@@ -324,6 +357,10 @@ def train(
         if progs.cell_metrics is not None:
           per_cell = jax.device_get(progs.cell_metrics(jnp.asarray(samples)))
           row["cells/modes_covered"] = np.asarray(per_cell["modes_covered"]).tolist()
+          # The whole grid's best generators pooled with equal weights.
+          pooled = metrics.mixture_metrics(jnp.asarray(samples.reshape(-1, 2)), exp.mixture)
+          row["grid/modes_covered"] = int(pooled["modes_covered"])
+          row["grid/high_quality_rate"] = float(pooled["high_quality_rate"])
         plots.save_cell_grid(
           workdir / "samples" / f"cells_gen_{generation}.png",
           samples,
@@ -340,18 +377,11 @@ def train(
       if generation % config.checkpoint_every == 0 or last:
         ckpt.save(generation, {"state": state, "key": run_key})
       if bar is not None:
-        shown = {k.split("/")[-1]: v for k, v in row.items() if k.startswith("mixture/")}
-        shown.pop("weights", None)
-        bar.update(
-          generation,
-          {
-            "best_score": row["best_score"],
-            "cell_steps/s": cell_steps / seconds[-1],
-            "g_loss": row["g_loss"],
-            "d_loss": row["d_loss"],
-          },
-          shown,
-        )
+        shown = {"best_score": row["best_score"], "g_loss": row["g_loss"], "d_loss": row["d_loss"]}
+        for k in ("modes_covered", "high_quality_rate", "fid", "class_tvd"):
+          if f"mixture/{k}" in row:
+            shown[k] = row[f"mixture/{k}"]
+        bar.update(generation, seconds[-1], shown)
       if on_log is not None:
         on_log(generation, row)
   finally:
@@ -362,10 +392,25 @@ def train(
       cells_tb.close()
     keys_plotted = [
       k
-      for k in ("best_score", "mixture_score", "g_loss", "d_loss", "g_fitness", "d_fitness",
-                "lr_g", "lr_d", "mixture_accepted", "mixture/modes_covered",
-                "mixture/high_quality_rate", "mixture/mode_kl", "mixture/fid",
-                "mixture/class_tvd", "mixture/inception_score", "seconds")
+      for k in (
+        "best_score",
+        "mixture_score",
+        "g_loss",
+        "d_loss",
+        "g_fitness",
+        "d_fitness",
+        "lr_g",
+        "lr_d",
+        "mixture_accepted",
+        "mixture/modes_covered",
+        "mixture/high_quality_rate",
+        "mixture/mode_kl",
+        "mixture/fid",
+        "mixture/class_tvd",
+        "mixture/inception_score",
+        "grid/modes_covered",
+        "seconds",
+      )
       if any(k in r for r in writer.rows)
     ]
     if writer.rows:

@@ -17,12 +17,16 @@ def get_config():
   c.rows = c.cols = 3
   c.learning_rate = 1e-3
   c.batch_size = 128
-  c.steps_per_generation = 100
+  c.steps_per_generation = 250
   c.fitness_samples = 500
   c.mixture_samples = 500
-  c.generations = 30
+  c.mixture_sigma = 0.05  # weights move visibly within a short run
+  c.generations = 40
   c.checkpoint_every = 10
   c.plot_every = 5
   c.num_eval_samples = 2500
   c.cell_samples = 500
+  # "auto" picks lax.map on CPU (measured faster for the MNIST MLP); for these tiny 2-D
+  # networks vmap measured 1.7x faster here (1.83 vs 3.18 s per 3x3 generation).
+  c.cell_strategy = "vmap"
   return c

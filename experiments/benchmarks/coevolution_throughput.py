@@ -1,0 +1,214 @@
+"""Throughput of one coevolution generation: grid sizes x cell strategies (one JSON line).
+
+Work per cell and generation (Lipizzaner's MNIST setup): the MLP pair G 64-256-256-784
+(tanh) / D 784-256-256-1, batch 100, plain Adam (``co.default_scheme(lookahead=False)``),
+the 5x5 fitness matrices on 1000 samples (before training, and again for the
+replacement), ``--steps`` training steps (each step: one G update against a drawn D and
+one D update against a drawn G), tournament, mutation, replacement and the mixture
+(1+1)-ES. The mixture score in the timed generation is a trivial one on 1 sample per
+generator, so generation times exclude FID; the in-step classifier-FID of a 5-generator
+mixture (``co.fid_score`` through the evaluation CNN, random weights: same cost) is timed
+on its own (``fid_score_seconds``, two per cell per generation). Real images are random
+arrays in [-1, 1] (the content does not change the cost).
+
+Strategies for a ``rows x cols`` grid:
+- ``vmap``: ``jax.jit(Coevolution(cell_strategy="vmap").step)``: cells batched;
+- ``map``: the same jit with cells stepped one after another by ``lax.map``;
+- ``loop``: a Python loop over the ``rows*cols`` cells, each calling the jitted step of a
+  1x1 ``Coevolution``. A 1x1 cell computes exactly the per-cell work above (its
+  neighbourhood slots are copies of itself, masked but still evaluated: the fitness
+  matrices keep their 5x5 shape), without the neighbour exchange.
+
+Reference (``/work/shared/research/lipizzaner.md`` section 6, quiet machine,
+OMP_NUM_THREADS=1, MNIST MLP, batch 100): seconds per iteration =
+pre (pull + fitness + selection) + ms/batch x batches + post (refit + replacement) +
+mixture FID(s). The script reports the reference's cost at the same number of batches,
+with and without its FIDs, and the ratio to our measured seconds per generation.
+Lipizzaner trains the D only every second batch, so our step does about 1.35x its work
+per batch (581.5 vs 430.6 MFLOP, ``perf_limit.md`` section 2): the ratio is conservative.
+
+  python experiments/benchmarks/coevolution_throughput.py [--steps 20] [--grids 1x1,2x2,3x3]
+      [--generations 2] [--strategies vmap,map,loop]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import resource
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from minmaxlab import coevolution as co
+from minmaxlab.gan import data, metrics, models
+
+# Lipizzaner, quiet machine, OMP=1 (lipizzaner.md §6 table, midpoints of the ranges):
+# (pre s, train ms/batch/cell, post s, mixture FIDs s per iteration per cell).
+REFERENCE = {
+  "1x1": {"pre": 0.4, "ms_per_batch": 43.5, "post": 0.055, "fid": 0.75},
+  "2x2": {"pre": 1.75, "ms_per_batch": 98.0, "post": 0.7, "fid": 2.75},
+  "3x3": {"pre": 7.95, "ms_per_batch": 212.0, "post": 2.55, "fid": 7.2},
+}
+
+
+class FidData(NamedTuple):
+  clf: Any
+  real_mean: jax.Array
+  real_cov: jax.Array
+
+
+def _rss_mib() -> float:
+  return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _coevolution(rows, cols, steps, strategy, pair):
+  cfg = co.CoevolutionConfig(
+    rows=rows,
+    cols=cols,
+    batch_size=100,
+    steps_per_generation=steps,
+    fitness_samples=1000,
+    mixture_samples=1,
+    cell_strategy=strategy,
+  )
+  return co.Coevolution(
+    cfg,
+    pair,
+    sample_real=lambda d, k, n: data.sample_batch(k, d, n),
+    score_fn=lambda d, samples, w: jnp.sum(w * jnp.mean(samples**2, axis=(1, 2, 3, 4))),
+    scheme=co.default_scheme(2e-4, lookahead=False),
+  )
+
+
+def _compile(coev, images):
+  key = jax.random.key(0)
+  state = jax.jit(coev.init)(key)
+  t0 = time.perf_counter()
+  compiled = jax.jit(coev.step).lower(key, state, images).compile()
+  compile_s = time.perf_counter() - t0
+  mem = compiled.memory_analysis()
+  temp_mib = None if mem is None else getattr(mem, "temp_size_in_bytes", 0) / 2**20
+  return compiled, state, compile_s, temp_mib
+
+
+def _time_generations(run, generations):
+  out = []
+  for g in range(generations + 1):  # the first call warms caches; not counted
+    t0 = time.perf_counter()
+    run(g)
+    out.append(time.perf_counter() - t0)
+  return out[1:]
+
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--steps", type=int, default=20, help="training steps per generation")
+  ap.add_argument("--grids", default="1x1,2x2,3x3")
+  ap.add_argument("--generations", type=int, default=2, help="timed generations per case")
+  ap.add_argument("--strategies", default="vmap,map,loop")
+  args = ap.parse_args()
+  strategies = args.strategies.split(",")
+  pair = models.make_pair("mlp", (28, 28, 1), 64, hidden=(256, 256))
+  images = jax.random.uniform(jax.random.key(1), (6000, 28, 28, 1), jnp.float32, -1.0, 1.0)
+  result = {
+    "benchmark": "coevolution_throughput",
+    "model": "Lipizzaner MNIST MLP (G 64-256-256-784, D 784-256-256-1), batch 100, Adam",
+    "steps_per_generation": args.steps,
+    "fitness_samples": 1000,
+    "machine": {
+      "cpus": os.cpu_count(),
+      "backend": jax.default_backend(),
+      "load_average_at_start": list(os.getloadavg()),
+      "python": platform.python_version(),
+      "jax": jax.__version__,
+    },
+    "note": "shared, loaded machine: other jobs ran at the same time; numbers vary 2x",
+    "grids": {},
+  }
+
+  # The single-cell program (1x1), reused by every grid's "loop" strategy.
+  single = None
+  if "loop" in strategies:
+    coev1 = _coevolution(1, 1, args.steps, "map", pair)
+    compiled1, state1, c1, t1 = _compile(coev1, images)
+    single = (compiled1, state1)
+    result["single_cell_compile_seconds"] = round(c1, 2)
+    result["single_cell_temp_mib"] = t1
+
+  for grid in args.grids.split(","):
+    rows, cols = (int(x) for x in grid.split("x"))
+    cells = rows * cols
+    entry = {}
+    for strategy in strategies:
+      if strategy == "loop":
+        compiled1, state1 = single
+        states = [state1] * cells
+
+        def run(g, states=states, compiled1=compiled1):
+          for i in range(cells):
+            states[i], m = compiled1(jax.random.fold_in(jax.random.key(g), i), states[i], images)
+          jax.block_until_ready(states)
+
+        compile_s, temp_mib = 0.0, result["single_cell_temp_mib"]
+      else:
+        if grid == "1x1" and strategy == "vmap" and "map" in strategies:
+          continue  # one cell: vmap and map are the same program
+        coev = _coevolution(rows, cols, args.steps, strategy, pair)
+        compiled, state, compile_s, temp_mib = _compile(coev, images)
+        holder = [state]
+
+        def run(g, holder=holder, compiled=compiled):
+          holder[0], m = compiled(jax.random.key(g), holder[0], images)
+          jax.block_until_ready(holder[0])
+
+      secs = _time_generations(run, args.generations)
+      med = float(np.median(secs))
+      entry[strategy] = {
+        "seconds_per_generation": round(med, 3),
+        "all_seconds": [round(s, 3) for s in secs],
+        "cell_steps_per_second": round(cells * args.steps / med, 1),
+        "compile_seconds": round(compile_s, 2),
+        "xla_temp_mib": None if temp_mib is None else round(temp_mib, 1),
+        "max_rss_mib_so_far": round(_rss_mib(), 1),
+      }
+      print(f"# {grid} {strategy}: {entry[strategy]}", flush=True)
+    ref = REFERENCE.get(grid)
+    if ref is not None and entry:
+      no_fid = ref["pre"] + ref["post"] + ref["ms_per_batch"] * args.steps / 1000
+      best = min(v["seconds_per_generation"] for v in entry.values())
+      entry["reference_lipizzaner"] = {
+        "seconds_per_generation_at_these_steps": round(no_fid + ref["fid"], 2),
+        "without_fid": round(no_fid, 2),
+        "ratio_reference_over_ours_without_fid": round(no_fid / best, 2),
+        "derived_from": "lipizzaner.md §6 (quiet, OMP=1): pre + ms/batch*steps + post [+ FIDs]",
+      }
+    result["grids"][grid] = entry
+
+  # The in-step mixture FID: 5 generators x 1000 samples through the evaluation CNN.
+  net = metrics.cnn_classifier((28, 28, 1), 10)
+  params = net.init(jax.random.key(2))
+  score = co.fid_score(lambda d, x: net.apply(d.clf, x)[0])
+  d = FidData(params, jnp.zeros(net.feature_dim), jnp.eye(net.feature_dim))
+  samples = jax.random.uniform(jax.random.key(3), (5, 1000, 28, 28, 1), jnp.float32, -1, 1)
+  w = jnp.full(5, 0.2)
+  f = jax.jit(score).lower(d, samples, w).compile()
+  f = functools.partial(f, d)
+  f(samples, w).block_until_ready()
+  t0 = time.perf_counter()
+  for _ in range(3):
+    f(samples, w).block_until_ready()
+  result["fid_score_seconds"] = round((time.perf_counter() - t0) / 3, 3)
+  result["max_rss_mib"] = round(_rss_mib(), 1)
+  result["load_average_at_end"] = list(os.getloadavg())
+  print(json.dumps(result))
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,31 @@
+"""Fashion-MNIST (Debian ``dataset-fashion-mnist`` files), Lipizzaner's MNIST MLP pair.
+
+G 64-256-256-784 (tanh), D 784-256-256-1, batch 100, Adam(2e-4, 0.5, 0.999) with
+Lookahead-minmax (``--config.lookahead=False``: plain Adam, Lipizzaner parity). The
+mixture (1+1)-ES scores classifier-FID inside the step (the evaluation CNN's 128-d
+features, trained once and cached). Lipizzaner trains a full epoch (600 batches) per
+generation for 200 generations; this CPU-sized default takes 100 steps per generation.
+"""
+
+from experiments.coevolution.configs import base
+
+
+def get_config():
+  c = base.get_config()
+  c.dataset = "fashion_mnist"
+  c.architecture = "mlp"
+  c.latent_dim = 64
+  c.hidden = (256, 256)
+  c.rows = c.cols = 3
+  c.learning_rate = 2e-4
+  c.batch_size = 100
+  c.steps_per_generation = 100
+  c.fitness_samples = 1000
+  c.mixture_samples = 200  # per generator, for the in-step FID of the mixture
+  c.generations = 20
+  c.eval_every = 5
+  c.plot_every = 5
+  c.checkpoint_every = 5
+  c.num_eval_samples = 5000
+  c.cell_samples = 16
+  return c
