@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from minmaxlab import coevolution as co
+from minmaxlab import distributed
 from minmaxlab.gan import data, models
 
 RING = data.ring8()
@@ -13,7 +14,7 @@ PAIR = models.make_pair("mlp", (2,), latent_dim=8, hidden=(16, 16))
 
 
 def _coev(**overrides):
-  kw = dict(rows=2, cols=3, batch_size=32, steps_per_generation=4, fitness_samples=64,
+  kw = dict(rows=2, cols=4, batch_size=32, steps_per_generation=4, fitness_samples=64,
             mixture_samples=64, learning_rate=2e-3, cell_strategy="map")
   kw.update(overrides)
   return co.Coevolution(co.CoevolutionConfig(**kw), PAIR,
@@ -49,7 +50,7 @@ def test_generation_traced_once_and_deterministic(coev_map):
   jax.tree.map(np.testing.assert_array_equal, s1, s2)
   assert int(s1.generation) == 3
   for m in m1:
-    assert m["g_loss"].shape == (2, 3) and m["mixture_score"].shape == (2, 3)
+    assert m["g_loss"].shape == (2, 4) and m["mixture_score"].shape == (2, 4)
     assert int(m["divergences"]) == 0
   # State keeps its structure and dtypes across generations.
   s0 = coev.init(jax.random.key(0))
@@ -88,13 +89,32 @@ def test_nan_cell_is_repaired_and_run_continues(coev_map):
   assert len(traces) == 1
 
 
-def test_vmap_and_map_strategies_agree(coev_map):
+@pytest.mark.parametrize("mesh_shape", [(2, 1), (2, 2)])
+def test_sharded_vmap_matches_single_device_map(coev_map, mesh_shape):
+  """The cells batched by vmap and sharded over 2 or 4 devices give the numbers of the
+  sequential lax.map on one device (the distributed backend's contract)."""
   coev, step, _ = coev_map
+  want, want_m = _run(coev, step, 2)
   coev_v = _coev(cell_strategy="vmap")
-  a, ma = _run(coev, step, 2)
-  b, mb = _run(coev_v, jax.jit(coev_v.step), 2)
-  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-4, atol=2e-5), a, b)
-  np.testing.assert_array_equal(ma[-1]["best_cell"], mb[-1]["best_cell"])
+  n = mesh_shape[0] * mesh_shape[1]
+  mesh = distributed.grid_mesh(mesh_shape, jax.devices()[:n])
+  state = distributed.shard_grid(coev_v.init(jax.random.key(0)), mesh, 2, 4)
+  got, got_m = _run(coev_v, distributed.sharded_step(coev_v, mesh, state), 2, state=state)
+  assert len(jax.tree.leaves(got.params)[0].sharding.device_set) == n
+  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-4, atol=2e-5), got, want)
+  np.testing.assert_array_equal(got_m[-1]["best_cell"], want_m[-1]["best_cell"])
+
+
+def test_grid_must_fit_the_mesh():
+  coev = _coev(cell_strategy="vmap")
+  mesh = distributed.grid_mesh((1, 3), jax.devices()[:3])
+  with pytest.raises(ValueError, match="2x4 grid cannot be split into 1x3"):
+    distributed.sharded_step(coev, mesh, coev.init(jax.random.key(0)))
+  with pytest.raises(ValueError, match="does not fit"):
+    distributed.grid_mesh((3, 1), jax.devices()[:4])
+  with pytest.raises(ValueError, match="vmap"):
+    distributed.sharded_step(_coev(), distributed.grid_mesh((2, 1), jax.devices()[:2]),
+                             coev.init(jax.random.key(0)))
 
 
 def test_mixture_readout(coev_map):
@@ -107,7 +127,7 @@ def test_mixture_readout(coev_map):
   assert samples.shape == (100, 2) and np.isfinite(np.asarray(samples)).all()
   assert int(np.argmin(np.asarray(state.mixture_score))) == int(metrics[-1]["best_cell"])
   with pytest.raises(ValueError, match="cell"):
-    coev.mixture(state, cell=6)
+    coev.mixture(state, cell=8)
 
 
 def test_bad_construction():

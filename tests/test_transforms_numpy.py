@@ -1,5 +1,6 @@
 """Trajectories of the real transforms against an independent numpy implementation."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -168,9 +169,10 @@ def test_averages_match_numpy(x64):
   want = {"ema": ema, "uniform": uni, "slow": slow}
   for name, tx in txs.items():
     p, s = params, tx.init(params)
+    step = jax.jit(lambda p, s, tx=tx: (lambda u_s: (optax.apply_updates(p, u_s[0]), u_s[1]))(
+        tx.update(field(p), s, p)))
     for _ in range(33):
-      u, s = tx.update(field(p), s, p)
-      p = optax.apply_updates(p, u)
+      p, s = step(p, s)
     avg = mml.averaging.averaged_params(s)
     np.testing.assert_allclose(np.concatenate(avg), want[name], rtol=1e-10, err_msg=name)
     np.testing.assert_allclose(np.concatenate(p), zs[-1], rtol=1e-10)
