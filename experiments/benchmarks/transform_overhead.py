@@ -5,7 +5,7 @@ BCE) and a 1000-dim bilinear game. Schemes: GDA (Adam), alternating, extragradie
 and optimistic over Adam, each alone and wrapped in ``lookahead_minmax``. Each
 measurement jits ``steps`` updates in one ``lax.scan`` (fresh batches per field
 evaluation) and times it; the plain and lookahead versions of a scheme are timed
-interleaved, ``repeats`` times, and the medians compared (ratios measured side by
+interleaved, ``repeats`` times, and the medians (and minima) compared (ratios measured side by
 side in one run: this machine is noisy). Prints one JSON line.
 
   python experiments/benchmarks/transform_overhead.py [--repeats 7] [--quick]
@@ -113,6 +113,8 @@ def measure(problem, steps, repeats):
         "step_ms": round(plain * 1e3, 4),
         "lookahead_step_ms": round(la * 1e3, 4),
         "overhead": round(la / plain - 1.0, 4),
+        # best-of-repeats is less sensitive to other load on a shared machine
+        "overhead_min": round(min(times["lookahead"]) / min(times["plain"]) - 1.0, 4),
         "compile_s": round(runs["plain"][2], 2),
         "lookahead_compile_s": round(runs["lookahead"][2], 2),
     }
@@ -142,6 +144,8 @@ def main():
       "max_overhead_mlp_gan": max(r["overhead"] for r in results["mlp_gan"].values()),
       "max_overhead": max(overheads),
       "within_target_mlp_gan": all(r["overhead"] < TARGET for r in results["mlp_gan"].values()),
+      "within_target_mlp_gan_min": all(
+          r["overhead_min"] < TARGET for r in results["mlp_gan"].values()),
   }))
 
 
