@@ -156,10 +156,11 @@ def main():
             states[i], m = compiled1(jax.random.fold_in(jax.random.key(g), i), states[i], images)
           jax.block_until_ready(states)
 
-        compile_s, temp_mib = 0.0, result["single_cell_temp_mib"]
+        compile_s = result["single_cell_compile_seconds"]  # one program for every grid
+        temp_mib = result["single_cell_temp_mib"]
+      elif grid == "1x1" and (strategy == "vmap" or single is not None):
+        continue  # one cell: vmap, map and loop run the same single-cell program
       else:
-        if grid == "1x1" and strategy == "vmap" and "map" in strategies:
-          continue  # one cell: vmap and map are the same program
         coev = _coevolution(rows, cols, args.steps, strategy, pair)
         compiled, state, compile_s, temp_mib = _compile(coev, images)
         holder = [state]

@@ -1,4 +1,4 @@
-"""The main demo: a 3x3 torus of small MLP GANs on the 8-Gaussian ring (no download, minutes on CPU).
+"""The main demo: a 3x3 torus of small MLP GANs on the 8-Gaussian ring (no download, minutes).
 
 Lookahead-minmax over Adam in every cell; the best cell's generator mixture is the output.
 Single-GAN baseline with the same number of gradient steps per generator:

@@ -1,0 +1,150 @@
+r"""The runs behind experiments/coevolution/README.md, in one process (programs compile
+once per grid and are reused across seeds), and their tables.
+
+  nice python -m experiments.coevolution.results ring8 [--seeds 0,1] [--out runs/coev_results]
+  nice python -m experiments.coevolution.results fashion [--generations 8]
+  python -m experiments.coevolution.results table [--out runs/coev_results]
+
+Each run is the same as the command line printed before it (``main.py`` with overrides).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+from absl import logging
+
+from experiments.coevolution import train
+from experiments.coevolution.configs import fashion_mnist_3x3, ring8_3x3
+from minmaxlab import runner
+
+
+def _run(name, module, overrides, out, config_file):
+  config = module.get_config()
+  config.progress = False
+  for k, v in overrides.items():
+    config[k] = v
+  workdir = Path(out) / name
+  flags = " ".join(f"--config.{k}={v}" for k, v in overrides.items())
+  print(
+    f"$ python -m experiments.coevolution.main --config {config_file} --workdir {workdir} {flags}",
+    flush=True,
+  )
+  if (workdir / "summary.json").exists():
+    print("  (done before; kept)", flush=True)
+    return
+  t0 = time.perf_counter()
+  row = train.train(config, workdir)
+  keys = [k for k in row if k.startswith(("mixture/", "grid/")) and k != "mixture/weights"]
+  print(
+    f"  {time.perf_counter() - t0:.0f} s: " + ", ".join(f"{k}={row[k]:.4g}" for k in keys),
+    flush=True,
+  )
+
+
+def ring8(args):
+  cfg = "experiments/coevolution/configs/ring8_3x3.py"
+  base = ring8_3x3.get_config()
+  per_cell = base.steps_per_generation
+  for seed in args.seeds:
+    _run(f"ring8_3x3_s{seed}", ring8_3x3, {"seed": seed}, args.out, cfg)
+  for seed in args.seeds:
+    # One GAN with the grid's total number of gradient steps (9 cells x 250 per generation).
+    _run(
+      f"ring8_1x1_s{seed}",
+      ring8_3x3,
+      {"seed": seed, "rows": 1, "cols": 1, "steps_per_generation": 9 * per_cell},
+      args.out,
+      cfg,
+    )
+
+
+def fashion(args):
+  cfg = "experiments/coevolution/configs/fashion_mnist_3x3.py"
+  g, s = args.generations, args.steps
+  common = {"generations": g, "eval_every": g, "plot_every": g, "checkpoint_every": g}
+  for la in args.lookahead:
+    tag = "la" if la else "adam"
+    _run(
+      f"fm_2x2_{tag}",
+      fashion_mnist_3x3,
+      {**common, "rows": 2, "cols": 2, "steps_per_generation": s, "lookahead": la},
+      args.out,
+      cfg,
+    )
+    _run(
+      f"fm_1x1_{tag}",
+      fashion_mnist_3x3,
+      {**common, "rows": 1, "cols": 1, "steps_per_generation": 4 * s, "lookahead": la},
+      args.out,
+      cfg,
+    )
+
+
+def table(args):
+  rows = []
+  for d in sorted(Path(args.out).iterdir()):
+    if not (d / "summary.json").exists():
+      continue
+    last = runner.read_jsonl(d / "metrics.jsonl")[-1]
+    s = json.loads((d / "summary.json").read_text())
+    cfg = json.loads((d / "config.json").read_text())
+    steps = cfg["rows"] * cfg["cols"] * cfg["steps_per_generation"] * cfg["generations"]
+    keys = [
+      "mixture/modes_covered",
+      "mixture/high_quality_rate",
+      "grid/modes_covered",
+      "mixture/fid",
+      "mixture/class_tvd",
+    ]
+    vals = " | ".join(
+      f"{last[k]:.3g}" if isinstance(last.get(k), (int, float)) else "-" for k in keys
+    )
+    rows.append(
+      f"| {d.name} | {s['grid'][0]}x{s['grid'][1]} | {steps} | {vals} | "
+      f"{s['median_generation_seconds']:.2f} |"
+    )
+  print(
+    "| run | grid | gradient steps (all cells) | mixture modes | mixture HQ rate | "
+    "grid modes | mixture FID | mixture class TVD | s/generation |"
+  )
+  print("|---|---|---|---|---|---|---|---|---|")
+  print("\n".join(rows))
+  for prefix in ("ring8_3x3", "ring8_1x1"):
+    vals = [
+      runner.read_jsonl(Path(args.out) / n / "metrics.jsonl")[-1]
+      for n in sorted(p.name for p in Path(args.out).glob(prefix + "_s*"))
+    ]
+    if vals:
+      m = np.array([v["mixture/modes_covered"] for v in vals], float)
+      h = np.array([v["mixture/high_quality_rate"] for v in vals], float)
+      print(
+        f"{prefix}: {len(vals)} seeds, modes covered {m.mean():.2f} (min {m.min():.0f}, "
+        f"max {m.max():.0f}), HQ rate {h.mean():.3f}"
+      )
+
+
+def main():
+  ap = argparse.ArgumentParser()
+  ap.add_argument("what", choices=["ring8", "fashion", "table"])
+  ap.add_argument("--out", default="runs/coev_results")
+  ap.add_argument("--seeds", default="0,1", type=lambda s: [int(x) for x in s.split(",")])
+  ap.add_argument("--generations", type=int, default=8)
+  ap.add_argument("--steps", type=int, default=100, help="fashion: steps per generation per cell")
+  ap.add_argument(
+    "--lookahead",
+    default="1",
+    type=lambda s: [bool(int(x)) for x in s.split(",")],
+    help="fashion: 1 (Lookahead-minmax), 0 (Adam) or 1,0",
+  )
+  args = ap.parse_args()
+  logging.set_verbosity(logging.WARNING)
+  {"ring8": ring8, "fashion": fashion, "table": table}[args.what](args)
+
+
+if __name__ == "__main__":
+  main()
