@@ -84,7 +84,8 @@ def test_mixture_metrics_on_hand_made_samples():
   on_modes = on_modes + np.array([0.05, 0.0], np.float32)  # 2.5 std: still high quality
   far = np.array([[0.0, 0.0]] * 4 + [[2.0 + 0.07, 0.0]], np.float32)  # 0 and 3.5 std: not
   x = jnp.asarray(np.concatenate([on_modes, far]))
-  m = jax.jit(lambda s: metrics.mixture_metrics(s, mix))(x)
+  mm = jax.jit(metrics.mixture_metrics, static_argnames=("threshold", "min_count"))
+  m = mm(x, mix)  # the mixture is a pytree argument
   assert int(m["modes_covered"]) == 4
   assert float(m["high_quality_rate"]) == pytest.approx(40 / 45)
   assert float(m["mode_kl"]) == pytest.approx(np.log(2), rel=1e-5)  # uniform over 4 of 8 modes
@@ -95,15 +96,15 @@ def test_mixture_metrics_on_hand_made_samples():
   np.testing.assert_array_equal(np.asarray(counts), [10, 10, 10, 10, 0, 0, 0, 0])
   # All modes equally: KL 0; only one mode: log 8; none high quality: log 8 and nothing covered.
   full = jnp.asarray(np.repeat(np.asarray(mix.modes), 3, axis=0))
-  assert float(metrics.mixture_metrics(full, mix)["mode_kl"]) == pytest.approx(0, abs=1e-6)
-  assert int(metrics.mixture_metrics(full, mix)["modes_covered"]) == 8
+  assert float(mm(full, mix)["mode_kl"]) == pytest.approx(0, abs=1e-6)
+  assert int(mm(full, mix)["modes_covered"]) == 8
   one = jnp.asarray(np.repeat(np.asarray(mix.modes)[:1], 5, axis=0))
-  assert float(metrics.mixture_metrics(one, mix)["mode_kl"]) == pytest.approx(np.log(8), rel=1e-5)
-  none = metrics.mixture_metrics(jnp.zeros((6, 2)), mix)
+  assert float(mm(one, mix)["mode_kl"]) == pytest.approx(np.log(8), rel=1e-5)
+  none = mm(jnp.zeros((6, 2)), mix)
   assert int(none["modes_covered"]) == 0 and float(none["high_quality_rate"]) == 0
   assert float(none["mode_kl"]) == pytest.approx(np.log(8), rel=1e-5)
   # A mode needs min_count samples to count.
-  assert int(metrics.mixture_metrics(x, mix, min_count=11)["modes_covered"]) == 0
+  assert int(mm(x, mix, min_count=11)["modes_covered"]) == 0
 
 
 def _digits():
@@ -171,3 +172,16 @@ def test_function_extractor_fid_on_32x32x3_closed_form():
     metrics.FunctionExtractor(feats, input_size=(16, 16)), real
   )
   assert set(only_fid(real[:50])) == {"fid"}
+
+
+def test_mixture_metrics_on_real_mixture_samples():
+  """The mixture's own samples: all modes covered, P(|x - m| <= 3 std) = 1 - e^{-9/2} (2-D)."""
+  from minmaxlab.gan import data
+
+  for mixture in (data.ring8(), data.grid25()):
+    x = mixture.sample(jax.random.key(1), 4000)
+    m = jax.jit(metrics.mixture_metrics)(x, mixture)
+    k = mixture.modes.shape[0]
+    assert int(m["modes_covered"]) == k
+    assert float(m["high_quality_rate"]) == pytest.approx(1 - np.exp(-4.5), abs=0.01)
+    assert float(m["mode_kl"]) < 0.02
