@@ -4,9 +4,9 @@ TensorBoard reads ``events.out.tfevents.*`` files: a sequence of TFRecords
 (``uint64 length | uint32 masked_crc32c(length) | data | uint32
 masked_crc32c(data)``, little endian) whose data are serialised ``Event``
 protocol buffers. Scalars need only four fields, so we encode them by hand
-instead of depending on ``tensorboard``/``tensorboardX`` and protobuf
-(a measured choice: tensorboardX pulls protobuf and a 4 MB package for what
-is ~60 lines here)::
+instead of depending on ``tensorboardX``/``tensorboard`` and a protobuf
+runtime: about 100 lines, no import cost, and the framing is checked in the
+tests against an independent CRC-32C. The encoded messages::
 
   Event   { double wall_time = 1; int64 step = 2; string file_version = 3;
             Summary summary = 5; }
