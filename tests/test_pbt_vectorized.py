@@ -35,7 +35,9 @@ def test_truncation_exploit_hand_made():
     # NaN (member 4) ranks last, then member 1: they are the bottom 2 of 8
     np.testing.assert_array_equal(copied, np.isin(np.arange(8), [1, 4]))
     assert set(np.asarray(source)[[1, 4]]) <= {2, 6}  # the top 2
-    np.testing.assert_array_equal(np.asarray(source)[~np.asarray(copied)], np.arange(8)[~np.asarray(copied)])
+    np.testing.assert_array_equal(
+      np.asarray(source)[~np.asarray(copied)], np.arange(8)[~np.asarray(copied)]
+    )
     seen |= set(np.asarray(source)[[1, 4]].tolist())
   assert seen == {2, 6}
   # a member that is not ready keeps itself
@@ -62,8 +64,11 @@ def test_tournament_exploit_hand_made():
 
 
 def test_explore_bounds_and_moves():
-  space = {"lr": pbt.Continuous(1e-3, 1.0), "w": pbt.Continuous(-1.0, 1.0, log=False),
-           "loss": pbt.Categorical(3)}
+  space = {
+    "lr": pbt.Continuous(1e-3, 1.0),
+    "w": pbt.Continuous(-1.0, 1.0, log=False),
+    "loss": pbt.Categorical(3),
+  }
   P = 64
   h = pbt.sample_prior(jax.random.key(0), space, (P,))
   for name, dim in space.items():
@@ -110,7 +115,9 @@ def test_explore_values_matches_bounds():
 
 
 def _scheme():
-  return minmaxlab.lookahead_minmax(minmaxlab.per_player(min=ADAM(1e-3), max=ADAM(1e-3)), sync_period=2)
+  return minmaxlab.lookahead_minmax(
+    minmaxlab.per_player(min=ADAM(1e-3), max=ADAM(1e-3)), sync_period=2
+  )
 
 
 def test_set_hyperparams_by_player():
@@ -171,7 +178,9 @@ def _quadratic_pbt(**kw):
   def evaluate(key, p, o, h):
     return -jnp.log10(game.distance(p)["joint"] + 1e-12)
 
-  return pbt.vectorized_pbt(init_member, train_step, evaluate, SPACE, steps=10, targets=TARGETS, **kw), traces
+  return pbt.vectorized_pbt(
+    init_member, train_step, evaluate, SPACE, steps=10, targets=TARGETS, **kw
+  ), traces
 
 
 def _run(p, rounds, seed=0):
@@ -201,8 +210,11 @@ def test_end_to_end_improves_deterministic_no_retrace():
   assert float(h1[-1]["best_fitness"]) >= float(h0[-1]["best_fitness"])
   assert float(h1[-1]["best_fitness"]) > float(h1[0]["best_fitness"])
   # injected learning rates follow the hyperparameter arrays
-  lr = [x for path, x in jax.tree_util.tree_leaves_with_path(s1.opt_state)
-        if isinstance(path[-1], jax.tree_util.DictKey) and path[-1].key == "learning_rate"]
+  lr = [
+    x
+    for path, x in jax.tree_util.tree_leaves_with_path(s1.opt_state)
+    if isinstance(path[-1], jax.tree_util.DictKey) and path[-1].key == "learning_rate"
+  ]
   assert len(lr) == 2
   assert any(np.array_equal(np.asarray(x), np.asarray(s1.hparams["lr_min"])) for x in lr)
   for name, dim in SPACE.items():

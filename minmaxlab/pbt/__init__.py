@@ -4,42 +4,62 @@ Vectorized mode (:func:`vectorized_pbt`): members are a leading array axis,
 one jit-compiled round trains, evaluates, exploits (copying parameters and
 optimizer states of both players) and explores (hyperparameters are arrays in
 ``inject_hyperparams`` states, so nothing recompiles).
+
+Black-box mode (:class:`Controller`, Li et al. 2019): trials (hyperparameters,
+parent checkpoint, steps, seed) in an SQLite :class:`Store`, stateless worker
+processes, initiator-based tournament or truncation, lineage-aware checkpoint
+garbage collection, re-queue of killed workers' trials, resume after a killed
+controller, mutable schedules and :func:`replay` of the best lineage.
 """
 
+from minmaxlab.pbt._controller import Controller, needed_trials, replay
+from minmaxlab.pbt._schedules import exponential_decay, piecewise_constant
 from minmaxlab.pbt._space import (
-    Categorical,
-    Continuous,
-    explore,
-    explore_values,
-    sample_prior,
-    sample_values,
-    validate_space,
+  Categorical,
+  Continuous,
+  explore,
+  explore_values,
+  sample_prior,
+  sample_values,
+  validate_space,
 )
+from minmaxlab.pbt._store import Store, Trial
 from minmaxlab.pbt._vectorized import (
-    PBTState,
-    VectorizedPBT,
-    gather_members,
-    set_hyperparams,
-    tournament_exploit,
-    truncation_exploit,
-    truncation_size,
-    vectorized_pbt,
+  PBTState,
+  VectorizedPBT,
+  gather_members,
+  set_hyperparams,
+  tournament_exploit,
+  truncation_exploit,
+  truncation_size,
+  vectorized_pbt,
 )
+from minmaxlab.pbt._worker import load_checkpoint, run_trial, worker_loop
 
 __all__ = [
-    "Categorical",
-    "Continuous",
-    "PBTState",
-    "VectorizedPBT",
-    "explore",
-    "explore_values",
-    "gather_members",
-    "sample_prior",
-    "sample_values",
-    "set_hyperparams",
-    "tournament_exploit",
-    "truncation_exploit",
-    "truncation_size",
-    "validate_space",
-    "vectorized_pbt",
+  "Categorical",
+  "Continuous",
+  "Controller",
+  "Store",
+  "Trial",
+  "PBTState",
+  "VectorizedPBT",
+  "explore",
+  "exponential_decay",
+  "explore_values",
+  "gather_members",
+  "load_checkpoint",
+  "needed_trials",
+  "piecewise_constant",
+  "replay",
+  "run_trial",
+  "sample_prior",
+  "sample_values",
+  "set_hyperparams",
+  "tournament_exploit",
+  "truncation_exploit",
+  "truncation_size",
+  "validate_space",
+  "vectorized_pbt",
+  "worker_loop",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +30,7 @@ class Categorical(NamedTuple):
   num_choices: int
 
 
-Space = Mapping[str, Union[Continuous, Categorical]]
+Space = Mapping[str, Continuous | Categorical]
 
 
 def validate_space(space: Space) -> None:
@@ -78,12 +78,12 @@ def sample_prior(key: jax.Array, space: Space, shape: tuple[int, ...] = ()) -> d
 
 
 def explore(
-    key: jax.Array,
-    hparams: Mapping[str, jax.Array],
-    mask: jax.Array,
-    space: Space,
-    resample_probability: float = 0.25,
-    perturb_factors: tuple[float, ...] = (0.8, 1.2),
+  key: jax.Array,
+  hparams: Mapping[str, jax.Array],
+  mask: jax.Array,
+  space: Space,
+  resample_probability: float = 0.25,
+  perturb_factors: tuple[float, ...] = (0.8, 1.2),
 ) -> dict[str, jax.Array]:
   r"""Mutate the hyperparameters of the members where ``mask`` is true.
 
@@ -133,19 +133,20 @@ def sample_values(rng: np.random.Generator, space: Space) -> dict[str, float | i
     if isinstance(dim, Categorical):
       out[name] = int(rng.integers(0, int(dim.num_choices)))
     elif dim.log:
-      out[name] = float(np.clip(math.exp(rng.uniform(math.log(dim.low), math.log(dim.high))),
-                                dim.low, dim.high))
+      out[name] = float(
+        np.clip(math.exp(rng.uniform(math.log(dim.low), math.log(dim.high))), dim.low, dim.high)
+      )
     else:
       out[name] = float(rng.uniform(dim.low, dim.high))
   return out
 
 
 def explore_values(
-    rng: np.random.Generator,
-    values: Mapping[str, float | int],
-    space: Space,
-    resample_probability: float = 0.25,
-    perturb_factors: tuple[float, ...] = (0.8, 1.2),
+  rng: np.random.Generator,
+  values: Mapping[str, float | int],
+  space: Space,
+  resample_probability: float = 0.25,
+  perturb_factors: tuple[float, ...] = (0.8, 1.2),
 ) -> dict[str, float | int]:
   """:func:`explore` for one member's hyperparameters as Python numbers.
 

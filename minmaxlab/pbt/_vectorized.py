@@ -43,7 +43,7 @@ def _finite(fitness):
 
 
 def truncation_exploit(
-    key: jax.Array, fitness: jax.Array, ready: jax.Array, fraction: float = 0.25
+  key: jax.Array, fitness: jax.Array, ready: jax.Array, fraction: float = 0.25
 ) -> tuple[jax.Array, jax.Array]:
   r"""Truncation selection: every ready member of the bottom ``fraction``
   copies a uniformly drawn member of the top ``fraction``.
@@ -74,7 +74,7 @@ def truncation_exploit(
 
 
 def tournament_exploit(
-    key: jax.Array, fitness: jax.Array, ready: jax.Array
+  key: jax.Array, fitness: jax.Array, ready: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
   """Binary tournament: each ready member meets one uniformly drawn other
   member and copies it if the opponent's fitness is strictly higher.
@@ -96,8 +96,9 @@ def gather_members(tree: Any, source: jax.Array) -> Any:
   return jax.tree.map(lambda x: jnp.take(x, source, axis=0), tree)
 
 
-def set_hyperparams(opt_state: Any, targets: Mapping[str, tuple[str, str]],
-                    hparams: Mapping[str, jax.Array]) -> Any:
+def set_hyperparams(
+  opt_state: Any, targets: Mapping[str, tuple[str, str]], hparams: Mapping[str, jax.Array]
+) -> Any:
   """Write hyperparameter values into the ``inject_hyperparams`` states of a
   game-transform state (one member).
 
@@ -127,8 +128,8 @@ def set_hyperparams(opt_state: Any, targets: Mapping[str, tuple[str, str]],
     name = path[-1].key
     if label == SHARED and any(n == name for _, n in wanted):
       raise ValueError(
-          f"the injected {name!r} is shared by both players; build the scheme with"
-          " minmaxlab.per_player(min=..., max=...)"
+        f"the injected {name!r} is shared by both players; build the scheme with"
+        " minmaxlab.per_player(min=..., max=...)"
       )
     hp = wanted.get((label, name))
     if hp is None:
@@ -140,8 +141,8 @@ def set_hyperparams(opt_state: Any, targets: Mapping[str, tuple[str, str]],
   missing = set(targets) - found
   if missing:
     raise ValueError(
-        f"no inject_hyperparams leaf for {sorted(missing)}; wrap the optimizers with"
-        " optax.inject_hyperparams"
+      f"no inject_hyperparams leaf for {sorted(missing)}; wrap the optimizers with"
+      " optax.inject_hyperparams"
     )
   return out
 
@@ -178,20 +179,20 @@ class VectorizedPBT(NamedTuple):
 
 
 def vectorized_pbt(
-    init_member: Callable,
-    train_step: Callable,
-    evaluate: Callable,
-    space: Space,
-    *,
-    steps: int,
-    targets: Mapping[str, tuple[str, str]] | None = None,
-    exploit: str = "truncation",
-    truncation_fraction: float = 0.25,
-    resample_probability: float = 0.25,
-    perturb_factors: tuple[float, ...] = (0.8, 1.2),
-    ready: int = 0,
-    burn_in: int = 0,
-    jit: bool = True,
+  init_member: Callable,
+  train_step: Callable,
+  evaluate: Callable,
+  space: Space,
+  *,
+  steps: int,
+  targets: Mapping[str, tuple[str, str]] | None = None,
+  exploit: str = "truncation",
+  truncation_fraction: float = 0.25,
+  resample_probability: float = 0.25,
+  perturb_factors: tuple[float, ...] = (0.8, 1.2),
+  ready: int = 0,
+  burn_in: int = 0,
+  jit: bool = True,
 ) -> VectorizedPBT:
   r"""Population based training of a vmapped population, one jitted round per call.
 
@@ -272,13 +273,13 @@ def vectorized_pbt(
     hparams = sample_prior(k_h, space, (P,))
     params, opt_state = jax.vmap(init_member)(jax.random.split(k_m, P), hparams)
     return PBTState(
-        params=params,
-        opt_state=inject(opt_state, hparams),
-        hparams=hparams,
-        fitness=jnp.full((P,), -jnp.inf, jnp.float32),
-        steps_since_exploit=jnp.zeros((P,), jnp.int32),
-        parent=jnp.arange(P, dtype=jnp.int32),
-        step=jnp.zeros((), jnp.int32),
+      params=params,
+      opt_state=inject(opt_state, hparams),
+      hparams=hparams,
+      fitness=jnp.full((P,), -jnp.inf, jnp.float32),
+      steps_since_exploit=jnp.zeros((P,), jnp.int32),
+      parent=jnp.arange(P, dtype=jnp.int32),
+      step=jnp.zeros((), jnp.int32),
     )
 
   def train_member(key, params, opt_state, hparams, *args):
@@ -287,7 +288,9 @@ def vectorized_pbt(
       p, o, m = train_step(k, p, o, hparams, *args)
       return (p, o), m
 
-    (params, opt_state), metrics = jax.lax.scan(body, (params, opt_state), jax.random.split(key, steps))
+    (params, opt_state), metrics = jax.lax.scan(
+      body, (params, opt_state), jax.random.split(key, steps)
+    )
     return params, opt_state, jax.tree.map(lambda x: x[-1], metrics)
 
   def pbt_step(key, state: PBTState, *args):
@@ -296,9 +299,11 @@ def vectorized_pbt(
     opt_state = inject(state.opt_state, state.hparams)
     in_axes = (0, 0, 0, 0) + (None,) * len(args)
     params, opt_state, train_metrics = jax.vmap(train_member, in_axes)(
-        jax.random.split(k_train, P), state.params, opt_state, state.hparams, *args)
+      jax.random.split(k_train, P), state.params, opt_state, state.hparams, *args
+    )
     fitness = jax.vmap(evaluate, in_axes)(
-        jax.random.split(k_eval, P), params, opt_state, state.hparams, *args)
+      jax.random.split(k_eval, P), params, opt_state, state.hparams, *args
+    )
     fitness = jnp.asarray(fitness, jnp.float32).reshape((P,))
     step = state.step + steps
     since = state.steps_since_exploit + steps
@@ -308,28 +313,29 @@ def vectorized_pbt(
     else:
       source, copied = tournament_exploit(k_exploit, fitness, is_ready)
     params, opt_state, hparams, new_fitness = gather_members(
-        (params, opt_state, state.hparams, fitness), source)
+      (params, opt_state, state.hparams, fitness), source
+    )
     hparams = explore(k_explore, hparams, copied, space, resample_probability, perturb_factors)
     new_state = PBTState(
-        params=params,
-        opt_state=inject(opt_state, hparams),
-        hparams=hparams,
-        fitness=new_fitness,
-        steps_since_exploit=jnp.where(copied, 0, since).astype(jnp.int32),
-        parent=source,
-        step=step,
+      params=params,
+      opt_state=inject(opt_state, hparams),
+      hparams=hparams,
+      fitness=new_fitness,
+      steps_since_exploit=jnp.where(copied, 0, since).astype(jnp.int32),
+      parent=source,
+      step=step,
     )
     finite = jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
     metrics = {
-        "fitness": fitness,
-        "best_fitness": jnp.max(finite),
-        "best_member": jnp.argmax(finite).astype(jnp.int32),
-        "mean_fitness": jnp.mean(fitness),
-        "num_copied": jnp.sum(copied).astype(jnp.int32),
-        "copied": copied,
-        "source": source,
-        "hparams": hparams,
-        "train": train_metrics,
+      "fitness": fitness,
+      "best_fitness": jnp.max(finite),
+      "best_member": jnp.argmax(finite).astype(jnp.int32),
+      "mean_fitness": jnp.mean(fitness),
+      "num_copied": jnp.sum(copied).astype(jnp.int32),
+      "copied": copied,
+      "source": source,
+      "hparams": hparams,
+      "train": train_metrics,
     }
     return new_state, metrics
 

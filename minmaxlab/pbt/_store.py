@@ -1,0 +1,238 @@
+"""The persistent PBT store: trials, lineage, population and checkpoints in SQLite.
+
+Every state change is one ``BEGIN IMMEDIATE`` transaction, so any number of
+worker processes and one controller can share the file, and a process killed at
+any moment leaves a consistent store (SQLite's journal rolls back an unfinished
+transaction).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple
+
+PENDING, RUNNING, DONE = "pending", "running", "done"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS trials (
+  id INTEGER PRIMARY KEY,
+  member INTEGER NOT NULL,
+  parent_id INTEGER,
+  parent_ckpt TEXT,
+  hparams TEXT NOT NULL,
+  start_step INTEGER NOT NULL,
+  steps INTEGER NOT NULL,
+  seed INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  attempt INTEGER NOT NULL DEFAULT 0,
+  worker TEXT,
+  lease_until REAL,
+  fitness REAL,
+  ckpt TEXT,
+  ckpt_deleted INTEGER NOT NULL DEFAULT 0,
+  processed INTEGER NOT NULL DEFAULT 0,
+  created REAL,
+  finished REAL
+);
+CREATE INDEX IF NOT EXISTS trials_status ON trials(status, id);
+CREATE TABLE IF NOT EXISTS population (member INTEGER PRIMARY KEY, trial_id INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+
+class Trial(NamedTuple):
+  """One unit of work: train ``steps`` steps from the parent's checkpoint.
+
+  Attributes:
+    id: trial id (1, 2, ...).
+    member: population slot the trial belongs to.
+    parent_id: trial whose checkpoint it warm-starts from (``None``: fresh).
+    parent_ckpt: that checkpoint's directory.
+    hparams: hyperparameters (schedule parameters included), JSON numbers.
+    start_step: training steps behind the parent checkpoint.
+    steps: steps to train.
+    seed: the trial's seed (a re-run of the trial gets the same one).
+    status: ``pending`` / ``running`` / ``done``.
+    attempt: how many times it was handed to a worker.
+    worker: the worker holding it.
+    fitness: reported fitness (higher is better).
+    ckpt: its own checkpoint directory once done.
+    ckpt_deleted: whether garbage collection removed it.
+    processed: whether the controller has used the result.
+  """
+
+  id: int
+  member: int
+  parent_id: int | None
+  parent_ckpt: str | None
+  hparams: dict
+  start_step: int
+  steps: int
+  seed: int
+  status: str
+  attempt: int
+  worker: str | None
+  fitness: float | None
+  ckpt: str | None
+  ckpt_deleted: bool
+  processed: bool
+
+
+_COLUMNS = (
+  "id, member, parent_id, parent_ckpt, hparams, start_step, steps, seed, status,"
+  " attempt, worker, fitness, ckpt, ckpt_deleted, processed"
+)
+
+
+def _trial(row) -> Trial:
+  r = list(row)
+  r[4] = json.loads(r[4])
+  r[13], r[14] = bool(r[13]), bool(r[14])
+  return Trial(*r)
+
+
+class Store:
+  """SQLite store shared by the controller and the workers (one file).
+
+  Args:
+    path: the database file (created with its tables).
+    timeout: seconds a writer waits for the lock.
+  """
+
+  def __init__(self, path: str | os.PathLike, timeout: float = 60.0):
+    self.path = str(Path(path).expanduser().resolve())
+    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+    self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
+    self._db.execute("PRAGMA journal_mode=WAL")
+    self._db.execute("PRAGMA synchronous=FULL")
+    for stmt in _SCHEMA.strip().split(";"):
+      if stmt.strip():
+        self._db.execute(stmt)
+
+  def close(self) -> None:
+    self._db.close()
+
+  @contextmanager
+  def transaction(self):
+    """``BEGIN IMMEDIATE`` ... ``COMMIT`` (rolled back on an exception)."""
+    self._db.execute("BEGIN IMMEDIATE")
+    try:
+      yield self._db
+    except BaseException:
+      self._db.execute("ROLLBACK")
+      raise
+    self._db.execute("COMMIT")
+
+  # --- controller state -----------------------------------------------------------------
+  def get(self, key: str, default: Any = None) -> Any:
+    row = self._db.execute("SELECT value FROM kv WHERE key=?", (key,)).fetchone()
+    return default if row is None else json.loads(row[0])
+
+  def put(self, db, key: str, value: Any) -> None:
+    db.execute("INSERT OR REPLACE INTO kv(key, value) VALUES (?, ?)", (key, json.dumps(value)))
+
+  # --- trials -----------------------------------------------------------------------------
+  def add_trial(self, db, member, parent: Trial | None, hparams, start_step, steps, seed) -> int:
+    cur = db.execute(
+      "INSERT INTO trials(member, parent_id, parent_ckpt, hparams, start_step, steps, seed,"
+      " status, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      (
+        member,
+        None if parent is None else parent.id,
+        None if parent is None else parent.ckpt,
+        json.dumps(hparams),
+        int(start_step),
+        int(steps),
+        int(seed),
+        PENDING,
+        time.time(),
+      ),
+    )
+    return cur.lastrowid
+
+  def trial(self, trial_id: int) -> Trial:
+    row = self._db.execute(f"SELECT {_COLUMNS} FROM trials WHERE id=?", (trial_id,)).fetchone()
+    if row is None:
+      raise KeyError(trial_id)
+    return _trial(row)
+
+  def trials(self, where: str = "1", args: tuple = ()) -> list[Trial]:
+    rows = self._db.execute(f"SELECT {_COLUMNS} FROM trials WHERE {where} ORDER BY id", args)
+    return [_trial(r) for r in rows]
+
+  def claim(self, worker: str, lease_s: float) -> Trial | None:
+    """Hand the oldest pending trial to ``worker`` (``None`` if the queue is empty)."""
+    with self.transaction() as db:
+      row = db.execute(
+        "SELECT id FROM trials WHERE status=? ORDER BY id LIMIT 1", (PENDING,)
+      ).fetchone()
+      if row is None:
+        return None
+      db.execute(
+        "UPDATE trials SET status=?, worker=?, attempt=attempt+1, lease_until=? WHERE id=?",
+        (RUNNING, worker, time.time() + lease_s, row[0]),
+      )
+    return self.trial(row[0])
+
+  def renew(self, trial_id: int, worker: str, lease_s: float) -> bool:
+    """Extend a running trial's lease; ``False`` if ``worker`` no longer holds it."""
+    with self.transaction() as db:
+      cur = db.execute(
+        "UPDATE trials SET lease_until=? WHERE id=? AND status=? AND worker=?",
+        (time.time() + lease_s, trial_id, RUNNING, worker),
+      )
+    return cur.rowcount == 1
+
+  def complete(self, trial_id: int, worker: str, fitness: float, ckpt: str) -> bool:
+    """Record a finished trial (its checkpoint is already durable). A report from
+    a worker that lost the trial (lease expired, re-queued) is ignored."""
+    with self.transaction() as db:
+      cur = db.execute(
+        "UPDATE trials SET status=?, fitness=?, ckpt=?, finished=?"
+        " WHERE id=? AND status=? AND worker=?",
+        (DONE, float(fitness), str(ckpt), time.time(), trial_id, RUNNING, worker),
+      )
+    return cur.rowcount == 1
+
+  def requeue(self, db, where: str, args: tuple = ()) -> int:
+    cur = db.execute(
+      f"UPDATE trials SET status=?, worker=NULL, lease_until=NULL WHERE status=? AND ({where})",
+      (PENDING, RUNNING, *args),
+    )
+    return cur.rowcount
+
+  def population(self) -> dict[int, int]:
+    return dict(self._db.execute("SELECT member, trial_id FROM population ORDER BY member"))
+
+  def set_member(self, db, member: int, trial_id: int) -> None:
+    db.execute(
+      "INSERT OR REPLACE INTO population(member, trial_id) VALUES (?, ?)", (member, trial_id)
+    )
+
+  def counts(self) -> dict[str, int]:
+    out = {PENDING: 0, RUNNING: 0, DONE: 0}
+    out.update(dict(self._db.execute("SELECT status, COUNT(*) FROM trials GROUP BY status")))
+    return out
+
+  def lineage(self, trial_id: int) -> list[Trial]:
+    """The chain of trials from a root trial to ``trial_id`` (oldest first)."""
+    chain = []
+    t = self.trial(trial_id)
+    while True:
+      chain.append(t)
+      if t.parent_id is None:
+        return chain[::-1]
+      t = self.trial(t.parent_id)
+
+  def best(self) -> Trial | None:
+    row = self._db.execute(
+      f"SELECT {_COLUMNS} FROM trials WHERE status=? AND fitness IS NOT NULL"
+      " ORDER BY fitness DESC, id LIMIT 1",
+      (DONE,),
+    ).fetchone()
+    return None if row is None else _trial(row)

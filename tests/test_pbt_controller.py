@@ -1,0 +1,288 @@
+"""minmaxlab.pbt black-box mode: store, controller, workers, GC, resume, replay."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from minmaxlab import pbt
+
+SPACE = {"lr": pbt.Continuous(1e-3, 0.5), "decay": pbt.Continuous(0.9, 1.0, log=False)}
+TARGET = np.array([1.0, -2.0, 3.0, 0.5])
+KILL_ENV = "MINMAXLAB_TEST_PBT_KILL_TRIAL"
+
+
+def init_fn(trial):
+  return {"w": np.zeros(4, np.float32), "step": np.zeros((), np.int32)}
+
+
+def train_fn(hparams, state, trial):
+  """Gradient descent on 0.5 ||w - target||^2 with lr(t) = lr * decay^t."""
+  if os.environ.get(KILL_ENV) == str(trial.id) and trial.attempt == 1:
+    time.sleep(0.2)
+    os.kill(os.getpid(), signal.SIGKILL)  # a real kill in the middle of the trial
+  w, step = np.asarray(state["w"], np.float64), int(state["step"])
+  assert step == trial.start_step  # warm-started from the right checkpoint
+  for t in range(trial.start_step, trial.start_step + trial.steps):
+    w = w - pbt.exponential_decay(t, hparams["lr"], hparams["decay"]) * (w - TARGET)
+  fitness = -float(np.log10(np.sum((w - TARGET) ** 2) + 1e-30))
+  return fitness, {"w": w.astype(np.float32), "step": np.asarray(step + trial.steps, np.int32)}
+
+
+def _controller(workdir, **kw):
+  args = dict(population_size=4, num_trials=16, steps_per_trial=3, seed=0, poll_s=0.02)
+  args.update(kw)
+  return pbt.Controller(workdir, SPACE, init_fn, train_fn, **args)
+
+
+def _check_lineage(c, num_trials):
+  trials = c.store.trials()
+  assert len(trials) == num_trials == len({t.id for t in trials})
+  assert all(t.status == "done" and t.processed for t in trials)
+  by_id = {t.id: t for t in trials}
+  for t in trials:
+    if t.parent_id is None:
+      assert t.start_step == 0
+    else:
+      p = by_id[t.parent_id]
+      assert t.start_step == p.start_step + p.steps and t.parent_ckpt == p.ckpt and p.id < t.id
+    for name, dim in SPACE.items():
+      assert dim.low <= t.hparams[name] <= dim.high
+  assert sorted(c.store.population()) == list(range(c.population_size))
+  # every kept checkpoint is on disk, every deleted one is gone, nothing else is there
+  kept = {Path(t.ckpt).name for t in trials if not t.ckpt_deleted}
+  assert kept == {p.name for p in c.ckpt_root.iterdir()}
+  assert needed_subset(c) <= {t.id for t in trials if not t.ckpt_deleted}
+  return trials
+
+
+def needed_subset(c):
+  return pbt.needed_trials(c.store.trials(), c.store.population(), c.top_k)
+
+
+def test_inline_run_deterministic_bounded_disk_and_replay(tmp_path):
+  runs = []
+  for name in ("a", "b"):
+    c = _controller(tmp_path / name, workers=0, num_trials=20)
+    summary = c.run(timeout=60)
+    trials = _check_lineage(c, 20)
+    runs.append([(t.parent_id, t.hparams, t.seed, t.fitness) for t in trials])
+    # bounded: population + top_k (+1 unprocessed) checkpoints at any time
+    assert summary["max_checkpoints"] <= c.population_size + c.top_k + 1
+    assert summary["checkpoints"] <= c.population_size + c.top_k
+    c.close()
+  assert runs[0] == runs[1]
+  fitness = [r[3] for r in runs[0]]
+  assert max(fitness[-4:]) > max(fitness[:4])  # the population improves
+  assert any(r[0] is not None and r[1] != dict(runs[0][r[0] - 1][1]) for r in runs[0])  # explored
+  # the best trial's checkpoint is kept and holds what replay reproduces from scratch
+  c = _controller(tmp_path / "a", workers=0, num_trials=20)
+  best = c.store.best()
+  restored = pbt.load_checkpoint(best.ckpt, init_fn(best))
+  fit, state, chain = pbt.replay(tmp_path / "a", init_fn, train_fn)
+  assert chain[-1].id == best.id and chain[0].parent_id is None
+  assert fit == pytest.approx(best.fitness, rel=1e-6)
+  np.testing.assert_allclose(np.asarray(restored["w"]), state["w"], rtol=1e-6)
+  assert int(restored["step"]) == best.start_step + best.steps == int(state["step"])
+  c.close()
+
+
+def test_truncation_mode(tmp_path):
+  c = _controller(
+    tmp_path, workers=0, exploit="truncation", truncation_fraction=0.25, num_trials=12
+  )
+  c.run(timeout=60)
+  trials = _check_lineage(c, 12)
+  # a child copies another member's checkpoint only through exploitation
+  assert any(
+    t.parent_id is not None and c.store.trial(t.parent_id).member != t.member for t in trials
+  )
+  c.close()
+
+
+def test_workers_async_budget_mode_and_worker_kill(tmp_path, monkeypatch):
+  # 4 members, 2 worker processes (budget mode); trial 6's first attempt kills its worker
+  monkeypatch.setenv(KILL_ENV, "6")
+  c = _controller(tmp_path, workers=2, num_trials=12)
+  summary = c.run(timeout=90)
+  trials = _check_lineage(c, 12)
+  assert c.store.trial(6).attempt == 2 and summary["restarted_workers"] >= 1
+  assert all(t.attempt == 1 for t in trials if t.id != 6)
+  assert summary["max_checkpoints"] <= c.population_size + c.top_k + 2 + 2
+  c.close()
+
+
+_CHILD = """
+import sys, time
+sys.path.insert(0, {root!r})
+from tests.test_pbt_controller import _controller
+c = _controller({workdir!r}, workers=1, num_trials=14)
+c.run(timeout=120)
+"""
+
+
+def test_controller_kill_and_resume(tmp_path):
+  root = str(Path(__file__).resolve().parents[1])
+  env = {**os.environ, KILL_ENV: "", "JAX_PLATFORMS": "cpu"}
+  proc = subprocess.Popen(
+    [sys.executable, "-c", _CHILD.format(root=root, workdir=str(tmp_path))],
+    env=env,
+    start_new_session=True,
+  )
+  store = None
+  try:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+      if (tmp_path / "pbt.sqlite").exists():
+        store = store or pbt.Store(tmp_path / "pbt.sqlite")
+        if store.counts()["done"] >= 5:
+          break
+      assert proc.poll() is None, "the controller finished before it could be killed"
+      time.sleep(0.05)
+    else:
+      pytest.fail("no progress before the kill")
+  finally:
+    os.killpg(proc.pid, signal.SIGKILL)  # controller and its worker, mid-run
+    proc.wait()
+  done_before = {t.id: t.fitness for t in store.trials("status='done'")}
+  store.close()
+  c = _controller(tmp_path, workers=0, num_trials=14)
+  c.run(timeout=60)
+  trials = _check_lineage(c, 14)
+  for t in trials:  # nothing finished before the kill was lost or re-run
+    if t.id in done_before:
+      assert t.fitness == done_before[t.id] and t.attempt == 1
+  c.close()
+
+
+class _Sim:
+  """Drive the real controller and store with fake checkpoints (no training)."""
+
+  def __init__(self, workdir, top_k):
+    self.c = _controller(workdir, workers=0, num_trials=14, population_size=4, top_k=top_k)
+    self.c._initialize()
+
+  def claim(self):
+    return self.c.store.claim("sim", lease_s=1e9)
+
+  def finish(self, trial, fitness):
+    path = pbt._worker.checkpoint_dir(self.c.ckpt_root, trial)
+    path.mkdir(parents=True)
+    return self.c.store.complete(trial.id, "sim", fitness, str(path))
+
+  def check(self):
+    c = self.c
+    for t in c.store.trials():
+      if t.status in ("pending", "running") and t.parent_id is not None:
+        assert Path(t.parent_ckpt).is_dir(), f"parent of pending/running trial {t.id} deleted"
+    for tid in c.store.population().values():
+      assert Path(c.store.trial(tid).ckpt).is_dir()
+    done = sorted((t for t in c.store.trials("status='done'")), key=lambda t: (-t.fitness, t.id))
+    for t in done[: c.top_k]:
+      assert Path(t.ckpt).is_dir()
+    for t in c.store.trials("status='done' AND processed=0"):
+      assert Path(t.ckpt).is_dir()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+  events=st.lists(
+    st.tuples(
+      st.sampled_from(["claim", "claim", "finish", "finish", "kill", "process", "gc"]),
+      st.integers(0, 7),
+      st.integers(-5, 5),
+    ),
+    min_size=20,
+    max_size=120,
+  ),
+  top_k=st.integers(0, 3),
+)
+def test_gc_never_deletes_a_needed_checkpoint(events, top_k):
+  with tempfile.TemporaryDirectory() as d:
+    sim = _Sim(d, top_k)
+    running = []
+    try:
+      for kind, i, fitness in events:
+        if kind == "claim":
+          t = sim.claim()
+          if t is not None:
+            running.append(t)
+        elif kind == "finish" and running:
+          sim.finish(running.pop(i % len(running)), float(fitness))
+        elif kind == "kill" and running:  # a worker dies: its trial goes back to the queue
+          t = running.pop(i % len(running))
+          with sim.c.store.transaction() as db:
+            sim.c.store.requeue(db, "id=?", (t.id,))
+        elif kind == "process":
+          for t in sim.c.store.trials("status='done' AND processed=0"):
+            sim.c._process(t)
+          sim.c.collect_garbage()
+        elif kind == "gc":  # the controller may collect before it processes new results
+          sim.c.collect_garbage()
+        sim.check()
+    finally:
+      sim.c.close()
+
+
+def test_schedules():
+  np.testing.assert_allclose(pbt.exponential_decay(np.arange(3), 1.0, 0.5), [1.0, 0.5, 0.25])
+  np.testing.assert_allclose(pbt.exponential_decay(4, 2.0, 0.5, transition_steps=2), 0.5)
+  np.testing.assert_array_equal(
+    pbt.piecewise_constant(np.array([0, 9, 10, 25]), [10, 20], [1.0, 0.1, 0.01]),
+    [1.0, 1.0, 0.1, 0.01],
+  )
+  with pytest.raises(ValueError):
+    pbt.piecewise_constant(0, [10], [1.0])
+  with pytest.raises(ValueError):
+    pbt.exponential_decay(0, 1.0, 0.5, transition_steps=0)
+
+
+def test_controller_validation(tmp_path):
+  with pytest.raises(ValueError, match="population_size"):
+    _controller(tmp_path, population_size=1)
+  with pytest.raises(ValueError, match="num_trials"):
+    _controller(tmp_path, num_trials=2)
+  with pytest.raises(ValueError, match="exploit"):
+    _controller(tmp_path, exploit="roulette")
+
+
+def test_gc_keeps_the_parent_of_a_running_trial_that_left_the_population():
+  """Member m's running child warm-starts from member j's checkpoint P; j's own
+  child finishes first, so P leaves the population: P must survive GC."""
+  for seed in range(20):
+    with tempfile.TemporaryDirectory() as d:
+      sim = _Sim(d, top_k=0)
+      sim.c.seed = seed
+      try:
+        roots = [sim.claim() for _ in range(4)]
+        for t, f in zip(roots, [3.0, 2.0, 1.0, 0.0]):
+          sim.finish(t, f)
+        for t in sim.c.store.trials("status='done' AND processed=0"):
+          sim.c._process(t)
+        children = [sim.claim() for _ in range(4)]
+        by_member = {t.member: t for t in children}
+        cross = [t for t in children if sim.c.store.trial(t.parent_id).member != t.member]
+        if not cross:
+          continue
+        c = cross[0]
+        parent = sim.c.store.trial(c.parent_id)
+        sim.finish(by_member[parent.member], -10.0)  # j's child: worse, not top-k
+        for t in sim.c.store.trials("status='done' AND processed=0"):
+          sim.c._process(t)
+        sim.c.collect_garbage()
+        assert sim.c.store.population()[parent.member] != parent.id
+        assert Path(parent.ckpt).is_dir()
+        assert not sim.c.store.trial(parent.id).ckpt_deleted
+        sim.check()
+        return
+      finally:
+        sim.c.close()
+  pytest.fail("no seed gave a cross-member parent")
