@@ -286,3 +286,52 @@ def test_gc_keeps_the_parent_of_a_running_trial_that_left_the_population():
       finally:
         sim.c.close()
   pytest.fail("no seed gave a cross-member parent")
+
+
+def test_lapsed_lease_is_requeued_and_late_report_ignored(tmp_path):
+  c = _controller(tmp_path, workers=0)
+  c._initialize()
+  t = c.store.claim("ghost", lease_s=0.01)
+  assert c.store.claim("other", lease_s=60).id != t.id
+  time.sleep(0.05)
+  c._requeue_lapsed()
+  assert c.store.trial(t.id).status == "pending"
+  again = c.store.claim("new", lease_s=60)
+  assert again.id == t.id and again.attempt == 2
+  assert not c.store.complete(t.id, "ghost", 1.0, "/nowhere")  # the lost worker's report
+  assert not c.store.renew(t.id, "ghost", 60)
+  assert c.store.complete(t.id, "new", 2.0, "/somewhere")
+  assert c.store.trial(t.id).fitness == 2.0
+  c.close()
+
+
+def test_public_api():
+  assert set(pbt.__all__) == {
+    "Categorical",
+    "Continuous",
+    "Controller",
+    "PBTState",
+    "Store",
+    "Trial",
+    "VectorizedPBT",
+    "explore",
+    "explore_values",
+    "exponential_decay",
+    "gather_members",
+    "load_checkpoint",
+    "needed_trials",
+    "piecewise_constant",
+    "replay",
+    "run_trial",
+    "sample_prior",
+    "sample_values",
+    "set_hyperparams",
+    "tournament_exploit",
+    "truncation_exploit",
+    "truncation_size",
+    "validate_space",
+    "vectorized_pbt",
+    "worker_loop",
+  }
+  for name in pbt.__all__:
+    assert getattr(pbt, name).__doc__, name
