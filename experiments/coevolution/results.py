@@ -2,7 +2,9 @@ r"""The runs behind experiments/coevolution/README.md, in one process (programs 
 once per grid and are reused across seeds), and their tables.
 
   nice python -m experiments.coevolution.results ring8 [--seeds 0,1] [--out runs/coev_results]
-  nice python -m experiments.coevolution.results fashion [--generations 8]
+  nice python -m experiments.coevolution.results ring8_per_cell [--seeds 0,1]
+  nice python -m experiments.coevolution.results fashion [--generations 8] [--lookahead 1,0]
+  nice python -m experiments.coevolution.results fashion3x3 [--generations 8]
   python -m experiments.coevolution.results table [--out runs/coev_results]
 
 Each run is the same as the command line printed before it (``main.py`` with overrides).
@@ -63,6 +65,22 @@ def ring8(args):
     )
 
 
+def ring8_per_cell(args):
+  # One GAN with the same number of updates per generator as each grid cell (1/9 of the compute).
+  cfg = "experiments/coevolution/configs/ring8_3x3.py"
+  for seed in args.seeds:
+    _run(
+      f"ring8_1x1_percell_s{seed}", ring8_3x3, {"seed": seed, "rows": 1, "cols": 1}, args.out, cfg
+    )
+
+
+def fashion3x3(args):
+  cfg = "experiments/coevolution/configs/fashion_mnist_3x3.py"
+  g, s = args.generations, args.steps
+  common = {"generations": g, "eval_every": g, "plot_every": g, "checkpoint_every": g}
+  _run("fm_3x3_la", fashion_mnist_3x3, {**common, "steps_per_generation": s}, args.out, cfg)
+
+
 def fashion(args):
   cfg = "experiments/coevolution/configs/fashion_mnist_3x3.py"
   g, s = args.generations, args.steps
@@ -114,7 +132,7 @@ def table(args):
   )
   print("|---|---|---|---|---|---|---|---|---|")
   print("\n".join(rows))
-  for prefix in ("ring8_3x3", "ring8_1x1"):
+  for prefix in ("ring8_3x3", "ring8_1x1", "ring8_1x1_percell"):
     vals = [
       runner.read_jsonl(Path(args.out) / n / "metrics.jsonl")[-1]
       for n in sorted(p.name for p in Path(args.out).glob(prefix + "_s*"))
@@ -130,7 +148,7 @@ def table(args):
 
 def main():
   ap = argparse.ArgumentParser()
-  ap.add_argument("what", choices=["ring8", "fashion", "table"])
+  ap.add_argument("what", choices=["ring8", "ring8_per_cell", "fashion", "fashion3x3", "table"])
   ap.add_argument("--out", default="runs/coev_results")
   ap.add_argument("--seeds", default="0,1", type=lambda s: [int(x) for x in s.split(",")])
   ap.add_argument("--generations", type=int, default=8)
@@ -143,7 +161,14 @@ def main():
   )
   args = ap.parse_args()
   logging.set_verbosity(logging.WARNING)
-  {"ring8": ring8, "fashion": fashion, "table": table}[args.what](args)
+  studies = {
+    "ring8": ring8,
+    "ring8_per_cell": ring8_per_cell,
+    "fashion": fashion,
+    "fashion3x3": fashion3x3,
+    "table": table,
+  }
+  studies[args.what](args)
 
 
 if __name__ == "__main__":
