@@ -1,0 +1,33 @@
+"""Defaults of ``experiments.pbt``: black-box PBT of an MLP GAN on the 8-Gaussian ring."""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  # The GAN trained by every trial (minmaxlab.gan): ring8 mixture, MLP pair, ns-BCE loss,
+  # LA-AltGAN (lookahead_minmax over alternating over per-player Adam).
+  c.hidden = (64, 64)
+  c.latent_dim = 16
+  c.loss = "ns_bce"
+  c.batch_size = 64
+  c.b1 = 0.5
+  c.sync_period = 5
+  c.slow_step_size = 0.5
+  # Explored hyperparameters: both players' learning rates and the decay of their
+  # exponential schedule lr(t) = lr * lr_decay^(t / 1000) (a mutable schedule parameter).
+  c.lr_min_bounds = (1e-5, 1e-2)
+  c.lr_max_bounds = (1e-5, 1e-2)
+  c.lr_decay_bounds = (0.1, 1.0)
+  # PBT (minmaxlab.pbt.Controller).
+  c.population_size = 8
+  c.num_trials = 64
+  c.steps_per_trial = 500
+  c.exploit = "tournament"
+  c.truncation_fraction = 0.25
+  c.resample_probability = 0.25
+  c.top_k = 2
+  # Fitness (non-differentiable): modes covered + high-quality rate - mode KL / log 8.
+  c.eval_samples = 2000
+  return c

@@ -1,0 +1,236 @@
+"""Black-box PBT (``minmaxlab.pbt.Controller``) of LA-AltGAN on the 8-Gaussian ring.
+
+A trial trains the GAN ``steps_per_trial`` steps from its parent's checkpoint with
+the trial's learning rates and learning-rate decay (an exponential schedule whose
+parameters PBT mutates), then scores the generator with a non-differentiable
+fitness: modes covered + high-quality rate - mode KL / log 8 (``gan.metrics``).
+The task is a picklable object so worker processes can rebuild it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+import minmaxlab
+from minmaxlab import pbt
+from minmaxlab.gan import data, losses, metrics, models
+
+TARGETS = {"lr_min": ("min", "learning_rate"), "lr_max": ("max", "learning_rate")}
+_PROGRAMS: dict[str, Any] = {}  # per process: compiled once, reused by every trial
+
+
+def search_space(config) -> dict:
+  return {
+    "lr_min": pbt.Continuous(*config.lr_min_bounds),
+    "lr_max": pbt.Continuous(*config.lr_max_bounds),
+    "lr_decay": pbt.Continuous(*config.lr_decay_bounds, log=False),
+  }
+
+
+def _build(cfg: dict):
+  mixture = data.ring8()
+  pair = models.make_pair("mlp", (2,), cfg["latent_dim"], hidden=tuple(cfg["hidden"]))
+  adam = optax.inject_hyperparams(optax.adam)
+  tx = minmaxlab.lookahead_minmax(
+    minmaxlab.alternating(
+      minmaxlab.per_player(min=adam(1e-4, b1=cfg["b1"]), max=adam(1e-4, b1=cfg["b1"]))
+    ),
+    cfg["sync_period"],
+    cfg["slow_step_size"],
+  )
+  vaf = minmaxlab.value_and_vector_field(losses.game_loss(pair, cfg["loss"]))
+  B, L, steps = cfg["batch_size"], pair.latent_dim, cfg["steps_per_trial"]
+
+  @jax.jit
+  def init(key):
+    k1, k2 = jax.random.split(key)
+    params = minmaxlab.Players(pair.generator.init(k1), pair.discriminator.init(k2))
+    return {"params": params, "opt_state": tx.init(params), "step": jnp.zeros((), jnp.int32)}
+
+  @jax.jit
+  def chunk(key, state, hparams):
+    def step(carry, k):
+      params, opt_state, t = carry
+      decay = hparams["lr_decay"] ** (t.astype(jnp.float32) / 1000.0)
+      lrs = {"lr_min": hparams["lr_min"] * decay, "lr_max": hparams["lr_max"] * decay}
+      opt_state = pbt.set_hyperparams(opt_state, TARGETS, lrs)
+      k_real, k_z = jax.random.split(k)
+      real = jax.vmap(lambda kk: mixture.sample(kk, B))(jax.random.split(k_real, 2))
+      z = jax.random.normal(k_z, (2, B, L))
+      (l_min, l_max), v = vaf(params, real[0], z[0])
+      u, opt_state = tx.update(
+        v, opt_state, params, vector_field=lambda p, i: vaf(p, real[i], z[i])[1]
+      )
+      return (optax.apply_updates(params, u), opt_state, t + 1), (l_min, l_max)
+
+    carry = (state["params"], state["opt_state"], state["step"])
+    (params, opt_state, t), _ = jax.lax.scan(step, carry, jax.random.split(key, steps))
+    return {"params": params, "opt_state": opt_state, "step": t}
+
+  @jax.jit
+  def evaluate(key, params):
+    z = jax.random.normal(key, (cfg["eval_samples"], L))
+    m = metrics.mixture_metrics(pair.generator.apply(params.min, z), mixture)
+    fitness = m["modes_covered"] + m["high_quality_rate"] - m["mode_kl"] / math.log(8.0)
+    return fitness, m
+
+  return init, chunk, evaluate
+
+
+class RingGANTask:
+  """``init(trial)`` and ``train(hparams, state, trial)`` for :class:`minmaxlab.pbt.Controller`."""
+
+  def __init__(self, config):
+    keys = (
+      "hidden",
+      "latent_dim",
+      "loss",
+      "batch_size",
+      "b1",
+      "sync_period",
+      "slow_step_size",
+      "steps_per_trial",
+      "eval_samples",
+    )
+    self.cfg = {k: (list(config[k]) if isinstance(config[k], tuple) else config[k]) for k in keys}
+
+  def _programs(self):
+    key = json.dumps(self.cfg, sort_keys=True)
+    if key not in _PROGRAMS:
+      _PROGRAMS[key] = _build(self.cfg)
+    return _PROGRAMS[key]
+
+  def init(self, trial: pbt.Trial):
+    init, _, _ = self._programs()
+    return init(jax.random.key(trial.seed))
+
+  def train(self, hparams, state, trial: pbt.Trial):
+    if int(state["step"]) != trial.start_step:
+      raise ValueError(f"trial {trial.id}: checkpoint at step {int(state['step'])}")
+    _, chunk, evaluate = self._programs()
+    k_train, k_eval = jax.random.split(jax.random.key(trial.seed))
+    h = {k: jnp.float32(v) for k, v in hparams.items()}
+    state = chunk(k_train, state, h)
+    fitness, _ = evaluate(k_eval, state["params"])
+    fitness = float(fitness)
+    return (fitness if math.isfinite(fitness) else -1e9), state
+
+
+def _lineage_rows(store: pbt.Store) -> list[dict]:
+  return [
+    {
+      "trial": t.id,
+      "member": t.member,
+      "parent": t.parent_id,
+      "start_step": t.start_step,
+      "steps": t.steps,
+      "seed": t.seed,
+      "attempt": t.attempt,
+      "fitness": t.fitness,
+      "checkpoint_kept": not t.ckpt_deleted,
+      **t.hparams,
+    }
+    for t in store.trials()
+  ]
+
+
+def plot_lineages(path, store: pbt.Store) -> None:
+  """Each current member's lineage: learning rates (schedule applied) and fitness over steps."""
+  import matplotlib.pyplot as plt
+
+  fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
+  for member, tid in sorted(store.population().items()):
+    chain = store.lineage(tid)
+    for ax, name in zip(axes[:2], ("lr_min", "lr_max")):
+      t = np.concatenate([np.arange(c.start_step, c.start_step + c.steps) for c in chain])
+      lr = np.concatenate(
+        [
+          pbt.exponential_decay(
+            np.arange(c.start_step, c.start_step + c.steps),
+            c.hparams[name],
+            c.hparams["lr_decay"],
+            1000,
+          )
+          for c in chain
+        ]
+      )
+      ax.plot(t, lr, label=f"member {member}")
+      ax.set_yscale("log")
+      ax.set_title(f"{name} along each lineage")
+    axes[2].plot([c.start_step + c.steps for c in chain], [c.fitness for c in chain], marker="o")
+    axes[2].set_title("fitness along each lineage")
+  for ax in axes:
+    ax.set_xlabel("step")
+  axes[0].legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=80)
+  plt.close(fig)
+
+
+def train(config, workdir, workers: int = 2, timeout: float | None = None, log=print) -> dict:
+  """Run (or resume: the store in ``workdir`` is the state) PBT; return the summary."""
+  workdir = Path(workdir)
+  task = RingGANTask(config)
+  controller = pbt.Controller(
+    workdir,
+    search_space(config),
+    task.init,
+    task.train,
+    population_size=config.population_size,
+    num_trials=config.num_trials,
+    steps_per_trial=config.steps_per_trial,
+    workers=workers,
+    exploit=config.exploit,
+    truncation_fraction=config.truncation_fraction,
+    resample_probability=config.resample_probability,
+    top_k=config.top_k,
+    seed=config.seed,
+  )
+  last = [None]
+
+  def progress(status):
+    line = (
+      f"trials done {status['done']}/{config.num_trials}, running {status['running']}, "
+      f"pending {status['pending']}, best fitness {status['best_fitness']}, "
+      f"checkpoints {status['checkpoints']}"
+    )
+    if line != last[0]:
+      log(line)
+      last[0] = line
+
+  start = time.monotonic()
+  try:
+    status = controller.run(timeout=timeout, on_progress=progress)
+    rows = _lineage_rows(controller.store)
+    with open(workdir / "lineage.jsonl", "w") as f:
+      for r in rows:
+        f.write(json.dumps(r) + "\n")
+    best = controller.store.best()
+    chain = controller.store.lineage(best.id)
+    plot_lineages(workdir / "lineages.png", controller.store)
+    population = {m: controller.store.trial(t) for m, t in controller.store.population().items()}
+    summary = {
+      **status,
+      "wall_seconds": time.monotonic() - start,
+      "best_lineage": [
+        {"trial": c.id, "start_step": c.start_step, "fitness": c.fitness, **c.hparams}
+        for c in chain
+      ],
+      "population": [
+        {"member": m, "trial": t.id, "fitness": t.fitness, **t.hparams}
+        for m, t in sorted(population.items())
+      ],
+    }
+  finally:
+    controller.close()
+  (workdir / "summary.json").write_text(json.dumps(summary, indent=1))
+  return summary
