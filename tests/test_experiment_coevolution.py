@@ -14,7 +14,6 @@ import jax
 import numpy as np
 import pytest
 
-from experiments.coevolution import main as coev_main
 from experiments.coevolution import train
 from experiments.coevolution.configs import smoke
 from minmaxlab import runner
@@ -99,7 +98,7 @@ def test_smoke_writes_everything(full_run):
   summary = json.loads((workdir / "summary.json").read_text())
   assert summary["grid"] == [2, 2] and summary["generations"] == 4
   # The final report a person reads.
-  text = coev_main.report(rows[-1], workdir / "summary.json")
+  text = train.report(rows[-1], workdir / "summary.json")
   assert "grid 2x2" in text and "modes covered" in text and "high-quality rate" in text
 
 

@@ -18,35 +18,6 @@ _RESUME = flags.DEFINE_bool("resume", False, "Continue from the latest checkpoin
 flags.mark_flags_as_required(["config", "workdir"])
 
 
-def report(row: dict, summary_path) -> str:
-  """The final lines printed after a run: the best mixture's quality."""
-  import json
-  from pathlib import Path
-
-  s = json.loads(Path(summary_path).read_text())
-  g = s["grid"]
-  lines = [
-    f"grid {g[0]}x{g[1]} ({s['cell_strategy']}), {s['generations']} generations, "
-    f"first generation (with compile) {s['first_generation_seconds']:.1f} s, "
-    f"then {s['median_generation_seconds'] or float('nan'):.2f} s per generation"
-  ]
-  best = row.get("best_cell")
-  if "mixture/modes_covered" in row:
-    lines.append(
-      f"best mixture (cell {best}, weights {row['mixture/weights']}): "
-      f"modes covered {row['mixture/modes_covered']}, "
-      f"high-quality rate {row['mixture/high_quality_rate']:.3f}, "
-      f"mode KL {row['mixture/mode_kl']:.3f}"
-    )
-  elif "mixture/fid" in row:
-    lines.append(
-      f"best mixture (cell {best}, weights {row['mixture/weights']}): "
-      f"classifier-FID {row['mixture/fid']:.2f}, class TVD {row['mixture/class_tvd']:.3f}, "
-      f"IS {row['mixture/inception_score']:.2f}"
-    )
-  return "\n".join(lines)
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -57,7 +28,7 @@ def main(argv):
   from experiments.coevolution import train  # after flag parsing: JAX starts here
 
   row = train.train(_CONFIG.value, _WORKDIR.value, resume=_RESUME.value)
-  print(report(row, os.path.join(_WORKDIR.value, "summary.json")))
+  print(train.report(row, os.path.join(_WORKDIR.value, "summary.json")))
   print(f"pictures: {_WORKDIR.value}/samples/, curves: {_WORKDIR.value}/metrics.png")
 
 

@@ -424,3 +424,29 @@ def train(
   )
   (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
   return row
+
+
+def report(row: dict, summary_path) -> str:
+  """The final lines printed after a run: the best mixture's quality."""
+  s = json.loads(Path(summary_path).read_text())
+  g = s["grid"]
+  lines = [
+    f"grid {g[0]}x{g[1]} ({s['cell_strategy']}), {s['generations']} generations, "
+    f"first generation (with compile) {s['first_generation_seconds']:.1f} s, "
+    f"then {s['median_generation_seconds'] or float('nan'):.2f} s per generation"
+  ]
+  best = row.get("best_cell")
+  if "mixture/modes_covered" in row:
+    lines.append(
+      f"best mixture (cell {best}, weights {row['mixture/weights']}): "
+      f"modes covered {row['mixture/modes_covered']}, "
+      f"high-quality rate {row['mixture/high_quality_rate']:.3f}, "
+      f"mode KL {row['mixture/mode_kl']:.3f}"
+    )
+  elif "mixture/fid" in row:
+    lines.append(
+      f"best mixture (cell {best}, weights {row['mixture/weights']}): "
+      f"classifier-FID {row['mixture/fid']:.2f}, class TVD {row['mixture/class_tvd']:.3f}, "
+      f"IS {row['mixture/inception_score']:.2f}"
+    )
+  return "\n".join(lines)
