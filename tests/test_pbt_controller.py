@@ -53,7 +53,9 @@ def _check_lineage(c, num_trials):
       assert t.start_step == 0
     else:
       p = by_id[t.parent_id]
-      assert t.start_step == p.start_step + p.steps and t.parent_ckpt == p.ckpt and p.id < t.id
+      assert t.start_step == p.start_step + p.steps and p.id < t.id
+      # the parent's checkpoint (an earlier attempt's if the parent was re-run since)
+      assert Path(t.parent_ckpt).name.startswith(f"trial_{p.id:06d}_a")
     for name, dim in SPACE.items():
       assert dim.low <= t.hparams[name] <= dim.high
   assert sorted(c.store.population()) == list(range(c.population_size))
@@ -335,3 +337,68 @@ def test_public_api():
   }
   for name in pbt.__all__:
     assert getattr(pbt, name).__doc__, name
+
+
+def test_corrupt_parent_checkpoint_is_rerun_from_its_parent(tmp_path):
+  ref = _controller(tmp_path / "ref", workers=0, num_trials=16)
+  ref.run(timeout=60)
+  reference = {t.id: t.fitness for t in ref.store.trials()}
+  ref.close()
+  c = _controller(tmp_path / "run", workers=0, num_trials=16)
+  damaged = []
+
+  def corrupt(status):
+    if damaged or status["done"] < 9:
+      return
+    pending = c.store.trials("status='pending' AND parent_id IS NOT NULL")
+    parent = c.store.trial(pending[0].parent_id)
+    for f in Path(parent.ckpt).rglob("*"):
+      if f.is_file() and f.name != "meta.json":
+        f.write_bytes(b"garbage")  # damaged on disk after it was reported done
+    damaged.append(parent)
+
+  c.run(timeout=60, on_progress=corrupt)
+  trials = _check_lineage(c, 16)
+  (parent,) = damaged
+  again = c.store.trial(parent.id)
+  assert again.attempt == 2 and again.ckpt != parent.ckpt
+  # trials are deterministic: the re-run and everything after it match the undamaged run
+  assert {t.id: t.fitness for t in trials} == reference
+  c.close()
+
+
+def test_broken_parent_reruns_ancestors_without_checkpoints(tmp_path):
+  store = pbt.Store(tmp_path / "s.sqlite")
+  ckpt = tmp_path / "ck"
+
+  def run(worker, fitness=0.0):
+    t = store.claim(worker, 60)
+    path = ckpt / f"trial_{t.id:06d}_a{t.attempt}"
+    path.mkdir(parents=True)
+    store.complete(t.id, worker, fitness, str(path))
+    return t
+
+  with store.transaction() as db:
+    a = store.add_trial(db, 0, None, {"lr": 0.1}, 0, 5, 1)
+  run("w")
+  with store.transaction() as db:
+    b = store.add_trial(db, 0, store.trial(a), {"lr": 0.2}, 5, 5, 2)
+  run("w")
+  with store.transaction() as db:  # A's checkpoint collected; C warm-starts from B
+    db.execute("UPDATE trials SET ckpt_deleted=1 WHERE id=?", (a,))
+    c = store.add_trial(db, 0, store.trial(b), {"lr": 0.3}, 10, 5, 3)
+  assert store.claim("w", 60).id == c
+  assert store.report_broken_parent(c, "other") == []  # only the holder may report
+  assert store.report_broken_parent(c, "w") == [b, a]
+  assert [t.status for t in store.trials()] == ["pending"] * 3
+  order = []
+  for _ in range(3):  # blocked children wait for their re-run parents
+    t = store.claim("x", 60)
+    assert store.claim("y", 60) is None  # the others wait for this one
+    order.append(t.id)
+    path = ckpt / f"trial_{t.id:06d}_a{t.attempt}"
+    path.mkdir(parents=True)
+    store.complete(t.id, "x", 1.0, str(path))
+  assert order == [a, b, c]
+  assert store.trial(c).parent_ckpt == store.trial(b).ckpt
+  store.close()

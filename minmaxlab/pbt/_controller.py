@@ -50,7 +50,7 @@ import numpy as np
 from minmaxlab.pbt._space import Space, explore_values, sample_values, validate_space
 from minmaxlab.pbt._store import DONE, PENDING, RUNNING, Store, Trial
 from minmaxlab.pbt._vectorized import truncation_size
-from minmaxlab.pbt._worker import FINISHED, run_trial, worker_loop
+from minmaxlab.pbt._worker import FINISHED, BrokenCheckpointError, run_trial, worker_loop
 
 STORE_FILE = "pbt.sqlite"
 
@@ -364,7 +364,11 @@ class Controller:
     name = f"inline-{os.getpid()}"
     trial = self.store.claim(name, self.lease_s)
     if trial is not None:
-      fitness, ckpt = run_trial(trial, self.ckpt_root, self.init_fn, self.train_fn)
+      try:
+        fitness, ckpt = run_trial(trial, self.ckpt_root, self.init_fn, self.train_fn)
+      except BrokenCheckpointError:
+        self.store.report_broken_parent(trial.id, name)
+        return
       self.store.complete(trial.id, name, fitness, ckpt)
 
   def close(self) -> None:

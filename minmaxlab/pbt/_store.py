@@ -166,18 +166,55 @@ class Store:
     return [_trial(r) for r in rows]
 
   def claim(self, worker: str, lease_s: float) -> Trial | None:
-    """Hand the oldest pending trial to ``worker`` (``None`` if the queue is empty)."""
+    """Hand the oldest claimable pending trial to ``worker`` (``None`` if none).
+
+    A trial is claimable when its parent is done (a parent being re-run after
+    a corrupt checkpoint blocks its children); the parent's checkpoint path is
+    read at claim time, so a re-run parent's new checkpoint is used.
+    """
     with self.transaction() as db:
       row = db.execute(
-        "SELECT id FROM trials WHERE status=? ORDER BY id LIMIT 1", (PENDING,)
+        "SELECT t.id, p.ckpt FROM trials t LEFT JOIN trials p ON t.parent_id = p.id"
+        " WHERE t.status=? AND (t.parent_id IS NULL OR p.status=?) ORDER BY t.id LIMIT 1",
+        (PENDING, DONE),
       ).fetchone()
       if row is None:
         return None
       db.execute(
-        "UPDATE trials SET status=?, worker=?, attempt=attempt+1, lease_until=? WHERE id=?",
-        (RUNNING, worker, time.time() + lease_s, row[0]),
+        "UPDATE trials SET status=?, worker=?, attempt=attempt+1, lease_until=?, parent_ckpt=?"
+        " WHERE id=?",
+        (RUNNING, worker, time.time() + lease_s, row[1], row[0]),
       )
     return self.trial(row[0])
+
+  def report_broken_parent(self, trial_id: int, worker: str) -> list[int]:
+    """The parent checkpoint of ``trial_id`` could not be restored: re-queue the
+    trial and re-run its parent (and, where their checkpoints are gone too, the
+    ancestors up to one with a usable checkpoint or the root) with the same
+    hyperparameters and seeds. Returns the ids of the trials to re-run.
+    """
+    with self.transaction() as db:
+      if self.requeue(db, "id=? AND worker=?", (trial_id, worker)) != 1:
+        return []
+      rerun = []
+      t = self.trial(trial_id)
+      while t.parent_id is not None:
+        p = self.trial(t.parent_id)
+        if p.status != DONE:  # already being re-run
+          break
+        rerun.append(p.id)
+        db.execute(
+          "UPDATE trials SET status=?, worker=NULL, lease_until=NULL, ckpt=NULL, ckpt_deleted=0"
+          " WHERE id=?",
+          (PENDING, p.id),
+        )
+        if p.parent_id is None:
+          break
+        grand = self.trial(p.parent_id)
+        if grand.ckpt is not None and not grand.ckpt_deleted and Path(grand.ckpt).is_dir():
+          break
+        t = p
+    return rerun
 
   def renew(self, trial_id: int, worker: str, lease_s: float) -> bool:
     """Extend a running trial's lease; ``False`` if ``worker`` no longer holds it."""

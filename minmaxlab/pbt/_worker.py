@@ -24,6 +24,10 @@ from minmaxlab.pbt._store import Store, Trial
 FINISHED = "finished"
 
 
+class BrokenCheckpointError(RuntimeError):
+  """A parent checkpoint is missing, partial or corrupt."""
+
+
 def checkpoint_dir(ckpt_root: str | os.PathLike, trial: Trial) -> Path:
   """Where attempt ``trial.attempt`` of a trial writes its checkpoint (one
   directory per attempt, so a stale worker never races a re-run)."""
@@ -48,8 +52,11 @@ def run_trial(trial: Trial, ckpt_root, init_fn: Callable, train_fn: Callable) ->
   from minmaxlab.runner import CheckpointManager
 
   state = init_fn(trial)
-  if trial.parent_ckpt is not None:
-    state = load_checkpoint(trial.parent_ckpt, state)
+  if trial.parent_id is not None:
+    try:
+      state = load_checkpoint(trial.parent_ckpt, state)
+    except Exception as e:  # orbax raises many types for damaged files
+      raise BrokenCheckpointError(f"trial {trial.id}: parent checkpoint {trial.parent_ckpt}") from e
   fitness, state = train_fn(dict(trial.hparams), state, trial)
   path = checkpoint_dir(ckpt_root, trial)
   CheckpointManager(path, max_to_keep=None).save(
@@ -100,6 +107,9 @@ def worker_loop(
       thread.start()
       try:
         fitness, ckpt = run_trial(trial, ckpt_root, init_fn, train_fn)
+      except BrokenCheckpointError:
+        store.report_broken_parent(trial.id, name)
+        continue
       finally:
         stop.set()
         thread.join()
