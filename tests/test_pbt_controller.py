@@ -110,6 +110,17 @@ def test_truncation_mode(tmp_path):
   c.close()
 
 
+def test_random_search_baseline(tmp_path):
+  c = _controller(tmp_path, workers=0, exploit="none", num_trials=12)
+  c.run(timeout=60)
+  trials = _check_lineage(c, 12)
+  for t in trials:  # every lineage keeps its member and its initial hyperparameters
+    if t.parent_id is not None:
+      p = c.store.trial(t.parent_id)
+      assert p.member == t.member and p.hparams == t.hparams
+  c.close()
+
+
 def test_workers_async_budget_mode_and_worker_kill(tmp_path, monkeypatch):
   # 4 members, 2 worker processes (budget mode); trial 6's first attempt kills its worker
   monkeypatch.setenv(KILL_ENV, "6")
@@ -320,6 +331,7 @@ def test_public_api():
     "explore_values",
     "exponential_decay",
     "gather_members",
+    "join_run",
     "load_checkpoint",
     "needed_trials",
     "piecewise_constant",
@@ -402,3 +414,30 @@ def test_broken_parent_reruns_ancestors_without_checkpoints(tmp_path):
   assert order == [a, b, c]
   assert store.trial(c).parent_ckpt == store.trial(b).ckpt
   store.close()
+
+
+def test_external_worker_joins_through_the_store(tmp_path):
+  """A worker started on its own (as under srun/mpirun) with only the workdir."""
+  root = Path(__file__).resolve().parents[1]
+  env = {**os.environ, KILL_ENV: "", "JAX_PLATFORMS": "cpu"}
+  cmd = [
+    sys.executable,
+    "-m",
+    "minmaxlab.pbt",
+    "worker",
+    "--workdir",
+    str(tmp_path),
+    "--name",
+    "ext",
+  ]
+  proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, text=True)
+  try:
+    c = _controller(tmp_path, workers=0, external_workers=True, num_trials=8, lease_s=30)
+    c.run(timeout=90)
+    out, _ = proc.communicate(timeout=60)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  trials = _check_lineage(c, 8)
+  assert {t.worker for t in trials} == {"ext"} and "8 trials" in out
+  c.close()

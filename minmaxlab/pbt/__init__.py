@@ -12,7 +12,7 @@ garbage collection, re-queue of killed workers' trials, resume after a killed
 controller, mutable schedules and :func:`replay` of the best lineage.
 """
 
-from minmaxlab.pbt._controller import Controller, needed_trials, replay
+from minmaxlab.pbt._controller import Controller, join_run, needed_trials, replay
 from minmaxlab.pbt._schedules import exponential_decay, piecewise_constant
 from minmaxlab.pbt._space import (
   Categorical,
@@ -48,6 +48,7 @@ __all__ = [
   "exponential_decay",
   "explore_values",
   "gather_members",
+  "join_run",
   "load_checkpoint",
   "needed_trials",
   "piecewise_constant",

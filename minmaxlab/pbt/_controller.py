@@ -18,6 +18,9 @@ at least one reproduction):
   initiator continues with its own hyperparameters.
 - ``"truncation"``: an initiator in the bottom ``truncation_fraction`` of the
   current population copies a uniformly drawn top member and explores.
+- ``"none"``: every member continues its own lineage with its initial
+  hyperparameters: random search with the same trials, steps and checkpoints
+  (the baseline PBT is compared against).
 
 Each decision draws from ``numpy.random.default_rng([seed, trial_id])``, so it
 does not depend on how many times the controller was restarted.
@@ -36,8 +39,10 @@ References:
 
 from __future__ import annotations
 
+import base64
 import multiprocessing
 import os
+import pickle
 import shutil
 import time
 import uuid
@@ -53,6 +58,7 @@ from minmaxlab.pbt._vectorized import truncation_size
 from minmaxlab.pbt._worker import FINISHED, BrokenCheckpointError, run_trial, worker_loop
 
 STORE_FILE = "pbt.sqlite"
+TASK = "task"
 
 
 def needed_trials(trials: Iterable[Trial], population: Mapping[int, int], top_k: int) -> set[int]:
@@ -110,8 +116,13 @@ class Controller:
     population_size: members (may exceed ``workers``: budget mode).
     num_trials: total trials to run (the compute budget).
     steps_per_trial: training steps of one trial (the ``ready`` interval).
-    workers: local worker processes; ``0`` runs trials inline (one by one).
-    exploit: ``"tournament"`` (default) or ``"truncation"``.
+    workers: local worker processes; ``0`` runs trials inline (one by one)
+      unless ``external_workers``.
+    external_workers: other processes (``python -m minmaxlab.pbt worker
+      --workdir ...``, e.g. ``srun`` tasks on a shared file system) claim
+      trials; the controller never trains inline. A dead external worker is
+      noticed when its lease lapses.
+    exploit: ``"tournament"`` (default), ``"truncation"`` or ``"none"`` (random search).
     truncation_fraction, resample_probability, perturb_factors: as in
       :func:`minmaxlab.pbt.explore`.
     top_k: fittest checkpoints kept forever.
@@ -142,6 +153,7 @@ class Controller:
     initial_hparams: Mapping[str, Any] | None = None,
     lease_s: float = 60.0,
     poll_s: float = 0.05,
+    external_workers: bool = False,
   ):
     validate_space(space)
     if int(population_size) < 2:
@@ -150,8 +162,8 @@ class Controller:
       raise ValueError(f"num_trials must be >= population_size, got {num_trials!r}")
     if int(steps_per_trial) < 1 or int(workers) < 0 or int(top_k) < 0:
       raise ValueError("steps_per_trial must be >= 1, workers and top_k >= 0")
-    if exploit not in ("tournament", "truncation"):
-      raise ValueError(f"exploit must be 'tournament' or 'truncation', got {exploit!r}")
+    if exploit not in ("tournament", "truncation", "none"):
+      raise ValueError(f"exploit must be 'tournament', 'truncation' or 'none', got {exploit!r}")
     if exploit == "truncation":
       truncation_size(int(population_size), truncation_fraction)
     self.workdir = Path(workdir).expanduser().resolve()
@@ -166,6 +178,7 @@ class Controller:
     self.top_k, self.seed = int(top_k), int(seed)
     self.initial_hparams = dict(initial_hparams or {})
     self.lease_s, self.poll_s = float(lease_s), float(poll_s)
+    self.external_workers = bool(external_workers)
     self.store = Store(self.store_path)
     self._procs: dict[str, multiprocessing.Process] = {}
     self._ctx = multiprocessing.get_context("spawn")
@@ -195,7 +208,7 @@ class Controller:
 
   def _choose_parent(self, rng, t: Trial, population: dict[int, Trial]) -> tuple[Trial, dict]:
     others = [p for m, p in sorted(population.items()) if m != t.member and p.fitness is not None]
-    if not others:
+    if not others or self.exploit == "none":
       return t, dict(t.hparams)
     if self.exploit == "tournament":
       opponent = others[int(rng.integers(len(others)))]
@@ -321,6 +334,14 @@ class Controller:
     with self.store.transaction() as db:
       self.store.requeue(db, "1")
       self.store.put(db, FINISHED, False)
+      # any worker that joins with only the workdir gets the task from the store
+      self.store.put(
+        db,
+        TASK,
+        base64.b64encode(
+          pickle.dumps((self.init_fn, self.train_fn, self.lease_s, self.poll_s))
+        ).decode(),
+      )
     self._remove_strays()
     for _ in range(self.workers):
       self._start_worker()
@@ -339,7 +360,7 @@ class Controller:
           break
         if deadline is not None and time.monotonic() > deadline:
           raise TimeoutError(f"PBT run did not finish in {timeout} s: {status}")
-        if self.workers == 0:
+        if self.workers == 0 and not self.external_workers:
           self._run_one_inline()
         else:
           self._reap_workers(work_left=True)
@@ -405,3 +426,38 @@ def replay(
   for t in chain:
     fitness, state = train_fn(dict(t.hparams), state, t)
   return float(fitness), state, chain
+
+
+def join_run(workdir: str | os.PathLike, name: str | None = None, wait_s: float = 120.0) -> int:
+  """Work for the controller of ``workdir`` from any process that sees its files.
+
+  Waits up to ``wait_s`` seconds for the controller to publish its task in the
+  store, then claims and runs trials until the run is finished (see
+  :func:`worker_loop`). The task's functions are unpickled by reference, so the
+  same code must be importable here. Returns the number of trials completed.
+  """
+  workdir = Path(workdir).expanduser().resolve()
+  store_path = workdir / STORE_FILE
+  deadline = time.monotonic() + wait_s
+  while True:
+    if store_path.exists():
+      store = Store(store_path)
+      try:
+        task = store.get(TASK)
+      finally:
+        store.close()
+      if task is not None:
+        break
+    if time.monotonic() > deadline:
+      raise TimeoutError(f"no PBT controller published a task in {workdir} within {wait_s} s")
+    time.sleep(0.1)
+  init_fn, train_fn, lease_s, poll_s = pickle.loads(base64.b64decode(task))
+  return worker_loop(
+    str(store_path),
+    str(workdir / "checkpoints"),
+    init_fn,
+    train_fn,
+    name=name,
+    lease_s=lease_s,
+    poll_s=poll_s,
+  )
