@@ -236,7 +236,7 @@ def test_gc_never_deletes_a_needed_checkpoint(events, top_k):
             sim.c.store.requeue(db, "id=?", (t.id,))
         elif kind == "process":
           for t in sim.c.store.trials("status='done' AND processed=0"):
-            sim.c._process(t)
+            sim.c._process([t])
           sim.c.collect_garbage()
         elif kind == "gc":  # the controller may collect before it processes new results
           sim.c.collect_garbage()
@@ -279,7 +279,7 @@ def test_gc_keeps_the_parent_of_a_running_trial_that_left_the_population():
         for t, f in zip(roots, [3.0, 2.0, 1.0, 0.0]):
           sim.finish(t, f)
         for t in sim.c.store.trials("status='done' AND processed=0"):
-          sim.c._process(t)
+          sim.c._process([t])
         children = [sim.claim() for _ in range(4)]
         by_member = {t.member: t for t in children}
         cross = [t for t in children if sim.c.store.trial(t.parent_id).member != t.member]
@@ -289,7 +289,7 @@ def test_gc_keeps_the_parent_of_a_running_trial_that_left_the_population():
         parent = sim.c.store.trial(c.parent_id)
         sim.finish(by_member[parent.member], -10.0)  # j's child: worse, not top-k
         for t in sim.c.store.trials("status='done' AND processed=0"):
-          sim.c._process(t)
+          sim.c._process([t])
         sim.c.collect_garbage()
         assert sim.c.store.population()[parent.member] != parent.id
         assert Path(parent.ckpt).is_dir()
@@ -440,4 +440,21 @@ def test_external_worker_joins_through_the_store(tmp_path):
       proc.kill()
   trials = _check_lineage(c, 8)
   assert {t.worker for t in trials} == {"ext"} and "8 trials" in out
+  c.close()
+
+
+def test_synchronous_generations(tmp_path):
+  c = _controller(tmp_path, workers=0, synchronous=True, num_trials=16)
+  c.run(timeout=60)
+  trials = _check_lineage(c, 16)
+  # generation g = trials 4g+1 .. 4g+4, all starting at step 3g, one per member
+  for g in range(4):
+    gen = trials[4 * g : 4 * g + 4]
+    assert {t.start_step for t in gen} == {3 * g} and {t.member for t in gen} == set(range(4))
+  times = dict(c.store._db.execute("SELECT id, created FROM trials"))
+  ends = dict(c.store._db.execute("SELECT id, finished FROM trials"))
+  for g in range(1, 4):  # a generation is created only after the previous one all finished
+    assert min(times[i] for i in range(4 * g + 1, 4 * g + 5)) >= max(
+      ends[i] for i in range(4 * g - 3, 4 * g + 1)
+    )
   c.close()

@@ -122,6 +122,9 @@ class Controller:
       --workdir ...``, e.g. ``srun`` tasks on a shared file system) claim
       trials; the controller never trains inline. A dead external worker is
       noticed when its lease lapses.
+    synchronous: generations: finished trials are used only when every trial
+      of the generation is done (all see the same population); default
+      asynchronous (each finished trial is used at once, no worker waits).
     exploit: ``"tournament"`` (default), ``"truncation"`` or ``"none"`` (random search).
     truncation_fraction, resample_probability, perturb_factors: as in
       :func:`minmaxlab.pbt.explore`.
@@ -154,6 +157,7 @@ class Controller:
     lease_s: float = 60.0,
     poll_s: float = 0.05,
     external_workers: bool = False,
+    synchronous: bool = False,
   ):
     validate_space(space)
     if int(population_size) < 2:
@@ -179,6 +183,7 @@ class Controller:
     self.initial_hparams = dict(initial_hparams or {})
     self.lease_s, self.poll_s = float(lease_s), float(poll_s)
     self.external_workers = bool(external_workers)
+    self.synchronous = bool(synchronous)
     self.store = Store(self.store_path)
     self._procs: dict[str, multiprocessing.Process] = {}
     self._ctx = multiprocessing.get_context("spawn")
@@ -226,16 +231,19 @@ class Controller:
   def _explore(self, rng, hparams):
     return explore_values(rng, hparams, self.space, self.resample_probability, self.perturb_factors)
 
-  def _process(self, t: Trial) -> None:
-    """Use one finished trial: enter it into the population, create its child."""
-    rng = np.random.default_rng([self.seed, t.id])
+  def _process(self, finished: list[Trial]) -> None:
+    """Use finished trials (one transaction): enter them into the population,
+    then create one child per trial (each trial is an initiator)."""
     with self.store.transaction() as db:
-      db.execute("UPDATE trials SET processed=1 WHERE id=?", (t.id,))
-      self.store.set_member(db, t.member, t.id)
+      for t in finished:
+        db.execute("UPDATE trials SET processed=1 WHERE id=?", (t.id,))
+        self.store.set_member(db, t.member, t.id)
       population = {m: self.store.trial(i) for m, i in self.store.population().items()}
-      population[t.member] = t
-      created = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
-      if created < self.num_trials:
+      for t in finished:
+        rng = np.random.default_rng([self.seed, t.id])
+        created = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+        if created >= self.num_trials:
+          break
         parent, hp = self._choose_parent(rng, t, population)
         self.store.add_trial(
           db,
@@ -348,8 +356,12 @@ class Controller:
     max_ckpts = 0
     try:
       while True:
-        for t in self.store.trials("status=? AND processed=0", (DONE,)):
-          self._process(t)
+        finished = self.store.trials("status=? AND processed=0", (DONE,))
+        if not self.synchronous:
+          for t in finished:
+            self._process([t])
+        elif finished and not self.store.trials("status IN (?, ?)", (PENDING, RUNNING)):
+          self._process(finished)  # a whole generation at once
         self.collect_garbage()
         status = self.status()
         max_ckpts = max(max_ckpts, status["checkpoints"])
