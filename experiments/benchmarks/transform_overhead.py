@@ -89,6 +89,20 @@ def compiled_run(tx, params, field, steps):
   return run, state
 
 
+def xla_cost(run, params, state, batches):
+  """FLOPs and bytes accessed of the compiled run, from XLA's cost analysis."""
+  try:
+    cost = run.lower(params, state, batches).compile().cost_analysis()
+    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    return {"flops": float(cost.get("flops", 0.0)), "bytes": float(cost.get("bytes accessed", 0.0))}
+  except Exception:  # cost analysis is best effort on some backends
+    return {"flops": 0.0, "bytes": 0.0}
+
+
+def _ratio(a, b):
+  return round(a / b, 4) if b else None
+
+
 def measure(problem, steps, repeats):
   params, data, field = problem
   batches = data(jax.random.key(2), steps)
@@ -100,10 +114,10 @@ def measure(problem, steps, repeats):
       t0 = time.perf_counter()
       jax.block_until_ready(run(params, state, batches))  # compile + warm up
       compile_s = time.perf_counter() - t0
-      runs[variant] = (run, state, compile_s)
+      runs[variant] = (run, state, compile_s, xla_cost(run, params, state, batches))
     times = {"plain": [], "lookahead": []}
     for _ in range(repeats):  # interleaved: plain, lookahead, plain, ...
-      for variant, (run, state, _) in runs.items():
+      for variant, (run, state, _, _) in runs.items():
         t0 = time.perf_counter()
         jax.block_until_ready(run(params, state, batches))
         times[variant].append((time.perf_counter() - t0) / steps)
@@ -115,6 +129,10 @@ def measure(problem, steps, repeats):
         "overhead": round(la / plain - 1.0, 4),
         # best-of-repeats is less sensitive to other load on a shared machine
         "overhead_min": round(min(times["lookahead"]) / min(times["plain"]) - 1.0, 4),
+        # XLA's static cost estimate; it counts BOTH branches of the lookahead's lax.cond on
+        # every step (the sync arithmetic is not amortised over k), so these are upper bounds.
+        "xla_flops_ratio": _ratio(runs["lookahead"][3]["flops"], runs["plain"][3]["flops"]),
+        "xla_bytes_ratio": _ratio(runs["lookahead"][3]["bytes"], runs["plain"][3]["bytes"]),
         "compile_s": round(runs["plain"][2], 2),
         "lookahead_compile_s": round(runs["lookahead"][2], 2),
     }

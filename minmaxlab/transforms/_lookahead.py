@@ -99,16 +99,21 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
         # Every faster level restarts from the new slow weights.
         slows = [tree_where(due, new_slow, s) for s in slows[:level]] + slows[level:]
         slows[level] = new_slow
-      new_inner = inner.init(fast) if reset_state else inner_state
-      return tree_sub(fast, params), tuple(slows), new_inner
+      out = (tree_sub(fast, params), tuple(slows))
+      return out + (inner.init(fast),) if reset_state else out
 
     def no_sync(_):
       # Between syncs the update is the inner update itself (bit-exact, no extra work).
-      return u, state.slow, inner_state
+      out = (u, state.slow)
+      return out + (inner_state,) if reset_state else out
 
     # `cond` skips the sync arithmetic on the k-1 steps out of k without a sync
     # (under `vmap` with a batched counter it becomes a select, as a mask would).
-    new_updates, slows, inner_state = jax.lax.cond(synced, sync, no_sync, None)
+    # The inner state only passes through it when a sync may reset it.
+    out = jax.lax.cond(synced, sync, no_sync, None)
+    new_updates, slows = out[:2]
+    if reset_state:
+      inner_state = out[2]
     return new_updates, LookaheadMinmaxState(count, slows, inner_state, synced)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
