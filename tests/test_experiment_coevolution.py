@@ -55,15 +55,15 @@ def _strip(rows):
   return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
 
 
-@pytest.fixture(scope="module")
-def full_run(tmp_path_factory):
-  workdir = tmp_path_factory.mktemp("coev_full")
+def test_smoke_end_to_end_with_exact_resume(tmp_path):
+  # One test, so that pytest-xdist never compiles the smoke step in two workers.
+  workdir = tmp_path / "full"
   row = train.train(_config(), workdir)
-  return workdir, row
+  _check_outputs(workdir, row)
+  _check_resume(workdir, tmp_path / "resumed")
 
 
-def test_smoke_writes_everything(full_run):
-  workdir, row = full_run
+def _check_outputs(workdir, row):
   config = _config()
   rows = runner.read_jsonl(workdir / "metrics.jsonl")
   assert [r["step"] for r in rows] == list(range(1, config.generations + 1))
@@ -102,10 +102,7 @@ def test_smoke_writes_everything(full_run):
   assert "grid 2x2" in text and "modes covered" in text and "high-quality rate" in text
 
 
-def test_resume_reproduces_the_uninterrupted_run(full_run, tmp_path):
-  full_dir, _ = full_run
-  workdir = tmp_path / "run"
-
+def _check_resume(full_dir, workdir):
   def stop(generation, row):
     if generation == 3:  # after the checkpoint of generation 2: row 3 must be recomputed
       raise Interrupt
