@@ -22,7 +22,7 @@ from minmaxlab.coevolution._operators import (
     replacement_sources,
     tournament,
 )
-from minmaxlab.coevolution._players import (
+from minmaxlab.transforms._by_player import (
     count_learning_rates,
     merge_by_player,
     player_labels,

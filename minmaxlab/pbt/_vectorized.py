@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minmaxlab.coevolution._players import MAX, MIN, SHARED, player_labels
+from minmaxlab.transforms._by_player import MAX, MIN, SHARED, player_labels
 from minmaxlab.pbt._space import Space, explore, sample_prior, validate_space
 
 _PLAYERS = {"min": MIN, "max": MAX}

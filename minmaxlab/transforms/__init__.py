@@ -8,6 +8,12 @@ from minmaxlab.transforms._averaging import (
     slow_ema,
     uniform,
 )
+from minmaxlab.transforms._by_player import (
+    count_learning_rates,
+    merge_by_player,
+    player_labels,
+    set_learning_rates,
+)
 from minmaxlab.transforms._common import (
     PerPlayerTransformation,
     PlayerTransforms,
@@ -35,13 +41,17 @@ __all__ = [
     "VectorFieldFn",
     "alternating",
     "averaged_params",
+    "count_learning_rates",
     "ema",
     "extragradient",
     "lookahead_minmax",
     "lookahead_slow_params",
+    "merge_by_player",
     "nested_lookahead_minmax",
     "optimistic",
     "per_player",
+    "player_labels",
+    "set_learning_rates",
     "slow_ema",
     "uniform",
 ]
