@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Set up the project's virtual environment and run its main job or its tests.
 
-  python3 dev.py main  [args...]   the main job (writes to runs/)
+  python3 dev.py main  [flags...]  the main demo: spatial coevolution on the 8-Gaussian ring
+                                  (writes runs/coevolution_ring8; flags go to experiments.coevolution.main)
   python3 dev.py test  [pytest args...]
   python3 dev.py bench             the benchmarks under experiments/benchmarks
   python3 dev.py setup             only create/update the environment
@@ -62,7 +63,12 @@ def main(argv: list[str]) -> int:
   if cmd == "setup":
     return 0
   if cmd == "main":
-    return run([str(PY), "-m", "experiments.bilinear.main", *rest], cwd=ROOT).returncode
+    # The main demo: spatial coevolution on the 8-Gaussian ring (embedded data, no download).
+    if not any(a.startswith("--config=") or a == "--config" for a in rest):
+      rest = ["--config", "experiments/coevolution/configs/ring8_3x3.py", *rest]
+    if not any(a.startswith("--workdir") for a in rest):
+      rest = ["--workdir", "runs/coevolution_ring8", *rest]
+    return run([str(PY), "-m", "experiments.coevolution.main", *rest], cwd=ROOT).returncode
   if cmd == "bench":
     rc = 0
     for script in sorted((ROOT / "experiments" / "benchmarks").glob("*.py")):

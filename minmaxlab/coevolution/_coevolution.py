@@ -93,9 +93,10 @@ class Coevolution:
      discriminators independently, each with its own part of the optimizer
      state) and Gaussian mutation of their learning rates;
   4. ``steps_per_generation`` training steps with the game transform: each
-     selected pair's generator plays a discriminator drawn at random from the
-     neighbourhood for that step, and vice versa (the descent field of that
-     two-opponent game drives ``scheme``, e.g. Lookahead-minmax over Adam);
+     selected generator plays a discriminator drawn at random for that step
+     from the cell's selected discriminators (with ``opponents=
+     "neighbourhood"`` also from the neighbours'), and vice versa; the descent
+     field of that game drives ``scheme``, e.g. Lookahead-minmax over Adam;
   5. replacement: the worst ``n_replacements`` local individuals are replaced
      by the best trained ones when those are better;
   6. a (1+1)-ES step on the mixture weights over the neighbourhood's best
@@ -260,8 +261,12 @@ class Coevolution:
     opt = jax.vmap(set_learning_rates)(opt, lr_g, lr_d)
 
     # 4. training against opponents drawn from the neighbourhood every step
-    pool_g = jnp.concatenate([jnp.ones(P, bool), usable_g[P:]])
-    pool_d = jnp.concatenate([jnp.ones(P, bool), usable_d[P:]])
+    # Opponents: the other side's selected individuals (slots < P), and with
+    # opponents="neighbourhood" also every usable neighbour's individuals.
+    with_neighbours = c.opponents == "neighbourhood" or (
+        c.opponents == "auto" and not c.selection)
+    pool_g = jnp.concatenate([jnp.ones(P, bool), usable_g[P:] & with_neighbours])
+    pool_d = jnp.concatenate([jnp.ones(P, bool), usable_d[P:] & with_neighbours])
     g_nbrs, d_nbrs = _take(g_all, slice(P, None)), _take(d_all, slice(P, None))
 
     def opponent(current, neighbours, i):

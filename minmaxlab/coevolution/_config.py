@@ -36,9 +36,15 @@ class CoevolutionConfig:
       draws BCE, least squares or heuristic at random every generation).
     mixture_sigma: step of the mixture-weight (1+1)-ES.
     mixture_samples: samples per generator for the mixture score.
+    opponents: whom a trained individual plays each step: ``"selected"`` (the
+      other side's selected individuals of the cell, Lipizzaner with selection),
+      ``"neighbourhood"`` (those plus every neighbour's, Lipizzaner without
+      selection) or ``"auto"`` (``"selected"`` when ``selection`` is on).
     cell_strategy: how cells are stepped inside the one jitted step:
       ``"vmap"`` (batched), ``"map"`` (sequential ``lax.map``) or ``"auto"``
-      (``map`` on CPU, where it measured faster, ``vmap`` elsewhere).
+      (``map`` on CPU, where it measured 5-18% faster for the MNIST MLP cells of
+      research/perf_limit.md; tiny 2-D networks run faster with ``"vmap"``),
+      ``vmap`` elsewhere.
   """
 
   rows: int = 3
@@ -59,6 +65,7 @@ class CoevolutionConfig:
   loss: str = "ns_bce"
   mixture_sigma: float = 0.01
   mixture_samples: int = 1000
+  opponents: str = "auto"
   cell_strategy: str = "auto"
 
   def __post_init__(self):
@@ -76,6 +83,8 @@ class CoevolutionConfig:
       bad("neighbourhood", f"one of {sorted(NEIGHBOURHOODS)}")
     if self.fitness_mode not in FITNESS_MODES:
       bad("fitness_mode", f"one of {FITNESS_MODES}")
+    if self.opponents not in ("auto", "selected", "neighbourhood"):
+      bad("opponents", "one of ('auto', 'selected', 'neighbourhood')")
     if self.cell_strategy not in CELL_STRATEGIES:
       bad("cell_strategy", f"one of {CELL_STRATEGIES}")
     if not 0.0 <= self.mutation_probability <= 1.0:

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 _TMP_PREFIX = ".tmp-"
@@ -148,4 +150,9 @@ class CheckpointManager:
     step = self._resolve(step)
     with ocp.StandardCheckpointer() as ckptr:
       tree = ckptr.restore(self.path(step) / _STATE, _abstract(target))
+    # orbax returns arrays committed to a device; freshly computed ones are not, and jit
+    # keys its cache on that, so a resumed run would compile its step again. Hand back
+    # plain (uncommitted) arrays instead.
+    tree = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)) if isinstance(x, jax.Array) else x,
+                        tree)
     return tree, self.metadata(step)
