@@ -129,7 +129,10 @@ def main():
       "python": platform.python_version(),
       "jax": jax.__version__,
     },
-    "note": "shared, loaded machine: other jobs ran at the same time; numbers vary 2x",
+    "note": (
+      "other jobs were running (1-minute load average > 1.5 at start): numbers may vary 2x"
+      if os.getloadavg()[0] > 1.5 else "quiet machine at start (1-minute load average <= 1.5)"
+    ),
     "grids": {},
   }
 
