@@ -2,7 +2,8 @@
 """Set up the project's virtual environment and run its main job or its tests.
 
   python3 dev.py main  [flags...]  the main demo: spatial coevolution on the 8-Gaussian ring
-                                  (writes runs/coevolution_ring8; flags go to experiments.coevolution.main)
+                                  (writes runs/coevolution_ring8; flags go to
+                                  experiments.coevolution.main)
   python3 dev.py test  [pytest args...]
   python3 dev.py bench             the benchmarks under experiments/benchmarks
   python3 dev.py setup             only create/update the environment

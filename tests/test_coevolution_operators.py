@@ -147,7 +147,8 @@ def test_player_labels_and_learning_rates():
 @pytest.mark.parametrize("field,value", [("rows", 0), ("population_size", -1),
                                          ("n_replacements", 2), ("neighbourhood", "hex"),
                                          ("fitness_mode", "median"), ("mutation_probability", 1.5),
-                                         ("learning_rate", 0.0), ("cell_strategy", "pmap"), ("opponents", "all"),
+                                         ("learning_rate", 0.0), ("cell_strategy", "pmap"),
+                                         ("opponents", "all"),
                                          ("steps_per_generation", 2.5)])
 def test_config_validation(field, value):
   with pytest.raises(ValueError, match=field):

@@ -166,7 +166,8 @@ def test_injected_learning_rate_takes_effect(tx):
   assert not np.allclose(np.concatenate(p_frozen), np.concatenate(p_moving))
   opt = jax.tree.leaves(s, is_leaf=lambda x: isinstance(x, mml.OptimisticState))
   opt = [x for x in opt if isinstance(x, mml.OptimisticState)]
-  la = [x for x in jax.tree.leaves(s_frozen, is_leaf=lambda x: isinstance(x, mml.LookaheadMinmaxState))
+  is_la = lambda x: isinstance(x, mml.LookaheadMinmaxState)
+  la = [x for x in jax.tree.leaves(s_frozen, is_leaf=is_la)
         if isinstance(x, mml.LookaheadMinmaxState)]
   if opt:
     want = jax.tree.map(lambda a, b: a - b, p, opt[0].previous)

@@ -1,4 +1,7 @@
-"""python -m experiments.bilinear.main [--config path.py] [--workdir runs/bilinear] [--config.x=y]"""
+"""The bilinear comparison of every game optimizer.
+
+python -m experiments.bilinear.main [--config path.py] [--workdir runs/bilinear] [--config.x=y]
+"""
 
 import os
 

@@ -109,7 +109,8 @@ def _print_table(rows, config):
   print(f"Bilinear game d={config.dim}, A=I, {config.seeds} seeds, "
         f"{config.passes} passes (EG = 2 per step); lookahead k={config.sync_period}, "
         f"alpha={config.slow_step_size}")
-  head = f"{'method':<14}{'passes/step':>12}{'rho/step':>11}{'start':>10}{'final (mean +- std)':>26}"
+  head = (f"{'method':<14}{'passes/step':>12}{'rho/step':>11}{'start':>10}"
+          f"{'final (mean +- std)':>26}")
   print(head)
   print("-" * len(head))
   for r in rows:

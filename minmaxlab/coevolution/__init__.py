@@ -22,17 +22,17 @@ from minmaxlab.coevolution._operators import (
     replacement_sources,
     tournament,
 )
-from minmaxlab.transforms._by_player import (
-    count_learning_rates,
-    merge_by_player,
-    player_labels,
-    set_learning_rates,
-)
 from minmaxlab.coevolution._scores import (
     fid_score,
     frechet_distance_jax,
     mode_tvd_score,
     weighted_statistics,
+)
+from minmaxlab.transforms._by_player import (
+    count_learning_rates,
+    merge_by_player,
+    player_labels,
+    set_learning_rates,
 )
 
 __all__ = [

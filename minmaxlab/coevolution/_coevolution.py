@@ -22,15 +22,15 @@ from minmaxlab.coevolution._operators import (
   replacement_sources,
   tournament,
 )
+from minmaxlab.games._players import Players, value_and_vector_field
+from minmaxlab.gan.losses import LOSSES
+from minmaxlab.transforms import lookahead_minmax, per_player
 from minmaxlab.transforms._by_player import (
   count_learning_rates,
   merge_by_player,
   player_labels,
   set_learning_rates,
 )
-from minmaxlab.games._players import Players, value_and_vector_field
-from minmaxlab.gan.losses import LOSSES
-from minmaxlab.transforms import lookahead_minmax, per_player
 
 
 class CoevolutionState(NamedTuple):
@@ -257,7 +257,8 @@ class Coevolution:
       return mutate_learning_rates(k, lr, c.mutation_probability, c.mutation_scale,
                                    c.min_learning_rate)
 
-    lr_g, lr_d = mutate(keys[5], lrg_all[idx_g]), mutate(jax.random.fold_in(keys[5], 1), lrd_all[idx_d])
+    lr_g = mutate(keys[5], lrg_all[idx_g])
+    lr_d = mutate(jax.random.fold_in(keys[5], 1), lrd_all[idx_d])
     opt = jax.vmap(set_learning_rates)(opt, lr_g, lr_d)
 
     # 4. training against opponents drawn from the neighbourhood every step

@@ -77,7 +77,8 @@ class CoevolutionConfig:
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         bad(name, "an integer >= 1")
-    if not isinstance(self.n_replacements, int) or not 0 <= self.n_replacements <= self.population_size:
+    n = self.n_replacements
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= self.population_size:
       bad("n_replacements", f"an integer in [0, population_size={self.population_size}]")
     if self.neighbourhood not in NEIGHBOURHOODS:
       bad("neighbourhood", f"one of {sorted(NEIGHBOURHOODS)}")

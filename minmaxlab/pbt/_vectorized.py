@@ -21,8 +21,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from minmaxlab.transforms._by_player import MAX, MIN, SHARED, player_labels
 from minmaxlab.pbt._space import Space, explore, sample_prior, validate_space
+from minmaxlab.transforms._by_player import MAX, MIN, SHARED, player_labels
 
 _PLAYERS = {"min": MIN, "max": MAX}
 

@@ -37,7 +37,8 @@ def merge_by_player(labels: Any, min_tree: Any, max_tree: Any, shared_tree: Any)
 
 
 def _is_learning_rate(path) -> bool:
-  return bool(path) and isinstance(path[-1], jax.tree_util.DictKey) and path[-1].key == "learning_rate"
+  last = path[-1] if path else None
+  return isinstance(last, jax.tree_util.DictKey) and last.key == "learning_rate"
 
 
 def count_learning_rates(opt_state: Any) -> tuple[int, int, int]:
