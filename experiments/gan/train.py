@@ -151,8 +151,7 @@ _LOOP_ONLY = (
 
 
 def _program_key(config) -> str:
-  d = config.to_dict()
-  return json.dumps({k: v for k, v in d.items() if k not in _LOOP_ONLY}, sort_keys=True)
+  return runner.program_key(config, _LOOP_ONLY)
 
 
 @functools.lru_cache(maxsize=2)

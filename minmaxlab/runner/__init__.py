@@ -9,6 +9,7 @@ curves). The library itself never touches disk except through this package.
 from minmaxlab.runner._checkpoint import CheckpointManager
 from minmaxlab.runner._metrics_log import MetricWriter, read_jsonl
 from minmaxlab.runner._plots import image_grid, save_image_grid, save_metric_curves, save_scatter
+from minmaxlab.runner._program_key import program_key
 from minmaxlab.runner._progress import ProgressBar
 from minmaxlab.runner._tfevents import EventFileWriter, crc32c, read_scalars
 
@@ -19,6 +20,7 @@ __all__ = [
   "ProgressBar",
   "crc32c",
   "image_grid",
+  "program_key",
   "read_jsonl",
   "read_scalars",
   "save_image_grid",
