@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -232,35 +231,6 @@ def evaluate(progs: Programs, config, state, generation: int):
   return out, x, cell
 
 
-class GenerationProgress:
-  """A live line per generation: generation, seconds, cell-steps/s, best score, metrics.
-
-  On a terminal it redraws one line; otherwise (logs, pipes) it prints a line per generation.
-  """
-
-  def __init__(self, total: int, cell_steps: int, stream=None):
-    self.total, self.cell_steps = int(total), int(cell_steps)
-    self.stream = stream if stream is not None else sys.stderr
-    self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-
-  def update(self, generation: int, seconds: float, values: dict[str, Any]) -> str:
-    parts = " ".join(
-      f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()
-    )
-    text = (
-      f"generation {generation}/{self.total} | {seconds:.2f} s | "
-      f"{self.cell_steps / max(seconds, 1e-9):.0f} cell-steps/s | {parts}"
-    )
-    self.stream.write(("\r" + text + "\x1b[K") if self.tty else text + "\n")
-    self.stream.flush()
-    return text
-
-  def close(self) -> None:
-    if self.tty:
-      self.stream.write("\n")
-      self.stream.flush()
-
-
 def _save_mixture(path: Path, x, exp: Experiment, title: str) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
   if exp.mixture is not None:
@@ -312,9 +282,7 @@ def train(
     restored, _ = ckpt.restore(jax.eval_shape(lambda: target))
     if not np.array_equal(np.asarray(restored["key"]), run_key):
       raise ValueError(f"the checkpoint in {ckpt.directory} was written with another seed")
-    # Orbax gives committed arrays; the step was compiled for uncommitted ones (the
-    # outputs of init and step), and a committed argument would recompile it.
-    state = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)), restored["state"])
+    state = restored["state"]  # runner.restore hands back uncommitted arrays: no recompile
     start = int(state.generation)
   (workdir / "config.json").write_text(config.to_json(indent=2))
   writer = runner.MetricWriter(
@@ -330,7 +298,10 @@ def train(
     summary["classifier_test_accuracy"] = exp.classifier.test_accuracy
   generation_key = keys(config)[1]
   cell_steps = coev.config.num_cells * coev.config.steps_per_generation
-  bar = GenerationProgress(config.generations, cell_steps) if config.progress else None
+  bar = None
+  if config.progress:
+    bar = runner.ProgressBar(config.generations, start=start, unit="generation",
+                             rate_unit="cell-steps", work_per_unit=cell_steps)
   row: dict = {}
   seconds = []
   try:
@@ -380,7 +351,7 @@ def train(
         for k in ("modes_covered", "high_quality_rate", "fid", "class_tvd"):
           if f"mixture/{k}" in row:
             shown[k] = row[f"mixture/{k}"]
-        bar.update(generation, seconds[-1], shown)
+        bar.update(generation, shown, seconds=seconds[-1])
       if on_log is not None:
         on_log(generation, row)
   finally:

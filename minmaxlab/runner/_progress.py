@@ -1,4 +1,4 @@
-"""A live progress line: step, losses, steps/s and the latest metric."""
+"""A live progress line: step (or generation), losses, throughput and the latest metric."""
 
 from __future__ import annotations
 
@@ -25,26 +25,43 @@ class ProgressBar:
     start: the first step (when resuming).
     stream: where to write (default ``sys.stderr``).
     width: characters of the bar on a terminal.
+    unit: what one step is called (``"step"``, ``"generation"``).
+    rate_unit: what the rate counts (default ``unit + "s"``).
+    work_per_unit: rate units per step (e.g. cell-steps per generation).
   """
 
-  def __init__(self, total: int, start: int = 0, stream: TextIO | None = None, width: int = 24):
+  def __init__(self, total: int, start: int = 0, stream: TextIO | None = None, width: int = 24,
+               unit: str = "step", rate_unit: str | None = None, work_per_unit: float = 1):
     self.total, self.width = int(total), width
+    self.unit, self.work_per_unit = unit, work_per_unit
+    self.rate_unit = rate_unit if rate_unit is not None else unit + "s"
     self.stream = stream if stream is not None else sys.stderr
     self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
     self._last_step, self._last_time = int(start), time.perf_counter()
     self.latest: dict[str, Any] = {}
 
   def update(
-    self, step: int, values: dict[str, Any] | None = None, metrics: dict[str, Any] | None = None
+    self,
+    step: int,
+    values: dict[str, Any] | None = None,
+    metrics: dict[str, Any] | None = None,
+    seconds: float | None = None,
   ) -> str:
-    """Show ``step`` with ``values`` (e.g. losses); ``metrics`` are kept as the latest."""
+    """Show ``step`` with ``values`` (e.g. losses); ``metrics`` are kept as the latest.
+
+    ``seconds``: the measured compute time since the last update (shown, and used
+    for the rate instead of the wall time between updates).
+    """
     now = time.perf_counter()
-    rate = (step - self._last_step) / max(now - self._last_time, 1e-9)
+    elapsed = (now - self._last_time) if seconds is None else seconds
+    rate = (step - self._last_step) * self.work_per_unit / max(elapsed, 1e-9)
     self._last_step, self._last_time = step, now
     if metrics:
       self.latest = dict(metrics)
     parts = [f"{k}={_fmt(v)}" for k, v in {**(values or {}), **self.latest}.items()]
-    text = f"step {step}/{self.total} | {rate:.1f} steps/s | " + " ".join(parts)
+    timing = "" if seconds is None else f"{seconds:.2f} s | "
+    text = (f"{self.unit} {step}/{self.total} | {timing}{rate:.1f} {self.rate_unit}/s | "
+            + " ".join(parts))
     if self.tty:
       done = int(self.width * min(step / max(self.total, 1), 1.0))
       bar = "#" * done + "-" * (self.width - done)
