@@ -37,14 +37,48 @@ def run(cmd, **kw):
 
 
 def ensure_venv() -> None:
-  want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + EXTRAS.encode()).hexdigest()
+  recipe = (EXTRAS + "|mpich,mpi4py,mpi4jax").encode()  # change it to force a reinstall
+  want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + recipe).hexdigest()
   if STAMP.exists() and STAMP.read_text() == want and PY.exists():
     return
   if not PY.exists():
     run([sys.executable, "-m", "venv", str(VENV)], check=True)
   run([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
   run([str(PY), "-m", "pip", "install", "-q", "-e", f".[{EXTRAS}]"], check=True, cwd=ROOT)
+  install_mpi()
   STAMP.write_text(want)
+
+
+def cuda_root() -> str | None:
+  """The CUDA toolkit root (the folder holding include/cuda_runtime.h), or None.
+
+  mpi4jax's build guesses the root from `nvcc`'s location; where nvcc is linked
+  from outside the toolkit (e.g. /usr/local/bin/nvcc) the guess is wrong and the
+  build dies on cuda_runtime.h, so it is told explicitly (CUDA_PATH)."""
+  candidates = [os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME")]
+  nvcc = shutil.which("nvcc")
+  if nvcc:
+    candidates.append(str(Path(nvcc).resolve().parent.parent))
+  candidates += ["/usr/local/cuda", *sorted(map(str, Path("/usr/local").glob("cuda-*")))]
+  for c in candidates:
+    if c and (Path(c) / "include" / "cuda_runtime.h").exists():
+      return str(Path(c).resolve())
+  return None
+
+
+def install_mpi() -> None:
+  """MPI for the mpirun tests and backends: the MPICH wheel (a launcher that runs
+  as root, any number of ranks, no flags), mpi4py, and mpi4jax, which has no wheel
+  and compiles against the venv's mpicc (--no-cache-dir: never reuse a wheel built
+  against another MPI)."""
+  run([str(PY), "-m", "pip", "install", "-q", "mpich", "mpi4py>=4"], check=True)
+  env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+             MPI4JAX_BUILD_MPICC=str(VENV / "bin" / "mpicc"))
+  root = cuda_root()
+  if root:
+    env["CUDA_PATH"] = root
+  run([str(PY), "-m", "pip", "install", "-q", "--no-cache-dir", "mpi4jax>=0.8"], check=True,
+      env=env)
 
 
 def ensure_fashion_mnist() -> None:
