@@ -333,12 +333,16 @@ def test_public_api():
     "gather_members",
     "join_run",
     "load_checkpoint",
+    "mpi_worker",
+    "mpi_world",
     "needed_trials",
     "piecewise_constant",
     "replay",
+    "run_mpi",
     "run_trial",
     "sample_prior",
     "sample_values",
+    "serve_trials",
     "set_hyperparams",
     "tournament_exploit",
     "truncation_exploit",
@@ -457,4 +461,31 @@ def test_synchronous_generations(tmp_path):
     assert min(times[i] for i in range(4 * g + 1, 4 * g + 5)) >= max(
       ends[i] for i in range(4 * g - 3, 4 * g + 1)
     )
+  c.close()
+
+
+def _done_trial(tid, member, fitness, hparams):
+  return pbt.Trial(tid, member, None, None, hparams, 0, 3, 0, "done", 1, "w", fitness, "c", False, True)
+
+
+@pytest.mark.parametrize("initiator_wins", [True, False])
+def test_tournament_child_is_the_winner_with_mutated_hyperparameters(tmp_path, initiator_wins):
+  """Li et al. 2019 initiator-based binary tournament: the child warm-starts from
+  the WINNER's checkpoint with the winner's hyperparameters explored, also when
+  the winner is the initiator itself (every reproduction explores)."""
+  c = _controller(tmp_path, resample_probability=0.0, perturb_factors=(0.8, 1.2))
+  hp_init = {"lr": 0.1, "decay": 0.95}
+  hp_opp = {"lr": 0.02, "decay": 0.92}
+  initiator = _done_trial(5, 0, 3.0 if initiator_wins else 1.0, hp_init)
+  opponent = _done_trial(6, 1, 2.0, hp_opp)
+  winner = initiator if initiator_wins else opponent
+  for seed in range(20):
+    rng = np.random.default_rng(seed)
+    parent, child = c._choose_parent(rng, initiator, {0: initiator, 1: opponent})
+    assert parent.id == winner.id
+    for name, dim in SPACE.items():
+      ratio = child[name] / winner.hparams[name]
+      clipped = child[name] in (dim.low, dim.high)
+      assert clipped or np.isclose(ratio, 0.8) or np.isclose(ratio, 1.2), (name, ratio)
+    assert child != winner.hparams  # mutated: at least lr moved (never clipped here)
   c.close()

@@ -9,10 +9,14 @@ Black-box mode (:class:`Controller`, Li et al. 2019): trials (hyperparameters,
 parent checkpoint, steps, seed) in an SQLite :class:`Store`, stateless worker
 processes, initiator-based tournament or truncation, lineage-aware checkpoint
 garbage collection, re-queue of killed workers' trials, resume after a killed
-controller, mutable schedules and :func:`replay` of the best lineage.
+controller, mutable schedules and :func:`replay` of the best lineage. Workers
+are local processes, external processes joining through the store
+(``python -m minmaxlab.pbt worker``) or MPI ranks (:func:`run_mpi` under
+``mpirun -n P``: rank 0 the controller).
 """
 
 from minmaxlab.pbt._controller import Controller, join_run, needed_trials, replay
+from minmaxlab.pbt._mpi import mpi_worker, mpi_world, run_mpi
 from minmaxlab.pbt._schedules import exponential_decay, piecewise_constant
 from minmaxlab.pbt._space import (
   Categorical,
@@ -34,7 +38,7 @@ from minmaxlab.pbt._vectorized import (
   truncation_size,
   vectorized_pbt,
 )
-from minmaxlab.pbt._worker import load_checkpoint, run_trial, worker_loop
+from minmaxlab.pbt._worker import load_checkpoint, run_trial, serve_trials, worker_loop
 
 __all__ = [
   "Categorical",
@@ -50,12 +54,16 @@ __all__ = [
   "gather_members",
   "join_run",
   "load_checkpoint",
+  "mpi_worker",
+  "mpi_world",
   "needed_trials",
   "piecewise_constant",
   "replay",
+  "run_mpi",
   "run_trial",
   "sample_prior",
   "sample_values",
+  "serve_trials",
   "set_hyperparams",
   "tournament_exploit",
   "truncation_exploit",

@@ -11,11 +11,13 @@ controller resumes from it, a killed worker's trial is re-queued.
 Evolution (each finished trial is an *initiator*, so every trial takes part in
 at least one reproduction):
 
-- ``"tournament"``: the initiator meets a uniformly drawn other member of the
-  current population; if the opponent's fitness is higher, the child
-  warm-starts from the opponent's checkpoint with the opponent's
-  hyperparameters explored (x0.8/x1.2 or resampled, clipped); otherwise the
-  initiator continues with its own hyperparameters.
+- ``"tournament"`` (Li et al. 2019, initiator-based binary tournament): the
+  initiator meets a uniformly drawn other member of the current population;
+  the fitter of the two (the initiator on a tie) is the winner, and the child
+  warm-starts from the WINNER's checkpoint with the winner's hyperparameters
+  explored (x0.8/x1.2 or resampled, clipped). An initiator that wins is
+  therefore mutated too: every reproduction explores, as in the paper, not
+  only those that copy another member.
 - ``"truncation"``: an initiator in the bottom ``truncation_fraction`` of the
   current population copies a uniformly drawn top member and explores.
 - ``"none"``: every member continues its own lineage with its initial
@@ -217,9 +219,8 @@ class Controller:
       return t, dict(t.hparams)
     if self.exploit == "tournament":
       opponent = others[int(rng.integers(len(others)))]
-      if opponent.fitness > t.fitness:
-        return opponent, self._explore(rng, opponent.hparams)
-      return t, dict(t.hparams)
+      winner = opponent if opponent.fitness > t.fitness else t
+      return winner, self._explore(rng, winner.hparams)
     members = sorted(population.values(), key=lambda p: (-p.fitness, p.id))
     n = truncation_size(len(members), self.truncation_fraction) if len(members) >= 2 else 0
     if n and t.id in {p.id for p in members[len(members) - n :]}:
@@ -327,8 +328,38 @@ class Controller:
       "checkpoints": sum(1 for p in self.ckpt_root.iterdir() if p.name.startswith("trial_")),
     }
 
+  def population_rows(self) -> list[dict[str, Any]]:
+    """One row per member for a live table: its newest trial and its last result.
+
+    Keys: ``member``, ``trial`` (the member's newest trial), ``parent``,
+    ``status`` (of that trial), ``hparams`` (that trial's), ``fitness`` (of the
+    member's current population entry, ``None`` before its first result) and
+    ``fitness_trial`` (the trial that fitness belongs to).
+    """
+    population = self.store.population()
+    newest = self.store.trials("id IN (SELECT MAX(id) FROM trials GROUP BY member)")
+    rows = []
+    for t in sorted(newest, key=lambda t: t.member):
+      current = population.get(t.member)
+      fit = None if current is None else self.store.trial(current).fitness
+      rows.append(
+        {
+          "member": t.member,
+          "trial": t.id,
+          "parent": t.parent_id,
+          "status": t.status,
+          "hparams": dict(t.hparams),
+          "fitness": fit,
+          "fitness_trial": current,
+        }
+      )
+    return rows
+
   def run(
-    self, timeout: float | None = None, on_progress: Callable | None = None
+    self,
+    timeout: float | None = None,
+    on_progress: Callable | None = None,
+    serve: Callable[[float], None] | None = None,
   ) -> dict[str, Any]:
     """Run (or resume) until ``num_trials`` trials are done and processed.
 
@@ -336,6 +367,10 @@ class Controller:
     re-queued (their late reports are ignored: a report must come from the
     worker holding the trial). Returns :meth:`status` plus ``max_checkpoints``
     (the most trial checkpoints on disk seen at once).
+
+    ``on_progress(status)`` is called after every poll (``status`` as
+    :meth:`status`); ``serve(seconds)``, if given, replaces the idle sleep
+    between polls (the MPI backend answers its worker ranks there).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     self._initialize()
@@ -377,7 +412,7 @@ class Controller:
         else:
           self._reap_workers(work_left=True)
           self._requeue_lapsed()
-          time.sleep(self.poll_s)
+          (serve or time.sleep)(self.poll_s)
     finally:
       with self.store.transaction() as db:
         self.store.put(db, FINISHED, True)

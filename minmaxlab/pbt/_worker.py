@@ -82,8 +82,33 @@ def worker_loop(
   A background thread renews the lease every ``lease_s / 3`` seconds while a
   trial trains. Returns the number of trials this worker completed.
   """
+  return serve_trials(
+    lambda: Store(store_path), ckpt_root, init_fn, train_fn, name, lease_s, poll_s, max_trials
+  )
+
+
+def serve_trials(
+  open_store: Callable[[], Any],
+  ckpt_root: str,
+  init_fn: Callable,
+  train_fn: Callable,
+  name: str | None = None,
+  lease_s: float = 60.0,
+  poll_s: float = 0.05,
+  max_trials: int | None = None,
+) -> int:
+  """:func:`worker_loop` over any store-like object from ``open_store()``.
+
+  The object needs ``claim``, ``renew``, ``complete``, ``report_broken_parent``,
+  ``get`` and ``close`` with :class:`Store`'s meaning: the SQLite store itself
+  (local and external workers) or a proxy forwarding each call to the MPI rank
+  that owns the store (:func:`minmaxlab.pbt.run_mpi`), so every kind of worker
+  follows one claim/lease/report protocol. The lease thread opens its own
+  object and never overlaps the main thread's calls (it is joined before the
+  report).
+  """
   name = name or f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
-  store = Store(store_path)
+  store = open_store()
   done = 0
   try:
     while max_trials is None or done < max_trials:
@@ -96,7 +121,7 @@ def worker_loop(
       stop = threading.Event()
 
       def heartbeat(trial_id=trial.id):
-        hb = Store(store_path)
+        hb = open_store()
         try:
           while not stop.wait(lease_s / 3):
             hb.renew(trial_id, name, lease_s)
