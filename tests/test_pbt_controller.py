@@ -465,7 +465,9 @@ def test_synchronous_generations(tmp_path):
 
 
 def _done_trial(tid, member, fitness, hparams):
-  return pbt.Trial(tid, member, None, None, hparams, 0, 3, 0, "done", 1, "w", fitness, "c", False, True)
+  return pbt.Trial(
+    tid, member, None, None, hparams, 0, 3, 0, "done", 1, "w", fitness, "c", False, True
+  )
 
 
 @pytest.mark.parametrize("initiator_wins", [True, False])

@@ -48,7 +48,10 @@ def train_fn(hparams, state, trial):
     w = w - hparams["lr"] * (w - TARGET)
   time.sleep(0.05)  # let both worker ranks take trials
   fitness = -float(np.log10(np.sum((w - TARGET) ** 2) + 1e-30))
-  return fitness, {"w": w.astype(np.float32), "step": np.asarray(trial.start_step + trial.steps, np.int32)}
+  return fitness, {
+    "w": w.astype(np.float32),
+    "step": np.asarray(trial.start_step + trial.steps, np.int32),
+  }
 
 
 def _main(workdir):  # what every rank runs
