@@ -1,9 +1,38 @@
-"""experiments/pbt end to end on the ``smoke`` config (trials inline, one process)."""
+"""experiments/pbt end to end: ``smoke`` inline and under ``mpirun -n 3``, and a
+shrunk ``fashion_mnist_lagan`` (real Fashion-MNIST, classifier-FID fitness)."""
 
+import importlib.util
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from experiments.pbt import train
-from experiments.pbt.configs import smoke
+from experiments.pbt.configs import fashion_mnist_lagan, smoke
+from minmaxlab import pbt
+from minmaxlab.gan import data
+
+ROOT = Path(__file__).resolve().parents[1]
+MPIRUN = Path(sys.executable).parent / "mpirun"
+HAVE_MPI = importlib.util.find_spec("mpi4py") is not None and MPIRUN.exists()
+HAVE_FASHION = (data.FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz").exists() or (
+  data.FASHION_MNIST_DIR / "train-images-idx3-ubyte"
+).exists()
+
+
+def _check_lineage(rows, config):
+  """Ids 1..num_trials once each; children start where their parent stopped."""
+  assert [r["trial"] for r in rows] == list(range(1, config.num_trials + 1))
+  by_id = {r["trial"]: r for r in rows}
+  for r in rows:
+    if r["parent"] is None:
+      assert r["start_step"] == 0
+    else:
+      p = by_id[r["parent"]]
+      assert p["trial"] < r["trial"] and r["start_step"] == p["start_step"] + p["steps"]
 
 
 def test_smoke_end_to_end_and_resume_of_a_finished_run(tmp_path):
@@ -11,7 +40,21 @@ def test_smoke_end_to_end_and_resume_of_a_finished_run(tmp_path):
   logs = []
   s = train.train(config, tmp_path, workers=0, timeout=100, log=logs.append)
   assert s["done"] == config.num_trials and s["pending"] == s["running"] == 0
-  assert logs[-1].startswith(f"trials done {config.num_trials}/{config.num_trials}")
+  # the live output: a status line, then the population table (one row per member)
+  final = f"trials done {config.num_trials}/{config.num_trials}, running 0, pending 0"
+  assert logs[-2].startswith(final)
+  table = logs[-1].splitlines()
+  assert table[0].split() == [
+    "member",
+    "trial",
+    "parent",
+    "status",
+    "fitness",
+    *train.search_space(config),
+  ]
+  assert [int(x.split()[0]) for x in table[1:]] == list(range(config.population_size))
+  assert all(x.split()[3] == "done" for x in table[1:])
+  assert sum(x.startswith("  member") for x in logs) >= config.num_trials  # refreshed per finish
   rows = [json.loads(x) for x in (tmp_path / "lineage.jsonl").read_text().splitlines()]
   assert [r["trial"] for r in rows] == list(range(1, config.num_trials + 1))
   space = train.search_space(config)
@@ -27,3 +70,70 @@ def test_smoke_end_to_end_and_resume_of_a_finished_run(tmp_path):
   # the store is the state: running again resumes a finished run and changes nothing
   again = train.train(config, tmp_path, workers=0, timeout=30, log=logs.append)
   assert again["best_lineage"] == s["best_lineage"] and again["done"] == config.num_trials
+
+
+@pytest.mark.skipif(
+  not HAVE_MPI, reason=f"needs mpi4py and {MPIRUN} (pip install 'minmaxlab[mpi]')"
+)
+def test_smoke_with_mpirun_3(tmp_path):
+  """``mpirun -n 3 python -m experiments.pbt.main ... --workers mpi``: rank 0 the
+  controller, ranks 1-2 the workers; every trial done once, consistent lineage."""
+  config = smoke.get_config()
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"}
+  env.pop("JAX_NUM_CPU_DEVICES", None)
+  cmd = [str(MPIRUN), "-n", "3", sys.executable, "-m", "experiments.pbt.main"]
+  cmd += ["--config", str(ROOT / "experiments/pbt/configs/smoke.py"), "--workdir", str(tmp_path)]
+  cmd += ["--workers", "mpi", "--timeout", "200"]
+  proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+  assert f"{config.num_trials} trials in" in proc.stdout
+  assert "  member  trial  parent" in proc.stdout
+  s = json.loads((tmp_path / "summary.json").read_text())
+  assert s["done"] == config.num_trials and s["worker_ranks"] == 2 and s["lost_ranks"] == []
+  rows = [json.loads(x) for x in (tmp_path / "lineage.jsonl").read_text().splitlines()]
+  _check_lineage(rows, config)
+  assert {r["worker"] for r in rows} <= {"rank1", "rank2"}  # rank 0 only selects
+  assert all(r["attempt"] == 1 for r in rows)
+  chain = s["best_lineage"]
+  assert chain[-1]["trial"] == s["best_trial"] and chain[0]["start_step"] == 0
+
+
+def test_mpi_needs_two_ranks_before_any_work():
+  """The rank-count check itself (the mpirun -n 1 CLI case is in test_pbt_mpi.py;
+  this process must not initialise MPI, so a stand-in communicator is used)."""
+
+  class OneRank:
+    def Get_size(self):
+      return 1
+
+  with pytest.raises(ValueError, match="at least 2 ranks"):
+    pbt.mpi_world(OneRank())
+  with pytest.raises(ValueError, match="workers must be an integer >= 0 or 'mpi'"):
+    train.train(smoke.get_config(), "unused", workers=-1)
+
+
+@pytest.mark.skipif(not HAVE_FASHION, reason="Debian package dataset-fashion-mnist not installed")
+def test_fashion_mnist_lagan_shrunk_end_to_end(tmp_path):
+  """The real config, shrunk: real Fashion-MNIST images, LA-AltGAN trials with
+  explored lr_G, lr_D, slow_step_size and sync_period, classifier-FID fitness."""
+  config = fashion_mnist_lagan.get_config()
+  config.train_examples, config.hidden, config.latent_dim, config.batch_size = 2000, (32, 32), 8, 32
+  config.population_size, config.num_trials, config.steps_per_trial = 2, 4, 10
+  config.eval_samples, config.top_k = 200, 1
+  config.classifier.steps, config.classifier.cache_dir = 100, str(tmp_path / "cache")
+  logs = []
+  s = train.train(config, tmp_path / "run", workers=0, timeout=200, log=logs.append)
+  assert s["done"] == config.num_trials
+  rows = [json.loads(x) for x in (tmp_path / "run" / "lineage.jsonl").read_text().splitlines()]
+  _check_lineage(rows, config)
+  space = train.search_space(config)
+  assert set(space) == {"lr_G", "lr_D", "slow_step_size", "sync_period_index"}
+  for r in rows:
+    assert r["fitness"] < 0  # -FID: a finite, positive Frechet distance
+    assert r["sync_period"] == config.sync_period_choices[r["sync_period_index"]]
+    for name in ("lr_G", "lr_D", "slow_step_size"):
+      assert space[name].low <= r[name] <= space[name].high
+  assert s["best_fitness"] == max(r["fitness"] for r in rows)
+  header = logs[-1].splitlines()[0].split()
+  assert header[-4:] == ["lr_G", "lr_D", "slow_step_size", "sync_period"]
+  assert (tmp_path / "cache" / "fashion_mnist_first2000").is_dir()  # the classifier was cached

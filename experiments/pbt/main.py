@@ -1,7 +1,9 @@
-r"""Population based training of a GAN with stateless worker processes.
+r"""Population based training of a GAN with stateless workers.
 
   python -m experiments.pbt.main --config experiments/pbt/configs/smoke.py --workdir runs/p \
       --workers 2
+  mpirun -n 3 python -m experiments.pbt.main --config experiments/pbt/configs/smoke.py \
+      --workdir runs/p --workers mpi          # rank 0 the controller, ranks 1..2 workers
   # killed? the same command resumes from runs/p/pbt.sqlite
 """
 
@@ -12,27 +14,58 @@ _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a config file.", lock_config=True
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (store, checkpoints, logs).")
-_WORKERS = flags.DEFINE_integer("workers", 2, "Local worker processes (0: trials run inline).")
+_WORKERS = flags.DEFINE_string(
+  "workers",
+  "2",
+  "Local worker processes (0: trials inline), or 'mpi': the ranks of `mpirun -n P` (P >= 2;"
+  " rank 0 runs the controller, ranks 1..P-1 are workers).",
+)
 _TIMEOUT = flags.DEFINE_float("timeout", None, "Give up after this many seconds.")
 flags.mark_flags_as_required(["config", "workdir"])
+
+
+def parse_workers(value: str) -> int | str:
+  if value == "mpi":
+    return value
+  if value.isdigit():
+    return int(value)
+  raise app.UsageError(f"--workers must be an integer >= 0 or 'mpi', got {value!r}")
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  workers = parse_workers(_WORKERS.value)
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint at INFO
   from experiments.pbt import train  # after flag parsing: JAX starts here
 
-  s = train.train(_CONFIG.value, _WORKDIR.value, workers=_WORKERS.value, timeout=_TIMEOUT.value)
+  if workers == "mpi":
+    from minmaxlab import pbt
+
+    try:
+      pbt.mpi_world()  # fewer than 2 ranks: a clear error before any work
+    except ValueError as e:
+      raise SystemExit(f"ERROR: {e}") from None
+  s = train.train(_CONFIG.value, _WORKDIR.value, workers=workers, timeout=_TIMEOUT.value, log=_log)
+  if s is None:
+    return  # an MPI worker rank
   best = s["best_lineage"][-1]
+  hparams = ", ".join(
+    f"{k} {train._fmt(v)}"
+    for k, v in best.items()
+    if k not in ("trial", "start_step", "fitness", "sync_period_index")
+  )
   print(
     f"{s['done']} trials in {s['wall_seconds']:.1f} s; best fitness {s['best_fitness']:.3f} "
-    f"(trial {s['best_trial']}, step {best['start_step']}, lr_min {best['lr_min']:.2e}, "
-    f"lr_max {best['lr_max']:.2e}, lr_decay {best['lr_decay']:.2f}); at most "
+    f"(trial {s['best_trial']}, step {best['start_step']}, {hparams}); at most "
     f"{s['max_checkpoints']} checkpoints on disk"
   )
   print(f"lineage log: {_WORKDIR.value}/lineage.jsonl, plot: {_WORKDIR.value}/lineages.png")
+
+
+def _log(text: str) -> None:
+  print(text, flush=True)
 
 
 if __name__ == "__main__":

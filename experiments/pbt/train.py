@@ -28,12 +28,20 @@ TARGETS = {"lr_min": ("min", "learning_rate"), "lr_max": ("max", "learning_rate"
 _PROGRAMS: dict[str, Any] = {}  # per process: compiled once, reused by every trial
 
 
+def make_task(config):
+  """The task of ``config.task``: ``"ring8"`` (:class:`RingGANTask`) or
+  ``"fashion_mnist"`` (:class:`experiments.pbt.fashion.FashionLAGANTask`)."""
+  if config.task == "ring8":
+    return RingGANTask(config)
+  if config.task == "fashion_mnist":
+    from experiments.pbt.fashion import FashionLAGANTask
+
+    return FashionLAGANTask(config)
+  raise ValueError(f"config.task must be 'ring8' or 'fashion_mnist', got {config.task!r}")
+
+
 def search_space(config) -> dict:
-  return {
-    "lr_min": pbt.Continuous(*config.lr_min_bounds),
-    "lr_max": pbt.Continuous(*config.lr_max_bounds),
-    "lr_decay": pbt.Continuous(*config.lr_decay_bounds, log=False),
-  }
+  return make_task(config).space
 
 
 def _build(cfg: dict):
@@ -102,6 +110,24 @@ class RingGANTask:
       "eval_samples",
     )
     self.cfg = {k: (list(config[k]) if isinstance(config[k], tuple) else config[k]) for k in keys}
+    self.space = {
+      "lr_min": pbt.Continuous(*config.lr_min_bounds),
+      "lr_max": pbt.Continuous(*config.lr_max_bounds),
+      "lr_decay": pbt.Continuous(*config.lr_decay_bounds, log=False),
+    }
+
+  def prepare(self) -> None:
+    """Nothing to cache before the workers start."""
+
+  def describe(self, hparams) -> dict[str, Any]:
+    return dict(hparams)
+
+  def schedules(self, hparams, steps) -> dict[str, np.ndarray]:
+    """Both players' learning rates along ``steps`` (the exponential schedule applied)."""
+    return {
+      k: pbt.exponential_decay(steps, hparams[k], hparams["lr_decay"], 1000)
+      for k in ("lr_min", "lr_max")
+    }
 
   def _programs(self):
     key = json.dumps(self.cfg, sort_keys=True)
@@ -125,7 +151,7 @@ class RingGANTask:
     return (fitness if math.isfinite(fitness) else -1e9), state
 
 
-def _lineage_rows(store: pbt.Store) -> list[dict]:
+def _lineage_rows(store: pbt.Store, task) -> list[dict]:
   return [
     {
       "trial": t.id,
@@ -135,35 +161,27 @@ def _lineage_rows(store: pbt.Store) -> list[dict]:
       "steps": t.steps,
       "seed": t.seed,
       "attempt": t.attempt,
+      "worker": t.worker,
       "fitness": t.fitness,
       "checkpoint_kept": not t.ckpt_deleted,
       **t.hparams,
+      **task.describe(t.hparams),
     }
     for t in store.trials()
   ]
 
 
-def plot_lineages(path, store: pbt.Store) -> None:
+def plot_lineages(path, store: pbt.Store, task) -> None:
   """Each current member's lineage: learning rates (schedule applied) and fitness over steps."""
   import matplotlib.pyplot as plt
 
   fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
   for member, tid in sorted(store.population().items()):
     chain = store.lineage(tid)
-    for ax, name in zip(axes[:2], ("lr_min", "lr_max")):
-      t = np.concatenate([np.arange(c.start_step, c.start_step + c.steps) for c in chain])
-      lr = np.concatenate(
-        [
-          pbt.exponential_decay(
-            np.arange(c.start_step, c.start_step + c.steps),
-            c.hparams[name],
-            c.hparams["lr_decay"],
-            1000,
-          )
-          for c in chain
-        ]
-      )
-      ax.plot(t, lr, label=f"member {member}")
+    steps = [np.arange(c.start_step, c.start_step + c.steps) for c in chain]
+    series = [task.schedules(c.hparams, st) for c, st in zip(chain, steps)]
+    for ax, name in zip(axes[:2], series[0]):
+      ax.plot(np.concatenate(steps), np.concatenate([s[name] for s in series]), label=f"m{member}")
       ax.set_yscale("log")
       ax.set_title(f"{name} along each lineage")
     axes[2].plot([c.start_step + c.steps for c in chain], [c.fitness for c in chain], marker="o")
@@ -176,13 +194,63 @@ def plot_lineages(path, store: pbt.Store) -> None:
   plt.close(fig)
 
 
-def train(config, workdir, workers: int = 2, timeout: float | None = None, log=print) -> dict:
-  """Run (or resume: the store in ``workdir`` is the state) PBT; return the summary."""
-  workdir = Path(workdir)
-  task = RingGANTask(config)
-  controller = pbt.Controller(
+def _fmt(v) -> str:
+  if v is None:
+    return "-"
+  if isinstance(v, float):
+    return f"{v:.3f}" if 1e-2 <= abs(v) < 1e4 or v == 0 else f"{v:.2e}"
+  return str(v)
+
+
+def population_table(rows: list[dict], task) -> str:
+  """The current population as fixed-width text, one line per member: its newest
+  trial, that trial's parent, status and hyperparameters (as used), and the
+  member's last fitness. Plain text: it reads the same in a terminal and a log."""
+  described = [task.describe(r["hparams"]) for r in rows]
+  names = list(described[0]) if rows else []
+  header = ["member", "trial", "parent", "status", "fitness", *names]
+  table = [header] + [
+    [str(r["member"]), str(r["trial"]), _fmt(r["parent"]), r["status"], _fmt(r["fitness"])]
+    + [_fmt(d[n]) for n in names]
+    for r, d in zip(rows, described)
+  ]
+  widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+  return "\n".join("  " + "  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in table)
+
+
+def status_line(status: dict, num_trials: int) -> str:
+  best = status["best_fitness"]
+  best_text = "-" if best is None else f"{_fmt(best)} (trial {status['best_trial']})"
+  return (
+    f"trials done {status['done']}/{num_trials}, running {status['running']}, "
+    f"pending {status['pending']}, best fitness {best_text}, "
+    f"checkpoints {status['checkpoints']}"
+  )
+
+
+class _Progress:
+  """``on_progress``: a status line whenever it changes, and the population table
+  whenever a trial finishes (so a log shows each step of the population)."""
+
+  def __init__(self, controller, num_trials, task, log):
+    self.controller, self.num_trials, self.task, self.log = controller, num_trials, task, log
+    self.line, self.done = None, -1
+
+  def __call__(self, status):
+    line = status_line(status, self.num_trials)
+    if line != self.line:
+      self.log(line)
+      self.line = line
+    if status["done"] != self.done:
+      self.done = status["done"]
+      self.log(population_table(self.controller.population_rows(), self.task))
+
+
+def _controller(config, workdir, task, workers: int) -> pbt.Controller:
+  task.prepare()  # e.g. train/cache the evaluation classifier before any worker starts
+  return pbt.Controller(
     workdir,
-    search_space(config),
+    task.space,
     task.init,
     task.train,
     population_size=config.population_size,
@@ -194,39 +262,74 @@ def train(config, workdir, workers: int = 2, timeout: float | None = None, log=p
     resample_probability=config.resample_probability,
     top_k=config.top_k,
     seed=config.seed,
+    lease_s=config.lease_s,
   )
-  last = [None]
 
-  def progress(status):
-    line = (
-      f"trials done {status['done']}/{config.num_trials}, running {status['running']}, "
-      f"pending {status['pending']}, best fitness {status['best_fitness']}, "
-      f"checkpoints {status['checkpoints']}"
-    )
-    if line != last[0]:
-      log(line)
-      last[0] = line
 
+def train(
+  config, workdir, workers: int | str = 2, timeout: float | None = None, log=print
+) -> dict | None:
+  """Run (or resume: the store in ``workdir`` is the state) PBT; return the summary.
+
+  ``workers``: local worker processes (``0``: trials inline), or ``"mpi"``: this
+  process is one rank of ``mpirun -n P`` (``P >= 2``, checked before any work):
+  rank 0 runs the controller and returns the summary, ranks ``1..P-1`` are
+  workers (same claim/lease/report protocol, see ``minmaxlab.pbt.run_mpi``) and
+  return ``None``.
+  """
+  workdir = Path(workdir)
+  if workers == "mpi":
+    comm = pbt.mpi_world()  # fewer than 2 ranks: a clear ValueError before any work
+  elif not (isinstance(workers, int) and workers >= 0):
+    raise ValueError(f"workers must be an integer >= 0 or 'mpi', got {workers!r}")
+  task = make_task(config)
   start = time.monotonic()
+  progress: list[_Progress] = []
+  if workers == "mpi":
+
+    def make_controller():
+      c = _controller(config, workdir, task, 0)
+      progress.append(_Progress(c, config.num_trials, task, log))
+      return c
+
+    out = pbt.run_mpi(
+      make_controller, comm=comm, timeout=timeout, on_progress=lambda s: progress[0](s)
+    )
+    if out is None:
+      return None  # a worker rank: rank 0 writes the outputs
+    controller, status = out
+  else:
+    controller = _controller(config, workdir, task, workers)
+    status = None
   try:
-    status = controller.run(timeout=timeout, on_progress=progress)
-    rows = _lineage_rows(controller.store)
+    if status is None:
+      status = controller.run(
+        timeout=timeout, on_progress=_Progress(controller, config.num_trials, task, log)
+      )
+    rows = _lineage_rows(controller.store, task)
     with open(workdir / "lineage.jsonl", "w") as f:
       for r in rows:
         f.write(json.dumps(r) + "\n")
     best = controller.store.best()
     chain = controller.store.lineage(best.id)
-    plot_lineages(workdir / "lineages.png", controller.store)
+    plot_lineages(workdir / "lineages.png", controller.store, task)
     population = {m: controller.store.trial(t) for m, t in controller.store.population().items()}
     summary = {
       **status,
+      "workers": workers,
       "wall_seconds": time.monotonic() - start,
       "best_lineage": [
-        {"trial": c.id, "start_step": c.start_step, "fitness": c.fitness, **c.hparams}
+        {
+          "trial": c.id,
+          "start_step": c.start_step,
+          "fitness": c.fitness,
+          **c.hparams,
+          **task.describe(c.hparams),
+        }
         for c in chain
       ],
       "population": [
-        {"member": m, "trial": t.id, "fitness": t.fitness, **t.hparams}
+        {"member": m, "trial": t.id, "fitness": t.fitness, **task.describe(t.hparams)}
         for m, t in sorted(population.items())
       ],
     }

@@ -6,6 +6,7 @@ import ml_collections
 def get_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0
+  c.task = "ring8"  # "ring8" (train.RingGANTask) or "fashion_mnist" (fashion.FashionLAGANTask)
   # The GAN trained by every trial (minmaxlab.gan): ring8 mixture, MLP pair, ns-BCE loss,
   # LA-AltGAN (lookahead_minmax over alternating over per-player Adam).
   c.hidden = (64, 64)
@@ -28,6 +29,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.truncation_fraction = 0.25
   c.resample_probability = 0.25
   c.top_k = 2
+  c.lease_s = 60.0  # a worker silent this long loses its trial (re-queued)
   # Fitness (non-differentiable): modes covered + high-quality rate - mode KL / log 8.
   c.eval_samples = 2000
   return c
