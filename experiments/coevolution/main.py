@@ -5,6 +5,10 @@ r"""Coevolve a grid of GANs (Lipizzaner in JAX) from a config file.
   python -m experiments.coevolution.main --config ... --workdir runs/g1 --config.rows=1 \
       --config.cols=1                                  # the single-GAN baseline
   python -m experiments.coevolution.main --config ... --workdir runs/g --resume   # continue
+  python -m experiments.coevolution.main --config ... --workdir runs/g --config.backend=mesh
+                                              # cells sharded over every local device
+  mpirun -n 4 python -m experiments.coevolution.main --config ... --workdir runs/g \
+      --config.backend=mpi                    # one block of grid rows per MPI rank
 """
 
 from absl import app, flags, logging
@@ -25,11 +29,19 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
   import os
 
+  from minmaxlab import distributed
+
+  config = _CONFIG.value
+  # Multi-process JAX must start before any computation (imports below may compute).
+  distributed.initialize(config.get("distributed", ""))
+
   from experiments.coevolution import train  # after flag parsing: JAX starts here
 
-  row = train.train(_CONFIG.value, _WORKDIR.value, resume=_RESUME.value)
-  print(train.report(row, os.path.join(_WORKDIR.value, "summary.json")))
-  print(f"pictures: {_WORKDIR.value}/samples/, curves: {_WORKDIR.value}/metrics.png")
+  row = train.train(config, _WORKDIR.value, resume=_RESUME.value)
+  summary = os.path.join(_WORKDIR.value, "summary.json")
+  if os.path.exists(summary) and train.is_writer(config):
+    print(train.report(row, summary))
+    print(f"pictures: {_WORKDIR.value}/samples/, curves: {_WORKDIR.value}/metrics.png")
 
 
 if __name__ == "__main__":

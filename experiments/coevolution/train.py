@@ -9,6 +9,7 @@ exactly.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import time
@@ -68,9 +69,12 @@ def check_config(config) -> None:
   coevolution_config(config)  # validates the grid fields
 
 
-def build(config) -> Experiment:
-  """Data, models, score and the :class:`~minmaxlab.coevolution.Coevolution` of ``config``."""
+def build(config, exchange=None) -> Experiment:
+  """Data, models, score and the :class:`~minmaxlab.coevolution.Coevolution` of ``config``
+  (stepping the cells that ``exchange`` gives this program; default the whole grid)."""
   cfg = coevolution_config(config)
+  if config.get("backend") == "mesh" and exchange is None and cfg.cell_strategy == "auto":
+    cfg = dataclasses.replace(cfg, cell_strategy="vmap")  # XLA-derived halos need vmap
   latent = config.latent_dim or None
   scheme = co.default_scheme(
     config.learning_rate,
@@ -89,6 +93,7 @@ def build(config) -> Experiment:
       sample_real=lambda d, k, n: d.sample(k, n),
       score_fn=co.mode_tvd_score,
       scheme=scheme,
+      exchange=exchange,
     )
     return Experiment(coev, mixture, mixture, None, None)
   dataset = data.load(config.dataset, "train", data_dir=config.data_dir or None)
@@ -114,6 +119,7 @@ def build(config) -> Experiment:
     sample_real=lambda d, k, n: data.sample_batch(k, d.images, n),
     score_fn=co.fid_score(lambda d, x: net.apply(d.classifier_params, x)[0]),
     scheme=scheme,
+    exchange=exchange,
   )
   return Experiment(coev, image_data, None, evaluator, clf)
 
@@ -124,13 +130,84 @@ def keys(config) -> tuple[jax.Array, jax.Array, jax.Array]:
   return init_key, generation_key, eval_key
 
 
+class Backend(NamedTuple):
+  """Where the grid runs. The step's state is whole (``single``), sharded over a
+  device mesh (``mesh``, possibly across processes) or this rank's block
+  (``mpi``); checkpoints, metrics and pictures always see the whole grid."""
+
+  name: str
+  exchange: Any  # passed to Coevolution (None: the whole grid)
+  writer: bool  # this process writes files (logs, pictures, checkpoints)
+  to_host: Callable  # step-side tree -> whole-grid numpy tree (collective: every process calls)
+  from_host: Callable  # whole-grid tree -> step-side tree
+  barrier: Callable[[], None]
+  mesh: Any = None
+
+
+def _replicated_callback(x, sharding):
+  x = np.asarray(x)
+  return jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
+
+
+def make_backend(config) -> Backend:
+  """The :class:`Backend` of ``config.backend``; raises ``ValueError`` (before any
+  work) when the grid cannot be split over the devices or ranks."""
+  rows, cols = config.rows, config.cols
+  name = config.get("backend", "single")
+  if name == "single":
+    return Backend(name, None, True, jax.device_get, lambda t: jax.tree.map(jnp.asarray, t),
+                   lambda: None)
+  if name == "mesh":
+    from jax.experimental import multihost_utils
+
+    from minmaxlab import distributed
+
+    mesh = distributed.grid_mesh(tuple(config.mesh_shape) or None)
+    distributed.check_grid_fits(rows, cols, mesh)
+    if config.mesh_exchange not in ("shard_map", "roll"):
+      raise ValueError(f"config.mesh_exchange must be 'shard_map' or 'roll', got"
+                       f" {config.mesh_exchange!r}")
+    exchange = distributed.MeshExchange(mesh, rows, cols) if config.mesh_exchange == "shard_map" \
+        else None
+    multi = jax.process_count() > 1
+
+    def to_host(t):
+      if multi:
+        return jax.tree.map(np.asarray, multihost_utils.process_allgather(t, tiled=True))
+      return jax.device_get(t)
+
+    def from_host(t):
+      shardings = distributed.grid_shardings(t, mesh, rows, cols)
+      return jax.tree.map(_replicated_callback, t, shardings)
+
+    def barrier():
+      if multi:
+        multihost_utils.sync_global_devices("minmaxlab.coevolution")
+
+    return Backend(name, exchange, jax.process_index() == 0, to_host, from_host, barrier, mesh)
+  if name == "mpi":
+    from minmaxlab import distributed
+
+    exchange = distributed.MPIExchange(rows, cols, blocks=tuple(config.mpi_blocks) or None)
+    return Backend(
+      name,
+      exchange,
+      exchange.rank == 0,
+      lambda t: exchange.gather_blocks(jax.device_get(t)),
+      lambda t: jax.tree.map(jnp.asarray, exchange.local(t)),
+      exchange.comm.Barrier,
+    )
+  raise ValueError(f"config.backend must be 'single', 'mesh' or 'mpi', got {name!r}")
+
+
 class Programs(NamedTuple):
   exp: Experiment
-  init: Callable  # (key) -> CoevolutionState, jitted
+  init: Callable  # (key) -> CoevolutionState, jitted (this program's cells, placed)
   step: Callable  # (key, state, data) -> (state, metrics), jitted
   cell_samples: Callable  # (key, state) -> [rows, cols, n, ...], jitted
   cell_metrics: Callable | None  # samples [rows, cols, n, 2] -> dict of [rows, cols] (mixtures)
   mixture_samples: Callable  # (key, generators, weights) -> [num_eval_samples, ...], jitted
+  backend: Backend
 
 
 # Fields that change the loop but not the compiled programs.
@@ -154,8 +231,23 @@ def program_key(config) -> str:
 def _programs(config_json: str) -> Programs:
   """Build and jit everything once per config in a process (tests resume in-process)."""
   config = ml_collections.ConfigDict(json.loads(config_json))
-  exp = build(config)
+  backend = make_backend(config)
+  exp = build(config, backend.exchange)
   coev, pair = exp.coev, exp.coev.pair
+  init, step = jax.jit(coev.init), jax.jit(coev.step)
+  if backend.mesh is not None:
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from minmaxlab import distributed
+
+    abstract = jax.eval_shape(coev.init, jax.random.key(0))
+    shardings = distributed.grid_shardings(abstract, backend.mesh, coev.config.rows,
+                                           coev.config.cols)
+    init = jax.jit(coev.init, out_shardings=shardings)
+    step = distributed.sharded_step(coev, backend.mesh, abstract)
+    replicated = NamedSharding(backend.mesh, P())
+    exp = exp._replace(data=jax.tree.map(lambda x: _replicated_callback(x, replicated), exp.data))
 
   def cell_samples(key, state):
     # Each cell's best local generator (by stored fitness), all on the same latents.
@@ -175,11 +267,12 @@ def _programs(config_json: str) -> Programs:
   mixture_samples = jax.jit(lambda k, g, w: coev.sample_mixture(k, g, w, n_eval))
   return Programs(
     exp,
-    jax.jit(coev.init),
-    jax.jit(coev.step),
+    init,
+    step,
     jax.jit(cell_samples),
     cell_metrics,
     mixture_samples,
+    backend,
   )
 
 
@@ -267,62 +360,84 @@ def train(
   workdir.mkdir(parents=True, exist_ok=True)
   t_build = time.perf_counter()
   progs = _programs(program_key(config))
-  exp, coev = progs.exp, progs.exp.coev
+  exp, coev, backend = progs.exp, progs.exp.coev, progs.backend
   rows, cols = coev.config.rows, coev.config.cols
   run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
   ckpt = runner.CheckpointManager(workdir / "checkpoints", max_to_keep=config.keep_checkpoints)
   state = progs.init(keys(config)[0])
   start = 0
-  if ckpt.latest_step() is not None:
+  latest = ckpt.latest_step()
+  backend.barrier()  # every process has looked before the writer saves anything
+  if latest is not None:
     if not resume:
       raise ValueError(
         f"{workdir} already holds checkpoints; pass --resume to continue or use a fresh --workdir"
       )
-    target = {"state": state, "key": run_key}
-    restored, _ = ckpt.restore(jax.eval_shape(lambda: target))
+    # Checkpoints hold the whole grid, whatever backend wrote them.
+    whole = _whole_grid_shapes(state, coev)
+    target = {"state": whole, "key": run_key}
+    restored, _ = ckpt.restore(jax.eval_shape(lambda: target), step=latest)
     if not np.array_equal(np.asarray(restored["key"]), run_key):
       raise ValueError(f"the checkpoint in {ckpt.directory} was written with another seed")
-    state = restored["state"]  # runner.restore hands back uncommitted arrays: no recompile
-    start = int(state.generation)
-  (workdir / "config.json").write_text(config.to_json(indent=2))
+    state = backend.from_host(restored["state"])  # uncommitted on one device: no recompile
+    start = int(restored["state"].generation)
+  writes = backend.writer
+  if writes:
+    (workdir / "config.json").write_text(config.to_json(indent=2))
   writer = runner.MetricWriter(
-    workdir, tensorboard=config.tensorboard, resume_step=start if resume else None
-  )
+    workdir, tensorboard=config.tensorboard and writes, resume_step=start if resume else None
+  ) if writes else None
   cells_tb = (
-    runner.EventFileWriter(workdir / "tensorboard" / "cells") if config.tensorboard else None
+    runner.EventFileWriter(workdir / "tensorboard" / "cells")
+    if config.tensorboard and writes
+    else None
   )
   if start == 0:
-    ckpt.save(0, {"state": state, "key": run_key})
-  summary: dict[str, Any] = {"grid": [rows, cols], "cell_strategy": coev.cell_strategy}
+    host = backend.to_host(state)
+    if writes:
+      ckpt.save(0, {"state": host, "key": run_key})
+  summary: dict[str, Any] = {
+    "grid": [rows, cols],
+    "cell_strategy": coev.cell_strategy,
+    "backend": backend.name,
+    "processes": _process_count(backend),
+  }
   if exp.classifier is not None:
     summary["classifier_test_accuracy"] = exp.classifier.test_accuracy
   generation_key = keys(config)[1]
   cell_steps = coev.config.num_cells * coev.config.steps_per_generation
   bar = None
-  if config.progress:
+  if config.progress and writes:
     bar = runner.ProgressBar(config.generations, start=start, unit="generation",
                              rate_unit="cell-steps", work_per_unit=cell_steps)
   row: dict = {}
   seconds = []
+  rows_written: list[dict] = []
+  g = start
   try:
-    while int(state.generation) < config.generations:
-      g = int(state.generation)
+    while g < config.generations:
       t0 = time.perf_counter()
       state, m = progs.step(jax.random.fold_in(generation_key, g), state, exp.data)
-      m = jax.device_get(m)
+      m = backend.to_host(m)
       seconds.append(time.perf_counter() - t0)
-      generation = g + 1
+      g = generation = g + 1
       row = summarise(m, cols)
       row["seconds"] = seconds[-1]
       last = generation == config.generations
-      if generation % config.eval_every == 0 or last:
-        evals, x, cell = evaluate(progs, config, state, generation)
+      do_eval = generation % config.eval_every == 0 or last
+      do_plot = (config.plot_every and generation % config.plot_every == 0) or last
+      do_ckpt = generation % config.checkpoint_every == 0 or last
+      host = backend.to_host(state) if (do_eval or do_plot or do_ckpt) else None
+      if not writes:
+        continue  # the writer process evaluates, plots and saves the whole grid
+      if do_eval:
+        evals, x, cell = evaluate(progs, config, host, generation)
         row.update(evals)
         title = f"generation {generation}: mixture of cell ({cell // cols}, {cell % cols})"
         _save_mixture(workdir / "samples" / f"mixture_gen_{generation}.png", x, exp, title)
-      if (config.plot_every and generation % config.plot_every == 0) or last:
+      if do_plot:
         key = jax.random.fold_in(keys(config)[2], 0)  # the same latents every generation
-        samples = np.asarray(progs.cell_samples(key, state))
+        samples = np.asarray(progs.cell_samples(key, host))
         per_cell = None
         if progs.cell_metrics is not None:
           per_cell = jax.device_get(progs.cell_metrics(jnp.asarray(samples)))
@@ -336,7 +451,7 @@ def train(
           samples,
           modes=None if exp.mixture is None else np.asarray(exp.mixture.modes),
           cell_metrics=per_cell,
-          weights=np.asarray(state.mixture_weights),
+          weights=np.asarray(host.mixture_weights),
           best_cell=int(m["best_cell"]),
           title=f"generation {generation}",
         )
@@ -344,8 +459,8 @@ def train(
       if cells_tb is not None:
         cells_tb.scalars(generation, cell_scalars(m))
         cells_tb.flush()
-      if generation % config.checkpoint_every == 0 or last:
-        ckpt.save(generation, {"state": state, "key": run_key})
+      if do_ckpt:
+        ckpt.save(generation, {"state": host, "key": run_key})
       if bar is not None:
         shown = {"best_score": row["best_score"], "g_loss": row["g_loss"], "d_loss": row["d_loss"]}
         for k in ("modes_covered", "high_quality_rate", "fid", "class_tvd"):
@@ -357,7 +472,9 @@ def train(
   finally:
     if bar is not None:
       bar.close()
-    writer.close()
+    if writer is not None:
+      writer.close()
+      rows_written = writer.rows
     if cells_tb is not None:
       cells_tb.close()
     keys_plotted = [
@@ -381,19 +498,42 @@ def train(
         "grid/modes_covered",
         "seconds",
       )
-      if any(k in r for r in writer.rows)
+      if any(k in r for r in rows_written)
     ]
-    if writer.rows:
-      runner.save_metric_curves(workdir / "metrics.png", writer.rows, keys_plotted)
+    if rows_written:
+      runner.save_metric_curves(workdir / "metrics.png", rows_written, keys_plotted)
+  backend.barrier()
+  if not writes:
+    return row
   summary.update(
     final=row,
-    generations=int(state.generation),
+    generations=g,
     first_generation_seconds=seconds[0] if seconds else None,
     median_generation_seconds=float(np.median(seconds[1:])) if len(seconds) > 1 else None,
     wall_seconds=time.perf_counter() - t_build,
   )
   (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
   return row
+
+
+def _whole_grid_shapes(state, coev: co.Coevolution):
+  """Shapes and dtypes of the whole grid's state (this program may hold a block)."""
+  block = tuple(coev.exchange.block_shape)
+  whole = (coev.config.rows, coev.config.cols)
+
+  def one(x):
+    shape = tuple(x.shape)
+    if len(shape) >= 2 and shape[:2] == block:
+      shape = whole + shape[2:]
+    return jax.ShapeDtypeStruct(shape, x.dtype)
+
+  return jax.tree.map(one, state)
+
+
+def _process_count(backend: Backend) -> int:
+  if backend.name == "mpi":
+    return backend.exchange.size
+  return jax.process_count()
 
 
 def report(row: dict, summary_path) -> str:
@@ -420,3 +560,8 @@ def report(row: dict, summary_path) -> str:
       f"IS {row['mixture/inception_score']:.2f}"
     )
   return "\n".join(lines)
+
+
+def is_writer(config) -> bool:
+  """Whether this process wrote the run's files (rank / process 0)."""
+  return _programs(program_key(config)).backend.writer

@@ -11,6 +11,7 @@ import numpy as np
 import optax
 
 from minmaxlab.coevolution._config import MUSTANGS_LOSSES, CoevolutionConfig
+from minmaxlab.coevolution._exchange import WholeGrid
 from minmaxlab.coevolution._grid import gather_neighbours, member_mask
 from minmaxlab.coevolution._operators import (
   INF as _INF,
@@ -115,6 +116,10 @@ class Coevolution:
       lower is better (e.g. :func:`mode_tvd_score`, :func:`fid_score`).
     scheme: game transform over ``Players`` with per-player injected learning
       rates (default :func:`default_scheme`).
+    exchange: which cells this program holds and how neighbours and grid-wide
+      reductions arrive: :class:`WholeGrid` (default), or a block exchange from
+      ``minmaxlab.distributed`` (a device mesh with ``shard_map``, MPI ranks).
+      The algorithm is the same code for all of them.
 
   References:
     Schmiedlechner et al., 2018, "Lipizzaner: A System That Scales Robust
@@ -124,9 +129,15 @@ class Coevolution:
   """
 
   def __init__(self, config: CoevolutionConfig, pair, *, sample_real: Callable,
-               score_fn: Callable, scheme: optax.GradientTransformation | None = None):
+               score_fn: Callable, scheme: optax.GradientTransformation | None = None,
+               exchange=None):
     if not isinstance(config, CoevolutionConfig):
       raise ValueError(f"config must be a CoevolutionConfig, got {type(config).__name__}")
+    exchange = WholeGrid(config.rows, config.cols) if exchange is None else exchange
+    if (exchange.rows, exchange.cols) != (config.rows, config.cols):
+      raise ValueError(f"exchange is for a {exchange.rows}x{exchange.cols} grid, config for"
+                       f" {config.rows}x{config.cols}")
+    self.exchange = exchange
     self.config = config
     self.pair = pair
     self.sample_real = sample_real
@@ -163,16 +174,24 @@ class Coevolution:
     return params, opt
 
   def init(self, key: jax.Array) -> CoevolutionState:
-    """A fresh grid: independent initial networks in every cell."""
+    """A fresh grid: independent initial networks in every cell.
+
+    With an exchange that owns one block of the grid in this process (MPI
+    ranks), only that block, with the values the whole grid would have there.
+    """
     c = self.config
     shape = (c.rows, c.cols, c.population_size)
     keys = jax.random.split(key, int(np.prod(shape))).reshape(shape)
+    mask = self._mask
+    if self.exchange.local_block is not None:
+      (r0, c0), (nr, nc) = self.exchange.local_block, self.exchange.block_shape
+      keys, mask = keys[r0:r0 + nr, c0:c0 + nc], mask[r0:r0 + nr, c0:c0 + nc]
     params, opt = jax.vmap(jax.vmap(jax.vmap(self._init_pair)))(keys)
-    lr = jnp.full(shape, c.learning_rate, jnp.float32)
-    weights = jnp.asarray(self._mask / self._mask.sum(-1, keepdims=True), jnp.float32)
-    inf = jnp.full(shape, _INF, jnp.float32)
+    lr = jnp.full(keys.shape, c.learning_rate, jnp.float32)
+    weights = jnp.asarray(mask / mask.sum(-1, keepdims=True), jnp.float32)
+    inf = jnp.full(keys.shape, _INF, jnp.float32)
     return CoevolutionState(params, opt, Players(lr, lr), Players(inf, inf), weights,
-                            jnp.full((c.rows, c.cols), _INF, jnp.float32), jnp.zeros([], jnp.int32))
+                            jnp.full(keys.shape[:2], _INF, jnp.float32), jnp.zeros([], jnp.int32))
 
   # ----------------------------------------------------------------- step
   def step(self, key: jax.Array, state: CoevolutionState, data: Any):
@@ -185,26 +204,34 @@ class Coevolution:
       ``diverged``) and grid scalars ``best_cell`` (flat index), ``best_score``
       and ``divergences``.
     """
-    c = self.config
+    c, ex = self.config, self.exchange
+    lr, lc = ex.block_shape
     individuals = (state.params, state.opt_state, state.learning_rates, state.fitness)
-    neighbourhood = gather_neighbours(individuals, c.neighbourhood)
-    ids = jnp.arange(c.num_cells, dtype=jnp.uint32).reshape(c.rows, c.cols)
-    keys = jax.vmap(jax.vmap(lambda i: jax.random.fold_in(key, i)))(ids)
-    inputs = (keys, neighbourhood, state.mixture_weights, jnp.asarray(self._mask))
+    neighbourhood = ex.gather(individuals, c.neighbourhood)
+    # Global cell ids key every random choice: the numbers do not depend on the backend.
+    r0, c0 = ex.block_start()
+    r, col = jnp.meshgrid(jnp.arange(lr) + r0, jnp.arange(lc) + c0, indexing="ij")
+    ids = (r * c.cols + col).astype(jnp.int32)
+    keys = jax.vmap(jax.vmap(lambda i: jax.random.fold_in(key, i.astype(jnp.uint32))))(ids)
+    mask = jax.lax.dynamic_slice(jnp.asarray(self._mask), (r0, c0, 0), (lr, lc, c.num_members))
+    inputs = (keys, neighbourhood, state.mixture_weights, mask)
     cell = lambda args: self._cell(*args, data)
     if self.cell_strategy == "vmap":
       out = jax.vmap(jax.vmap(cell))(inputs)
     else:
-      flat = jax.tree.map(lambda x: x.reshape((c.num_cells,) + x.shape[2:]), inputs)
+      flat = jax.tree.map(lambda x: x.reshape((lr * lc,) + x.shape[2:]), inputs)
       out = jax.lax.map(cell, flat)
-      out = jax.tree.map(lambda x: x.reshape((c.rows, c.cols) + x.shape[1:]), out)
+      out = jax.tree.map(lambda x: x.reshape((lr, lc) + x.shape[1:]), out)
     (params, opt, lrs, fitness, weights, score), metrics = out
     new_state = CoevolutionState(params, opt, lrs, fitness, weights, score,
                                  optax.safe_int32_increment(state.generation))
+    # Grid-wide read-outs: the best (lowest, first by cell id on ties) finite score.
     finite_score = jnp.where(jnp.isfinite(score), score, _INF)
-    metrics = dict(metrics, best_cell=jnp.argmin(finite_score.reshape(-1)).astype(jnp.int32),
-                   best_score=jnp.min(finite_score),
-                   divergences=jnp.sum(metrics["diverged"]).astype(jnp.int32))
+    best_score = ex.reduce(jnp.min(finite_score), "min")
+    big = jnp.iinfo(jnp.int32).max
+    best_cell = ex.reduce(jnp.min(jnp.where(finite_score == best_score, ids, big)), "min")
+    divergences = ex.reduce(jnp.sum(metrics["diverged"]).astype(jnp.int32), "sum")
+    metrics = dict(metrics, best_cell=best_cell, best_score=best_score, divergences=divergences)
     return new_state, metrics
 
   # ------------------------------------------------------- one cell's step

@@ -55,31 +55,62 @@ def shard_grid(tree: Any, mesh: Mesh, rows: int, cols: int) -> Any:
 def sharded_step(coevolution, mesh: Mesh, state_example: Any):
   """Compile ``coevolution.step`` once for a grid sharded over ``mesh``.
 
-  The cells' leading axes are split across devices with ``NamedSharding``; the
-  neighbour exchange (rolls of the grid axes) becomes collective permutes
-  between neighbouring blocks, derived by XLA. The algorithm code is the same
-  as on one device, and so are the numbers: every random choice is keyed by the
-  cell's index.
+  Two ways, chosen by the coevolution's exchange:
+
+  * ``Coevolution(..., exchange=MeshExchange(mesh, rows, cols))``: the step runs
+    inside ``jax.shard_map``; each device steps its own block of cells with the
+    same code as one device (``cell_strategy`` "map" or "vmap") and receives
+    one-cell halos from its 4 neighbouring blocks by ``lax.ppermute``. With the
+    same ``cell_strategy`` the numbers equal the single-device run bit for bit.
+  * the default whole-grid exchange with ``cell_strategy="vmap"``: the step is
+    jitted with ``NamedSharding`` in/out shardings and XLA derives collective
+    permutes from the rolls of the grid axes (a sequential map over cells
+    would serialise the devices, so it is refused).
 
   Args:
-    coevolution: a ``minmaxlab.coevolution.Coevolution`` built with
-      ``cell_strategy="vmap"`` (a sequential map over cells would serialise
-      the devices).
+    coevolution: a ``minmaxlab.coevolution.Coevolution``.
     mesh: from :func:`grid_mesh`.
     state_example: a state (or its abstract shape) to derive the shardings from.
 
   Returns:
-    ``step(key, state, data) -> (state, metrics)``, jitted, with the state's
-    sharding kept from generation to generation.
+    ``step(key, state, data) -> (state, metrics)``, jitted once, keeping the
+    state's sharding from generation to generation.
   """
+  from minmaxlab.distributed._exchange import MeshExchange
+
   c = coevolution.config
   check_grid_fits(c.rows, c.cols, mesh)
-  if coevolution.cell_strategy != "vmap":
-    raise ValueError(
-        "sharded coevolution needs cell_strategy='vmap' (got"
-        f" {coevolution.cell_strategy!r}): a sequential map over cells would run"
-        " every device's cells one after another")
   state_sharding = grid_shardings(state_example, mesh, c.rows, c.cols)
   replicated = NamedSharding(mesh, P())
+  if isinstance(coevolution.exchange, MeshExchange):
+    if coevolution.exchange.mesh.shape != mesh.shape:
+      raise ValueError(f"the coevolution's MeshExchange is for a mesh of shape"
+                       f" {dict(coevolution.exchange.mesh.shape)}, got {dict(mesh.shape)}")
+    state_specs = jax.tree.map(lambda s: s.spec, state_sharding)
+    compiled = {}
+
+    def shard(metric_specs):
+      return jax.shard_map(coevolution.step, mesh=mesh, in_specs=(P(), state_specs, P()),
+                           out_specs=(state_specs, metric_specs), check_vma=False)
+
+    def step(key, state, data):
+      tree = jax.tree.structure(data)
+      if tree not in compiled:
+        # Metrics: per-cell arrays are split like the grid, grid scalars (already
+        # reduced over all devices) replicated.
+        _, local = jax.eval_shape(shard(P()), key, state, data)
+        specs = jax.tree.map(lambda m: P("rows", "cols") if m.ndim >= 2 else P(), local)
+        compiled[tree] = jax.jit(shard(specs), in_shardings=(replicated, state_sharding,
+                                                             replicated),
+                                 out_shardings=(state_sharding, None))
+      return compiled[tree](key, state, data)
+
+    return step
+  if coevolution.cell_strategy != "vmap":
+    raise ValueError(
+        "sharded coevolution over the whole-grid exchange needs cell_strategy='vmap' (got"
+        f" {coevolution.cell_strategy!r}): a sequential map over cells would run every"
+        " device's cells one after another; use exchange=MeshExchange(...) to map cells"
+        " within each device")
   return jax.jit(coevolution.step, in_shardings=(replicated, state_sharding, replicated),
                  out_shardings=(state_sharding, replicated))

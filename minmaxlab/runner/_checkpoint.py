@@ -23,7 +23,7 @@ _META = "meta.json"
 
 def _abstract(tree: Any) -> Any:
   """Shape/dtype structs with a single-device sharding (orbax restores onto it)."""
-  sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
 
   def leaf(x):
     if isinstance(x, jax.ShapeDtypeStruct) and getattr(x, "sharding", None) is not None:
@@ -31,6 +31,15 @@ def _abstract(tree: Any) -> Any:
     return jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x), sharding=sharding)
 
   return jax.tree.map(leaf, tree)
+
+
+def _checkpointer(ocp):
+  """An orbax checkpointer private to this process: the manager writes host
+  (numpy) trees from one process, so in a multi-process JAX job it must not wait
+  for the other processes at orbax's barriers."""
+  me = jax.process_index()
+  options = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+  return ocp.StandardCheckpointer(multiprocessing_options=options)
 
 
 class CheckpointManager:
@@ -98,7 +107,7 @@ class CheckpointManager:
     tmp = self.directory / f"{_TMP_PREFIX}step_{step}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     tree = jax.device_get(tree)
-    with ocp.StandardCheckpointer() as ckptr:
+    with _checkpointer(ocp) as ckptr:
       ckptr.save(tmp / _STATE, tree)
       ckptr.wait_until_finished()
     with open(tmp / _META, "w") as f:
@@ -148,7 +157,7 @@ class CheckpointManager:
     import orbax.checkpoint as ocp
 
     step = self._resolve(step)
-    with ocp.StandardCheckpointer() as ckptr:
+    with _checkpointer(ocp) as ckptr:
       tree = ckptr.restore(self.path(step) / _STATE, _abstract(target))
     # orbax returns arrays committed to a device; freshly computed ones are not, and jit
     # keys its cache on that, so a resumed run would compile its step again. Hand back

@@ -33,6 +33,18 @@ def get_config() -> ml_collections.ConfigDict:
   c.mixture_sigma = 0.01
   c.mixture_samples = 1000
   c.cell_strategy = "auto"  # "auto" | "vmap" | "map"
+  # Where the grid runs (same numbers on every backend for the same seed):
+  #   "single": one device; "mesh": cells sharded over a device mesh (every local device,
+  #   or every device of a multi-process job, see `distributed`); "mpi": one block of
+  #   the grid per MPI rank (launch with `mpirun -n P python -m experiments.coevolution.main`).
+  c.backend = "single"
+  c.mesh_shape = ()  # (mesh rows, mesh cols); () = (number of devices, 1)
+  c.mesh_exchange = "shard_map"  # "shard_map" (explicit ppermute halos) | "roll" (XLA-derived)
+  c.mpi_blocks = ()  # (block rows, block cols) over the ranks; () = rows (else cols) per rank
+  # Multi-process JAX for backend="mesh" (before any computation):
+  #   "" (one process) | "auto" (jax.distributed.initialize() detects the cluster) |
+  #   "mpi4py" (under mpirun) | "<host>:<port>/<num_processes>/<process_id>".
+  c.distributed = ""
   # The optimizer inside every cell: Lookahead-minmax over Adam (lookahead=False: plain Adam).
   c.lookahead = True
   c.sync_period = 5
