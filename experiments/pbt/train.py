@@ -1,10 +1,16 @@
-"""Black-box PBT (``minmaxlab.pbt.Controller``) of LA-AltGAN on the 8-Gaussian ring.
+"""Black-box PBT (``minmaxlab.pbt.Controller``) of LA-AltGAN: the experiment's trainer.
 
-A trial trains the GAN ``steps_per_trial`` steps from its parent's checkpoint with
-the trial's learning rates and learning-rate decay (an exponential schedule whose
-parameters PBT mutates), then scores the generator with a non-differentiable
-fitness: modes covered + high-quality rate - mode KL / log 8 (``gan.metrics``).
-The task is a picklable object so worker processes can rebuild it.
+Tasks (``config.task``): ``"ring8"`` (:class:`RingGANTask`, below): a trial
+trains the GAN ``steps_per_trial`` steps on the 8-Gaussian ring from its
+parent's checkpoint with the trial's learning rates and learning-rate decay (an
+exponential schedule whose parameters PBT mutates), then scores the generator
+with a non-differentiable fitness: modes covered + high-quality rate - mode
+KL / log 8 (``gan.metrics``). ``"fashion_mnist"``
+(:class:`experiments.pbt.fashion.FashionLAGANTask`): Fashion-MNIST, fitness =
+-classifier-FID. Tasks are picklable objects so worker processes and MPI ranks
+can rebuild them. :func:`train` runs the controller with local worker
+processes, inline, or as rank 0 of ``mpirun`` (``workers="mpi"``), printing a
+status line and the population table as trials finish.
 """
 
 from __future__ import annotations
