@@ -1,0 +1,29 @@
+"""The coevolution case shared by the distributed tests and their MPI script: a
+4x4 grid of tiny MLP pairs on the 8-Gaussian ring, 3 generations."""
+
+import jax
+
+from minmaxlab import coevolution as co
+from minmaxlab.gan import data, models
+
+RING = data.ring8()
+PAIR = models.make_pair("mlp", (2,), latent_dim=8, hidden=(16, 16))
+GENERATIONS = 3
+
+
+def coevolution(neighbourhood="von_neumann", exchange=None, cell_strategy="map"):
+  config = co.CoevolutionConfig(
+      rows=4, cols=4, neighbourhood=neighbourhood, batch_size=32, steps_per_generation=3,
+      fitness_samples=64, mixture_samples=64, learning_rate=2e-3, cell_strategy=cell_strategy)
+  return co.Coevolution(config, PAIR, sample_real=lambda d, k, n: d.sample(k, n),
+                        score_fn=co.mode_tvd_score, exchange=exchange)
+
+
+def run(coev, step, state=None, generations=GENERATIONS):
+  """``generations`` steps from ``init(key(0))``; returns ``(state, [host metrics])``."""
+  state = coev.init(jax.random.key(0)) if state is None else state
+  metrics = []
+  for g in range(generations):
+    state, m = step(jax.random.fold_in(jax.random.key(1), g), state, RING)
+    metrics.append(jax.device_get(m))
+  return state, metrics

@@ -1,0 +1,169 @@
+"""Distributed coevolution: the same numbers on one device, on a device mesh
+(shard_map halos and XLA-derived rolls), on MPI ranks, and across backends
+through checkpoints.
+
+The MPI tests run the real thing: the venv's MPICH ``mpirun`` launching 2 and 4
+processes that exchange halos with ``mpi4jax`` inside the jitted step.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from minmaxlab import coevolution as co
+from minmaxlab import distributed
+from tests._coevolution_case import coevolution, run
+
+ROOT = Path(__file__).resolve().parents[1]
+MPIRUN = Path(sys.executable).parent / "mpirun"
+
+
+def _have_mpi() -> bool:
+  try:
+    import mpi4jax  # noqa: F401
+    import mpi4py  # noqa: F401
+  except ImportError:
+    return False
+  return MPIRUN.exists() or shutil.which("mpirun") is not None
+
+
+needs_mpi = pytest.mark.skipif(not _have_mpi(), reason="mpi4py/mpi4jax/mpirun not installed")
+
+
+@pytest.fixture(scope="module")
+def reference():
+  """The single-device run (WholeGrid exchange, sequential map over cells)."""
+  coev = coevolution()
+  return run(coev, jax.jit(coev.step))
+
+
+@pytest.fixture(scope="module")
+def reference_moore():
+  coev = coevolution("moore")
+  return run(coev, jax.jit(coev.step))
+
+
+DISCRETE = ("best_cell", "loss_index", "replaced_g", "replaced_d", "mixture_accepted",
+            "diverged", "divergences")
+
+
+def _assert_same(got_state, got_metrics, want_state, want_metrics, exact):
+  """Bitwise, or to 1e-6 where XLA compiles the same per-cell code differently
+  inside another program (float rounding only: every discrete choice equal)."""
+  for a, b in zip(jax.tree.leaves(got_state), jax.tree.leaves(want_state), strict=True):
+    if exact:
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    else:
+      np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
+  for gm, wm in zip(got_metrics, want_metrics, strict=True):
+    assert set(gm) == set(wm)
+    for k in DISCRETE:
+      np.testing.assert_array_equal(np.asarray(gm[k]), np.asarray(wm[k]), err_msg=k)
+
+
+# ---------------------------------------------------------------- halo exchange
+@pytest.mark.parametrize("kind", ["von_neumann", "moore"])
+@pytest.mark.parametrize("grid,mesh_shape", [((4, 4), (2, 2)), ((4, 6), (4, 1)),
+                                              ((2, 6), (1, 3)), ((6, 2), (2, 1))])
+def test_shard_map_halos_equal_rolls(kind, grid, mesh_shape):
+  """Block halos (ppermute between devices; wrapped locally on unsplit axes)
+  rebuild exactly every member of every neighbourhood, for every dtype."""
+  rows, cols = grid
+  n = mesh_shape[0] * mesh_shape[1]
+  mesh = distributed.grid_mesh(mesh_shape, jax.devices()[:n])
+  ex = distributed.MeshExchange(mesh, rows, cols)
+  rng = np.random.default_rng(0)
+  tree = {"f": jnp.asarray(rng.normal(size=(rows, cols, 3, 2)), jnp.float32),
+          "i": jnp.arange(rows * cols, dtype=jnp.int32).reshape(rows, cols),
+          "g": jnp.asarray(rng.normal(size=(rows, cols)), jnp.float32)}
+  spec = jax.sharding.PartitionSpec("rows", "cols")
+  gathered = jax.jit(jax.shard_map(lambda t: ex.gather(t, kind), mesh=mesh, in_specs=spec,
+                                   out_specs=spec))(tree)
+  want = co.gather_neighbours(tree, kind)
+  jax.tree.map(np.testing.assert_array_equal, gathered, want)
+  # The flat cell ids say it independently: member m of (r, c) is neighbour_indices[r, c, m].
+  np.testing.assert_array_equal(np.asarray(gathered["i"]), co.neighbour_indices(rows, cols, kind))
+
+
+def test_bad_blocks_raise_before_work():
+  with pytest.raises(ValueError, match="3 MPI ranks cannot split a 4x4 grid"):
+    distributed.mpi_blocks(3, 4, 4)
+  with pytest.raises(ValueError, match="need 4 ranks, got 2"):
+    distributed.mpi_blocks(2, 4, 4, (2, 2))
+  assert distributed.mpi_blocks(2, 3, 4) == (1, 2)
+  mesh = distributed.grid_mesh((2, 2), jax.devices()[:4])
+  with pytest.raises(ValueError, match="3x4 grid cannot be split into 2x2 blocks"):
+    distributed.MeshExchange(mesh, 3, 4)
+  with pytest.raises(ValueError, match="exchange is for a 4x4 grid"):
+    coevolution(exchange=distributed.MeshExchange(mesh, 4, 4)).__class__(
+        co.CoevolutionConfig(rows=2, cols=2), coevolution().pair, sample_real=None,
+        score_fn=None, exchange=distributed.MeshExchange(mesh, 4, 4))
+  for bad in ("localhost", "h:1/2", "h:x/2/0", "h:1/2/2"):
+    with pytest.raises(ValueError, match="distributed"):
+      distributed.initialize(bad)
+
+
+# ----------------------------------------------------------------- device mesh
+@pytest.mark.parametrize("mesh_shape", [(2, 1), (2, 2)])
+def test_shard_map_mesh_matches_single_device(reference, mesh_shape):
+  n = mesh_shape[0] * mesh_shape[1]
+  mesh = distributed.grid_mesh(mesh_shape, jax.devices()[:n])
+  coev = coevolution(exchange=distributed.MeshExchange(mesh, 4, 4))
+  state = distributed.shard_grid(coev.init(jax.random.key(0)), mesh, 4, 4)
+  traces, plain = [], coev.step
+
+  def counted(key, s, d):
+    traces.append(1)
+    return plain(key, s, d)
+
+  coev.step = counted  # count the traces of the shard_mapped step
+  try:
+    step = distributed.sharded_step(coev, mesh, state)
+    got, got_m = run(coev, step, state)
+  finally:
+    del coev.step
+  assert len(traces) <= 2  # one abstract evaluation (metric specs) + one compile, then none
+  assert len(jax.tree.leaves(got.params)[0].sharding.device_set) == n
+  _assert_same(got, got_m, *reference, exact=False)
+
+
+# ---------------------------------------------------------------- MPI ranks
+def _mpirun(n, *args, timeout=300):
+  cmd = [str(MPIRUN), "-n", str(n), sys.executable, *args]
+  env = dict(os.environ, PYTHONPATH=str(ROOT))
+  return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _load_mpi(path, like):
+  z = np.load(path)
+  leaves = [z[f"state_{i}"] for i in range(len(jax.tree.leaves(like)))]
+  metrics = [{k.split("_", 2)[2]: z[k] for k in z.files if k.startswith(f"metric_{g}_")}
+             for g in range(int(z["generations"]))]
+  return jax.tree.unflatten(jax.tree.structure(like), leaves), metrics, int(z["traces"])
+
+
+@needs_mpi
+@pytest.mark.parametrize("n,kind,blocks", [(2, "von_neumann", ()), (4, "moore", (2, 2))])
+def test_mpi_ranks_match_single_device_bitwise(request, tmp_path, n, kind, blocks):
+  """4x4 grid, 3 generations: mpirun -n 2 (2 row blocks) and -n 4 with 2x2 blocks
+  (Moore: rows, columns and corners cross ranks) give the single-device state
+  bit for bit, including mixture weights and mutated learning rates; every
+  rank traces its step once."""
+  want_state, want_m = request.getfixturevalue(
+      "reference" if kind == "von_neumann" else "reference_moore")
+  out = tmp_path / "out.npz"
+  r = _mpirun(n, "-m", "tests._mpi_coevolution", str(out), kind, *map(str, blocks))
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  got, got_m, traces = _load_mpi(out, want_state)
+  assert traces == 1
+  _assert_same(got, got_m, want_state, want_m, exact=True)
+  assert not np.allclose(np.asarray(got.learning_rates.min), 2e-3)  # mutation happened
+  np.testing.assert_array_equal(np.asarray(got.mixture_weights),
+                                np.asarray(want_state.mixture_weights))
