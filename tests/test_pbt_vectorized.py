@@ -129,7 +129,7 @@ def test_set_hyperparams_by_player():
     if isinstance(path[-1], jax.tree_util.DictKey) and path[-1].key == "learning_rate":
       lrs[jax.tree_util.keystr(path)] = float(leaf)
   assert sorted(lrs.values()) == pytest.approx([0.1, 0.2])
-  assert minmaxlab.coevolution.count_learning_rates(o) == (0, 1, 1)
+  assert minmaxlab.transforms.count_learning_rates(o) == (0, 1, 1)
   with pytest.raises(ValueError, match="shared by both players"):
     pbt.set_hyperparams(ADAM(1e-3).init(p), TARGETS, {"lr_min": 0.1, "lr_max": 0.2})
   with pytest.raises(ValueError, match="no inject_hyperparams leaf"):
