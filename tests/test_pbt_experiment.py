@@ -35,15 +35,15 @@ def _check_lineage(rows, config):
       assert p["trial"] < r["trial"] and r["start_step"] == p["start_step"] + p["steps"]
 
 
-def test_smoke_end_to_end_and_resume_of_a_finished_run(tmp_path):
+def test_smoke_with_two_worker_processes_and_resume_of_a_finished_run(tmp_path):
   config = smoke.get_config()
   logs = []
-  s = train.train(config, tmp_path, workers=0, timeout=100, log=logs.append)
+  s = train.train(config, tmp_path, workers=2, timeout=200, log=logs.append)
   assert s["done"] == config.num_trials and s["pending"] == s["running"] == 0
   # the live output: a status line, then the population table (one row per member)
   final = f"trials done {config.num_trials}/{config.num_trials}, running 0, pending 0"
-  assert logs[-2].startswith(final)
-  table = logs[-1].splitlines()
+  assert [x for x in logs if x.startswith("trials done")][-1].startswith(final)
+  table = [x for x in logs if x.startswith("  member")][-1].splitlines()
   assert table[0].split() == [
     "member",
     "trial",
@@ -66,6 +66,7 @@ def test_smoke_end_to_end_and_resume_of_a_finished_run(tmp_path):
   assert [c["start_step"] for c in chain] == [i * config.steps_per_trial for i in range(len(chain))]
   assert chain[-1]["fitness"] == s["best_fitness"] == max(r["fitness"] for r in rows)
   assert s["checkpoints"] <= config.population_size + config.top_k
+  assert {r["worker"].split("-")[0] for r in rows} <= {"w0", "w1"}  # the 2 worker processes
   assert (tmp_path / "lineages.png").stat().st_size > 0
   # the store is the state: running again resumes a finished run and changes nothing
   again = train.train(config, tmp_path, workers=0, timeout=30, log=logs.append)
@@ -134,6 +135,6 @@ def test_fashion_mnist_lagan_shrunk_end_to_end(tmp_path):
     for name in ("lr_G", "lr_D", "slow_step_size"):
       assert space[name].low <= r[name] <= space[name].high
   assert s["best_fitness"] == max(r["fitness"] for r in rows)
-  header = logs[-1].splitlines()[0].split()
+  header = [x for x in logs if x.startswith("  member")][-1].splitlines()[0].split()
   assert header[-4:] == ["lr_G", "lr_D", "slow_step_size", "sync_period"]
   assert (tmp_path / "cache" / "fashion_mnist_first2000").is_dir()  # the classifier was cached
