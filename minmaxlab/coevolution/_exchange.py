@@ -14,8 +14,9 @@ same code for every backend; only an *exchange* differs:
   a device mesh (``jax.shard_map`` + ``lax.ppermute``) and one over MPI ranks
   (``mpi4jax.sendrecv``).
 
-A halo exchange packs every leaf of the state into one buffer per dtype, so a
-generation sends 4 messages per dtype whatever the networks' structure.
+A halo exchange packs the edges of every leaf into one buffer per dtype, so a
+generation sends 2 messages per dtype and split axis, whatever the networks'
+structure.
 """
 
 from __future__ import annotations
@@ -81,36 +82,48 @@ class BlockExchange:
   def _from_neighbour(self, edge, axis: int, direction: int):
     raise NotImplementedError
 
-  def _halo(self, x, axis: int):
-    """``x`` extended by one slice on both sides of ``axis`` with the
-    neighbouring blocks' edges (this block's own, wrapped, when the axis is not
-    split)."""
-    first = jax.lax.slice_in_dim(x, 0, 1, axis=axis)
-    last = jax.lax.slice_in_dim(x, x.shape[axis] - 1, x.shape[axis], axis=axis)
-    if self.blocks[axis] == 1:
-      before, after = last, first
-    else:
-      before = self._from_neighbour(last, axis, -1)  # the previous block's last slice
-      after = self._from_neighbour(first, axis, +1)  # the next block's first slice
-    return jnp.concatenate([before, x, after], axis=axis)
+  def _edges_from_neighbour(self, edges: list, axis: int, direction: int) -> list:
+    """Every block sends ``edges`` (one slice per leaf); returns what the
+    neighbouring block in ``direction`` sent: one message per dtype."""
+    out: list[Any] = [None] * len(edges)
+    groups: dict[Any, list[int]] = {}
+    for i, e in enumerate(edges):
+      groups.setdefault(jnp.dtype(e.dtype), []).append(i)
+    for idx in groups.values():
+      buf = jnp.concatenate([edges[i].reshape(-1) for i in idx])
+      got = self._from_neighbour(buf, axis, direction)
+      parts = jnp.split(got, np.cumsum([edges[i].size for i in idx])[:-1])
+      for i, part in zip(idx, parts, strict=True):
+        out[i] = part.reshape(edges[i].shape)
+    return out
 
   def gather(self, tree: Any, kind: str) -> Any:
     offsets = neighbour_offsets(kind)
     lr, lc = self.block_shape
     leaves, treedef = jax.tree.flatten(tree)
-    groups: dict[Any, list[int]] = {}
     for i, x in enumerate(leaves):
       if x.shape[:2] != (lr, lc):
         raise ValueError(f"leaf {i} has shape {x.shape}; expected leading axes {(lr, lc)}")
-      groups.setdefault(jnp.dtype(x.dtype), []).append(i)
-    out: list[Any] = [None] * len(leaves)
-    for idx in groups.values():
-      sizes = [int(np.prod(leaves[i].shape[2:], dtype=int)) for i in idx]
-      packed = jnp.concatenate([leaves[i].reshape(lr, lc, -1) for i in idx], axis=-1)
-      ext = self._halo(self._halo(packed, 0), 1)  # (lr + 2, lc + 2, K)
-      members = jnp.stack([ext[1 + dr:1 + dr + lr, 1 + dc:1 + dc + lc] for dr, dc in offsets],
-                          axis=2)  # (lr, lc, M, K)
-      parts = jnp.split(members, np.cumsum(sizes)[:-1], axis=-1)
-      for i, part in zip(idx, parts, strict=True):
-        out[i] = part.reshape((lr, lc, len(offsets)) + leaves[i].shape[2:])
+    # Extend the block by a one-cell halo along every split axis (rows first, so the
+    # column halos carry the corners); an unsplit axis wraps around locally (rolls).
+    for axis in (0, 1):
+      if self.blocks[axis] == 1:
+        continue
+      n = leaves[0].shape[axis] if leaves else 0
+      firsts = [jax.lax.slice_in_dim(x, 0, 1, axis=axis) for x in leaves]
+      lasts = [jax.lax.slice_in_dim(x, n - 1, n, axis=axis) for x in leaves]
+      before = self._edges_from_neighbour(lasts, axis, -1)  # previous block's last slice
+      after = self._edges_from_neighbour(firsts, axis, +1)  # next block's first slice
+      leaves = [jnp.concatenate([b, x, a], axis=axis)
+                for b, x, a in zip(before, leaves, after, strict=True)]
+
+    def member(x, dr, dc):
+      for axis, d, size in ((0, dr, lr), (1, dc, lc)):
+        if self.blocks[axis] == 1:
+          x = jnp.roll(x, -d, axis=axis)
+        else:
+          x = jax.lax.slice_in_dim(x, 1 + d, 1 + d + size, axis=axis)
+      return x
+
+    out = [jnp.stack([member(x, dr, dc) for dr, dc in offsets], axis=2) for x in leaves]
     return jax.tree.unflatten(treedef, out)
