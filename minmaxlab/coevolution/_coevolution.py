@@ -98,6 +98,11 @@ class Coevolution:
      from the cell's selected discriminators (with ``opponents=
      "neighbourhood"`` also from the neighbours'), and vice versa; the descent
      field of that game drives ``scheme``, e.g. Lookahead-minmax over Adam;
+     with ``d_every = k > 1`` the discriminators take only every k-th step
+     (Lipizzaner: k = 2) and the other steps update the generators alone
+     (their state only; a shared counter such as Lookahead's counts every
+     step, so a sync moves the discriminators when it falls on one of their
+     steps: every ``lcm(sync_period, k) / k`` of them);
   5. replacement: the worst ``n_replacements`` local individuals are replaced
      by the best trained ones when those are better;
   6. a (1+1)-ES step on the mixture weights over the neighbourhood's best
@@ -327,8 +332,54 @@ class Coevolution:
       p, o, losses = jax.vmap(train_pair)(p, o, opp_g, opp_d, jax.random.split(k_b, P))
       return (p, o), losses
 
-    step_keys = jax.random.split(keys[6], c.steps_per_generation)
-    (params, opt), train_losses = jax.lax.scan(train_step, (params, opt), step_keys)
+    def train_g_pair(p, o, opp_d, k):
+      # The generator's step alone: only its own field is computed; the scheme's
+      # discriminator part (params and MAX-labelled state) is discarded, so XLA
+      # drops it, and the shared state (e.g. Lookahead's step count) advances.
+      def field(q, i):
+        kk = jax.random.fold_in(k, i)
+        real = self.sample_real(data, jax.random.fold_in(kk, 0), c.batch_size)
+        z = jax.random.normal(jax.random.fold_in(kk, 1), (c.batch_size, self.pair.latent_dim))
+        loss_g = lambda g: per_logit(D.apply(opp_d, real), D.apply(opp_d, G.apply(g, z)))[0]
+        loss, grad = jax.value_and_grad(loss_g)(q.min)
+        return loss, Players(grad, jax.tree.map(jnp.zeros_like, q.max))
+
+      loss, v = field(p, 0)
+      u, o_new = self.scheme.update(v, o, p, vector_field=lambda q, i: field(q, i)[1])
+      p = Players(optax.apply_updates(p.min, u.min), p.max)
+      return p, merge_by_player(self._labels, o_new, o, o_new), loss
+
+    def train_g_step(carry, k):
+      p, o = carry
+      _, k_d, k_b = jax.random.split(k, 3)
+      opp_di = jax.random.categorical(k_d, jnp.where(pool_d, 0.0, -_INF), shape=(P,))
+      opp_d = jax.vmap(lambda i: opponent(p.max, d_nbrs, i))(opp_di)
+      p, o, loss = jax.vmap(train_g_pair)(p, o, opp_d, jax.random.split(k_b, P))
+      return (p, o), loss
+
+    # Step i updates the discriminators only when (i + 1) % d_every == 0: a scan
+    # over groups of d_every batches (d_every - 1 generator steps, then one step
+    # of both players), and the generator alone on the leftover batches.
+    S, E = c.steps_per_generation, c.d_every
+    step_keys = jax.random.split(keys[6], S)
+    if E == 1:
+      (params, opt), train_losses = jax.lax.scan(train_step, (params, opt), step_keys)
+      g_losses, d_losses = train_losses[..., 0], train_losses[..., 1]
+    else:
+      n_groups = S // E
+
+      def group(carry, ks):
+        carry, g_only = jax.lax.scan(train_g_step, carry, ks[:-1])
+        carry, both = train_step(carry, ks[-1])
+        return carry, (g_only, both)
+
+      groups = step_keys[:n_groups * E].reshape((n_groups, E) + step_keys.shape[1:])
+      carry, (g_only, both) = jax.lax.scan(group, (params, opt), groups)
+      (params, opt), g_rest = jax.lax.scan(train_g_step, carry, step_keys[n_groups * E:])
+      g_losses = jnp.concatenate([g_only.reshape(-1), both[..., 0].reshape(-1),
+                                  g_rest.reshape(-1)])
+      d_losses = both[..., 1]
+    train_ok = jnp.all(jnp.isfinite(g_losses)) & jnp.all(jnp.isfinite(d_losses))
 
     # 5. replacement: trained vs local, on the same fitness batch and opponents
     fakes_tr = jax.vmap(G.apply, (0, None))(params.min, z_f)
@@ -374,7 +425,7 @@ class Coevolution:
     arrived_diverged = ~(jnp.all(valid_g[:P]) & jnp.all(valid_d[:P])
                          & _finite(_take(opt_all, slice(0, P))))
     diverged = arrived_diverged | ~(_finite(new_g) & _finite(new_d) & _finite(new_opt)
-                 & jnp.all(jnp.isfinite(train_losses)) & jnp.isfinite(score_out))
+                 & train_ok & jnp.isfinite(score_out))
     member_fit = jnp.where(jnp.arange(M) == 0, _INF, jnp.min(fit_g.reshape(M, P), axis=1))
     donor = jnp.argmin(member_fit)
     has_donor = jnp.isfinite(member_fit[donor])
@@ -394,8 +445,8 @@ class Coevolution:
     score_out = jnp.where(diverged, _INF, score_out)
 
     metrics = {
-        "g_loss": jnp.mean(train_losses[..., 0]),
-        "d_loss": jnp.mean(train_losses[..., 1]),
+        "g_loss": jnp.mean(g_losses),
+        "d_loss": jnp.mean(d_losses),
         "g_fitness": jnp.min(new_fit.min),
         "d_fitness": jnp.min(new_fit.max),
         "lr_g": jnp.mean(new_lr.min),
