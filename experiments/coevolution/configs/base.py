@@ -29,6 +29,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.mutation_scale = 1e-4
   c.batch_size = 100
   c.steps_per_generation = 600
+  # The discriminators train on every d_every-th batch only (the generators on every batch):
+  # 1 = both every batch; 2 = Lipizzaner's MNIST schedule (with lookahead=False: its parity).
+  c.d_every = 1
   c.loss = "ns_bce"  # a minmaxlab.gan.losses name, or "mustangs"
   c.mixture_sigma = 0.01
   c.mixture_samples = 1000
