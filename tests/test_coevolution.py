@@ -137,3 +137,84 @@ def test_bad_construction():
   with pytest.raises(ValueError, match="learning rate"):
     co.Coevolution(co.CoevolutionConfig(rows=1, cols=1), PAIR, sample_real=None, score_fn=None,
                    scheme=optax.adam(1e-3))
+
+
+@pytest.mark.parametrize("steps,d_every", [(7, 2), (6, 3), (4, 4), (3, 1)])
+def test_train_schedule_order(steps, d_every):
+  """Batch i trains the discriminator only when (i + 1) % d_every == 0, the generator always;
+  losses come back in batch order."""
+  from minmaxlab.coevolution._coevolution import _train_schedule
+
+  def both(carry, i):
+    g, d = carry
+    return (g.at[i].add(1), d.at[i].add(1)), jnp.stack([i, -i]).astype(jnp.float32)
+
+  def g_only(carry, i):
+    g, d = carry
+    return (g.at[i].add(1), d), i.astype(jnp.float32)
+
+  zeros = jnp.zeros(steps, jnp.int32)
+  (g, d), g_losses, d_losses = _train_schedule(both, g_only, (zeros, zeros), jnp.arange(steps),
+                                               d_every)
+  i = np.arange(steps)
+  np.testing.assert_array_equal(g, np.ones(steps))
+  np.testing.assert_array_equal(d, (i + 1) % d_every == 0)
+  np.testing.assert_array_equal(g_losses, i)
+  np.testing.assert_array_equal(d_losses, -i[(i + 1) % d_every == 0])
+
+
+def _step_counts(opt_state):
+  """{label: set of values} of every optimizer step counter, by player."""
+  labels = co.player_labels(opt_state)
+  out = {}
+  for (path, leaf), label in zip(jax.tree_util.tree_leaves_with_path(opt_state),
+                                 jax.tree.leaves(labels)):
+    if isinstance(path[-1], jax.tree_util.GetAttrKey) and path[-1].name == "count":
+      out.setdefault(label, set()).update(np.asarray(leaf).ravel().tolist())
+  return out
+
+
+def test_d_every_2_discriminator_every_second_step():
+  """Lipizzaner's schedule end to end: with d_every=2 and 3 steps per generation the
+  generators take 3 optimizer steps per generation and the discriminators 1 (the leftover
+  batch is a generator step), counted by their own Adam states; Lookahead's shared counter
+  counts batches. Selection off and one individual per cell, so the trained pair is kept
+  whenever replacement accepts it (checked via the metrics)."""
+  coev = _coev(rows=1, cols=2, selection=False, mutation_probability=0.0,
+               steps_per_generation=3, d_every=2)
+  step = jax.jit(coev.step)
+  state = coev.init(jax.random.key(0))
+  SHARED, MIN, MAX = 0, 1, 2
+  assert _step_counts(state.opt_state) == {SHARED: {0}, MIN: {0}, MAX: {0}}
+  kept_g = kept_d = 0
+  for g in range(2):
+    new, m = step(jax.random.key(g + 1), state, RING)
+    assert int(m["divergences"]) == 0
+    rg, rd = np.asarray(m["replaced_g"]), np.asarray(m["replaced_d"])
+    for cell in range(2):
+      old_c = _step_counts(_cell(state.opt_state, cell))
+      new_c = _step_counts(_cell(new.opt_state, cell))
+      gen_changed = _changed(state.params.min, new.params.min, cell)
+      disc_changed = _changed(state.params.max, new.params.max, cell)
+      if rg[0, cell]:  # the trained generator replaced the local one: 3 more steps
+        kept_g += 1
+        assert new_c[MIN] == {c + 3 for c in old_c[MIN]} and gen_changed
+      else:
+        assert new_c[MIN] == old_c[MIN] and not gen_changed
+      if rd[0, cell]:  # the trained discriminator: 1 more step
+        kept_d += 1
+        assert new_c[MAX] == {c + 1 for c in old_c[MAX]} and disc_changed
+      else:
+        assert new_c[MAX] == old_c[MAX] and not disc_changed
+    state = new
+  assert kept_g >= 2 and kept_d >= 2  # the test above was not vacuous
+
+
+def _cell(tree, cell):
+  return jax.tree.map(lambda x: x[0, cell], tree)
+
+
+def _changed(a, b, cell):
+  return any(not np.array_equal(x[0, cell], y[0, cell])
+             for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+

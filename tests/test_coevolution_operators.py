@@ -149,7 +149,9 @@ def test_player_labels_and_learning_rates():
                                          ("fitness_mode", "median"), ("mutation_probability", 1.5),
                                          ("learning_rate", 0.0), ("cell_strategy", "pmap"),
                                          ("opponents", "all"),
-                                         ("steps_per_generation", 2.5)])
+                                         ("steps_per_generation", 2.5), ("d_every", 0),
+                                         ("d_every", 601), ("d_every", 2.0), ("d_every", True)])
 def test_config_validation(field, value):
-  with pytest.raises(ValueError, match=field):
+  with pytest.raises(ValueError, match=field) as err:
     co.CoevolutionConfig(**{field: value})
+  assert repr(value) in str(err.value)

@@ -80,6 +80,40 @@ def _finite(tree) -> jax.Array:
   return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
+def _train_schedule(step_both: Callable, step_g: Callable, carry, keys, d_every: int):
+  """Scan ``keys`` (one per batch): batch ``i`` takes ``step_both`` (generators
+  and discriminators) when ``(i + 1) % d_every == 0``, else ``step_g``
+  (generators only). A scan over groups of ``d_every`` batches, so a skipped
+  discriminator step costs nothing, also under ``vmap``; leftover batches of a
+  partial group are generator steps.
+
+  Args:
+    step_both: ``(carry, key) -> (carry, losses [..., 2])`` (generator, discriminator).
+    step_g: ``(carry, key) -> (carry, generator loss [...])``.
+    carry: the training state.
+    keys: ``[S, ...]`` per-batch keys.
+    d_every: static ``k >= 1``.
+
+  Returns:
+    ``(carry, g_losses [S, ...], d_losses [S // k, ...])`` in batch order.
+  """
+  if d_every == 1:
+    carry, losses = jax.lax.scan(step_both, carry, keys)
+    return carry, losses[..., 0], losses[..., 1]
+  n = keys.shape[0] // d_every
+
+  def group(carry, ks):
+    carry, g_only = jax.lax.scan(step_g, carry, ks[:-1])
+    carry, both = step_both(carry, ks[-1])
+    return carry, (jnp.concatenate([g_only, both[None, ..., 0]]), both[..., 1])
+
+  grouped = keys[:n * d_every].reshape((n, d_every) + keys.shape[1:])
+  carry, (g_losses, d_losses) = jax.lax.scan(group, carry, grouped)
+  carry, g_rest = jax.lax.scan(step_g, carry, keys[n * d_every:])
+  g_losses = g_losses.reshape((n * d_every,) + g_losses.shape[2:])
+  return carry, jnp.concatenate([g_losses, g_rest]), d_losses
+
+
 class Coevolution:
   r"""Lipizzaner's spatial coevolution with one jit-compiled generation.
 
@@ -357,28 +391,9 @@ class Coevolution:
       p, o, loss = jax.vmap(train_g_pair)(p, o, opp_d, jax.random.split(k_b, P))
       return (p, o), loss
 
-    # Step i updates the discriminators only when (i + 1) % d_every == 0: a scan
-    # over groups of d_every batches (d_every - 1 generator steps, then one step
-    # of both players), and the generator alone on the leftover batches.
-    S, E = c.steps_per_generation, c.d_every
-    step_keys = jax.random.split(keys[6], S)
-    if E == 1:
-      (params, opt), train_losses = jax.lax.scan(train_step, (params, opt), step_keys)
-      g_losses, d_losses = train_losses[..., 0], train_losses[..., 1]
-    else:
-      n_groups = S // E
-
-      def group(carry, ks):
-        carry, g_only = jax.lax.scan(train_g_step, carry, ks[:-1])
-        carry, both = train_step(carry, ks[-1])
-        return carry, (g_only, both)
-
-      groups = step_keys[:n_groups * E].reshape((n_groups, E) + step_keys.shape[1:])
-      carry, (g_only, both) = jax.lax.scan(group, (params, opt), groups)
-      (params, opt), g_rest = jax.lax.scan(train_g_step, carry, step_keys[n_groups * E:])
-      g_losses = jnp.concatenate([g_only.reshape(-1), both[..., 0].reshape(-1),
-                                  g_rest.reshape(-1)])
-      d_losses = both[..., 1]
+    step_keys = jax.random.split(keys[6], c.steps_per_generation)
+    (params, opt), g_losses, d_losses = _train_schedule(
+        train_step, train_g_step, (params, opt), step_keys, c.d_every)
     train_ok = jnp.all(jnp.isfinite(g_losses)) & jnp.all(jnp.isfinite(d_losses))
 
     # 5. replacement: trained vs local, on the same fitness batch and opponents
