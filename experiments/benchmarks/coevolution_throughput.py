@@ -29,6 +29,12 @@ per batch (581.5 vs 430.6 MFLOP, ``perf_limit.md`` section 2): the ratio is cons
 
   python experiments/benchmarks/coevolution_throughput.py [--steps 20] [--grids 1x1,2x2,3x3]
       [--generations 2] [--strategies vmap,map,loop]
+  python experiments/benchmarks/coevolution_throughput.py --floor [--generations 3] [--with-d1]
+
+``--floor`` times exactly the work of ``perf_limit.md`` §6: a 2x2 generation with 600 batches
+per cell, the generator every batch and the discriminator every second batch (``d_every=2``),
+for ``map`` and ``vmap``, repeats interleaved, and prints the ratio to that floor (12.1-13.1 s)
+and to Lipizzaner's 57-63 s per full-epoch 2x2 iteration.
 """
 
 from __future__ import annotations
@@ -68,12 +74,13 @@ def _rss_mib() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _coevolution(rows, cols, steps, strategy, pair):
+def _coevolution(rows, cols, steps, strategy, pair, d_every=1):
   cfg = co.CoevolutionConfig(
     rows=rows,
     cols=cols,
     batch_size=100,
     steps_per_generation=steps,
+    d_every=d_every,
     fitness_samples=1000,
     mixture_samples=1,
     cell_strategy=strategy,
@@ -107,16 +114,107 @@ def _time_generations(run, generations):
   return out[1:]
 
 
+# perf_limit.md §6: a 2x2 Lipizzaner generation (600 batches per cell, G every batch, D every
+# second batch, 5x5 fitness matrices on 1000 samples) written as plain JAX on this CPU:
+# 12.1 / 12.3 s (min / median) with one fitness pass, about 13.1 s with the second (re-scoring)
+# pass Lipizzaner makes. Lipizzaner itself (lipizzaner.md §6, quiet, OMP=1): 57-63 s per
+# full-epoch 2x2 iteration, FIDs included; its training alone is 86-93 ms/batch/cell.
+FLOOR_2X2 = {"one_fitness_pass_s": [12.1, 12.3], "two_fitness_passes_s": 13.1}
+LIPIZZANER_2X2_EPOCH = {"cycle_s": [57.0, 63.0], "train_ms_per_batch_per_cell": [86.0, 93.0]}
+
+
+def floor(args, pair, images):
+  """2x2, 600 batches per cell, d_every=2 (Lipizzaner's schedule): seconds per generation of
+  the map and vmap steps against the CPU floor and Lipizzaner, repeats interleaved. A 2-step
+  program of each strategy gives the per-generation overhead (fitness, selection,
+  replacement, ES), so training = (t600 - t2) / 598 per batch."""
+  programs = {}
+  for strategy in args.strategies.split(","):
+    full = args.floor_steps
+    for steps, d_every in ((full, 2), (2, 2)) + (((full, 1),) if args.with_d1 else ()):
+      if d_every == 1 and strategy != "map":
+        continue
+      coev = _coevolution(2, 2, steps, strategy, pair, d_every=d_every)
+      compiled, state, compile_s, temp_mib = _compile(coev, images)
+      programs[(strategy, steps, d_every)] = [compiled, state, compile_s, temp_mib, []]
+      print(f"# compiled {strategy} steps={steps} d_every={d_every}: {compile_s:.1f} s", flush=True)
+  loads = [list(os.getloadavg())]
+  for rep in range(args.generations + 1):  # rep 0 warms caches, not counted
+    for prog in programs.values():
+      t0 = time.perf_counter()
+      prog[1], _ = prog[0](jax.random.key(rep), prog[1], images)
+      jax.block_until_ready(prog[1])
+      if rep:
+        prog[4].append(time.perf_counter() - t0)
+    loads.append(list(os.getloadavg()))
+    print(
+      f"# rep {rep}: "
+      + ", ".join(f"{k[0]}/{k[1]}/d{k[2]} {v[4][-1]:.2f}s" for k, v in programs.items() if v[4]),
+      flush=True,
+    )
+  out = {
+    "benchmark": "coevolution_throughput --floor",
+    "grid": "2x2",
+    "work": "600 batches per cell, G every batch, D every 2nd (d_every=2), plain Adam, "
+    "5x5 fitness on 1000 samples + re-scoring, trivial mixture score (no FID)",
+    "load_average_per_rep": loads,
+    "floor_jax_s": FLOOR_2X2,
+    "lipizzaner_2x2_epoch": LIPIZZANER_2X2_EPOCH,
+    "strategies": {},
+  }
+  for (strategy, steps, d_every), (_, _, compile_s, temp_mib, secs) in programs.items():
+    if steps != args.floor_steps:
+      continue
+    secs = np.asarray(secs)
+    over = np.asarray(programs.get((strategy, 2, 2), [None] * 5)[4])
+    e = {
+      "d_every": d_every,
+      "seconds": [round(float(x), 3) for x in secs],
+      "min_s": round(float(secs.min()), 3),
+      "median_s": round(float(np.median(secs)), 3),
+      "compile_s": round(compile_s, 1),
+      "xla_temp_mib": temp_mib and round(temp_mib, 1),
+    }
+    if d_every == 2:
+      e["overhead_2_steps_s"] = [round(float(x), 3) for x in over]
+      e["train_ms_per_batch_per_cell_median"] = round(
+        float(np.median(secs - over)) / (args.floor_steps - 2) / 4 * 1000, 2
+      )
+      e["ratio_to_floor_13.1s"] = [
+        round(float(secs.min()) / 13.1, 3),
+        round(float(np.median(secs)) / 13.1, 3),
+      ]
+      e["ratio_to_floor_12.1s"] = round(float(secs.min()) / 12.1, 3)
+      e["lipizzaner_over_ours_median"] = [
+        round(57.0 / float(np.median(secs)), 2),
+        round(63.0 / float(np.median(secs)), 2),
+      ]
+    out["strategies"][f"{strategy}_d{d_every}"] = e
+  out["machine"] = {"cpus": os.cpu_count(), "jax": jax.__version__}
+  print(json.dumps(out))
+
+
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--steps", type=int, default=20, help="training steps per generation")
   ap.add_argument("--grids", default="1x1,2x2,3x3")
   ap.add_argument("--generations", type=int, default=2, help="timed generations per case")
   ap.add_argument("--strategies", default="vmap,map,loop")
+  ap.add_argument(
+    "--floor",
+    action="store_true",
+    help="time the 2x2 full-epoch Lipizzaner generation against the CPU floor",
+  )
+  ap.add_argument("--floor-steps", type=int, default=600, help="--floor: batches per cell")
+  ap.add_argument("--with-d1", action="store_true", help="--floor: also map with d_every=1")
   args = ap.parse_args()
-  strategies = args.strategies.split(",")
   pair = models.make_pair("mlp", (28, 28, 1), 64, hidden=(256, 256))
   images = jax.random.uniform(jax.random.key(1), (6000, 28, 28, 1), jnp.float32, -1.0, 1.0)
+  if args.floor:
+    if args.strategies == "vmap,map,loop":
+      args.strategies = "map,vmap"
+    return floor(args, pair, images)
+  strategies = args.strategies.split(",")
   result = {
     "benchmark": "coevolution_throughput",
     "model": "Lipizzaner MNIST MLP (G 64-256-256-784, D 784-256-256-1), batch 100, Adam",
@@ -131,7 +229,8 @@ def main():
     },
     "note": (
       "other jobs were running (1-minute load average > 1.5 at start): numbers may vary 2x"
-      if os.getloadavg()[0] > 1.5 else "quiet machine at start (1-minute load average <= 1.5)"
+      if os.getloadavg()[0] > 1.5
+      else "quiet machine at start (1-minute load average <= 1.5)"
     ),
     "grids": {},
   }
