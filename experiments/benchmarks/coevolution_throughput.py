@@ -123,6 +123,101 @@ FLOOR_2X2 = {"one_fitness_pass_s": [12.1, 12.3], "two_fitness_passes_s": 13.1}
 LIPIZZANER_2X2_EPOCH = {"cycle_s": [57.0, 63.0], "train_ms_per_batch_per_cell": [86.0, 93.0]}
 
 
+def _reference_program(images, steps):
+  """perf_limit.md's floor, rebuilt here to be timed under the same load as ours: 4 cells one
+  after another (``lax.map``), each a plain-JAX Lipizzaner MNIST cell (MLP lists of
+  ``{"w", "b"}``, leaky ReLU 0.2, softplus BCE, hand-written Adam(2e-4, 0.5, 0.999)): a full
+  5x5 fitness pass (5 G on 1000 noise vectors, 5 D on the 6000-row block of real and fakes),
+  ``steps`` batches (G every batch, D every second batch), and a second full fitness pass."""
+  n = 100
+
+  def init_mlp(key, sizes):
+    ks = jax.random.split(key, len(sizes) - 1)
+    return [
+      {"w": jax.random.normal(k, (a, b)) * (1.0 / np.sqrt(a)), "b": jnp.zeros(b)}
+      for k, a, b in zip(ks, sizes[:-1], sizes[1:])
+    ]
+
+  def mlp(p, x, out):
+    for layer in p[:-1]:
+      x = jax.nn.leaky_relu(x @ layer["w"] + layer["b"], 0.2)
+    return out(x @ p[-1]["w"] + p[-1]["b"])
+
+  g_apply = lambda p, z: mlp(p, z, jnp.tanh)
+  d_apply = lambda p, x: mlp(p, x, lambda y: y[..., 0])
+  flat = images.reshape(images.shape[0], -1)
+
+  def adam(p, g, m, v, t):
+    m = jax.tree.map(lambda m, g: 0.5 * m + 0.5 * g, m, g)
+    v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
+    c1, c2 = 1 - 0.5**t, 1 - 0.999**t
+    p = jax.tree.map(lambda p, m, v: p - 2e-4 * (m / c1) / (jnp.sqrt(v / c2) + 1e-8), p, m, v)
+    return p, m, v
+
+  def g_loss(gp, dp, z):
+    return jnp.mean(jax.nn.softplus(-d_apply(dp, g_apply(gp, z))))
+
+  def d_loss(dp, gp, real, z):
+    fake = g_apply(gp, z)
+    return jnp.mean(jax.nn.softplus(-d_apply(dp, real)) + jax.nn.softplus(d_apply(dp, fake)))
+
+  def fitness(g5, d5, key):
+    z = jax.random.normal(key, (1000, 64))
+    real = flat[:1000]
+    fakes = jax.vmap(g_apply, (0, None))(g5, z).reshape(5000, 784)
+    block = jnp.concatenate([real, fakes])
+    logits = jax.vmap(d_apply, (0, None))(d5, block)  # [5 D, 6000]
+    lr, lf = logits[:, :1000], logits[:, 1000:].reshape(5, 5, 1000)
+    fit_g = jnp.mean(jax.nn.softplus(-lf), axis=(0, 2))
+    fit_d = jnp.mean(jax.nn.softplus(-lr), 1) + jnp.mean(jax.nn.softplus(lf), (1, 2))
+    return fit_g, fit_d
+
+  def cell(args):
+    (gp, dp, gm, gv, dm, dv), g5, d5, key = args
+    f1 = fitness(g5, d5, jax.random.fold_in(key, 0))
+
+    def batch(key):
+      k1, k2 = jax.random.split(key)
+      return flat[jax.random.randint(k1, (n,), 0, flat.shape[0])], jax.random.normal(k2, (n, 64))
+
+    def pair(carry, key):
+      (gp, dp, gm, gv, dm, dv), t = carry
+      ka, kb = jax.random.split(key)
+      _, za = batch(ka)
+      gp, gm, gv = adam(gp, jax.grad(g_loss)(gp, dp, za), gm, gv, 2 * t - 1)
+      real, zb = batch(kb)
+      gp, gm, gv = adam(gp, jax.grad(g_loss)(gp, dp, zb), gm, gv, 2 * t)
+      dp, dm, dv = adam(dp, jax.grad(d_loss)(dp, gp, real, zb), dm, dv, t)
+      return ((gp, dp, gm, gv, dm, dv), t + 1.0), None
+
+    keys = jax.random.split(jax.random.fold_in(key, 1), steps // 2)
+    (state, _), _ = jax.lax.scan(pair, ((gp, dp, gm, gv, dm, dv), 1.0), keys)
+    f2 = fitness(g5, d5, jax.random.fold_in(key, 2))
+    return state, (f1, f2)
+
+  def program(key, cells):
+    g, d = cells[0], cells[1]
+    # Each cell's neighbourhood: itself and 4 others (rolls; XLA cannot merge the copies).
+    nb = lambda t: jax.tree.map(
+      lambda x: jnp.stack([jnp.roll(x, i, 0) for i in (0, 1, 2, 3, 1)], 1), t
+    )
+    return jax.lax.map(cell, (cells, nb(g), nb(d), jax.random.split(key, 4)))
+
+  def init_cells(key):
+    def one(k):
+      kg, kd = jax.random.split(k)
+      gp, dp = init_mlp(kg, [64, 256, 256, 784]), init_mlp(kd, [784, 256, 256, 1])
+      z = lambda t: jax.tree.map(jnp.zeros_like, t)
+      return gp, dp, z(gp), z(gp), z(dp), z(dp)
+
+    return jax.vmap(one)(jax.random.split(key, 4))
+
+  cells = jax.jit(init_cells)(jax.random.key(0))
+  t0 = time.perf_counter()
+  compiled = jax.jit(program).lower(jax.random.key(0), cells).compile()
+  return compiled, cells, time.perf_counter() - t0
+
+
 def floor(args, pair, images):
   """2x2, 600 batches per cell, d_every=2 (Lipizzaner's schedule): seconds per generation of
   the map and vmap steps against the CPU floor and Lipizzaner, repeats interleaved. A 2-step
@@ -138,11 +233,18 @@ def floor(args, pair, images):
       compiled, state, compile_s, temp_mib = _compile(coev, images)
       programs[(strategy, steps, d_every)] = [compiled, state, compile_s, temp_mib, []]
       print(f"# compiled {strategy} steps={steps} d_every={d_every}: {compile_s:.1f} s", flush=True)
+  if args.reference:
+    ref, cells, compile_s = _reference_program(images, args.floor_steps)
+    programs[("reference", args.floor_steps, 2)] = [ref, cells, compile_s, None, []]
+    print(f"# compiled the plain-JAX floor program: {compile_s:.1f} s", flush=True)
   loads = [list(os.getloadavg())]
   for rep in range(args.generations + 1):  # rep 0 warms caches, not counted
     for prog in programs.values():
       t0 = time.perf_counter()
-      prog[1], _ = prog[0](jax.random.key(rep), prog[1], images)
+      if prog[3] is None:  # the reference program takes (key, cells)
+        prog[1], _ = prog[0](jax.random.key(rep), prog[1])
+      else:
+        prog[1], _ = prog[0](jax.random.key(rep), prog[1], images)
       jax.block_until_ready(prog[1])
       if rep:
         prog[4].append(time.perf_counter() - t0)
@@ -175,6 +277,13 @@ def floor(args, pair, images):
       "compile_s": round(compile_s, 1),
       "xla_temp_mib": temp_mib and round(temp_mib, 1),
     }
+    if strategy == "reference":
+      out["reference_plain_jax"] = e
+      continue
+    if ("reference", args.floor_steps, 2) in programs and secs.size:
+      ref_secs = np.asarray(programs[("reference", args.floor_steps, 2)][4])
+      e["ratio_to_reference_same_rep"] = [round(float(x), 3) for x in secs / ref_secs]
+      e["ratio_to_reference_min"] = round(float(secs.min() / ref_secs.min()), 3)
     if d_every == 2:
       e["overhead_2_steps_s"] = [round(float(x), 3) for x in over]
       e["train_ms_per_batch_per_cell_median"] = round(
@@ -206,6 +315,12 @@ def main():
     help="time the 2x2 full-epoch Lipizzaner generation against the CPU floor",
   )
   ap.add_argument("--floor-steps", type=int, default=600, help="--floor: batches per cell")
+  ap.add_argument(
+    "--no-reference",
+    dest="reference",
+    action="store_false",
+    help="--floor: skip the plain-JAX floor program timed alongside (same load)",
+  )
   ap.add_argument("--with-d1", action="store_true", help="--floor: also map with d_every=1")
   args = ap.parse_args()
   pair = models.make_pair("mlp", (28, 28, 1), 64, hidden=(256, 256))
