@@ -341,6 +341,13 @@ class Coevolution:
       theirs = _take(neighbours, jnp.clip(i - P, 0, M * P - P - 1))
       return _where(i < P, mine, theirs)
 
+    def opponents(current, neighbours, idx):
+      # Statically known cases skip the per-step gather and select (a copy of a whole
+      # network per step, about 10% of an MNIST-MLP step on CPU).
+      if not with_neighbours:
+        return current if P == 1 else _take(current, idx)
+      return jax.vmap(lambda i: opponent(current, neighbours, i))(idx)
+
     def train_pair(p, o, opp_g, opp_d, k):
       def loss_fn(q, i):
         kk = jax.random.fold_in(k, i)
@@ -361,8 +368,8 @@ class Coevolution:
       k_g, k_d, k_b = jax.random.split(k, 3)
       opp_gi = jax.random.categorical(k_g, jnp.where(pool_g, 0.0, -_INF), shape=(P,))
       opp_di = jax.random.categorical(k_d, jnp.where(pool_d, 0.0, -_INF), shape=(P,))
-      opp_g = jax.vmap(lambda i: opponent(p.min, g_nbrs, i))(opp_gi)
-      opp_d = jax.vmap(lambda i: opponent(p.max, d_nbrs, i))(opp_di)
+      opp_g = opponents(p.min, g_nbrs, opp_gi)
+      opp_d = opponents(p.max, d_nbrs, opp_di)
       p, o, losses = jax.vmap(train_pair)(p, o, opp_g, opp_d, jax.random.split(k_b, P))
       return (p, o), losses
 
@@ -387,7 +394,7 @@ class Coevolution:
       p, o = carry
       _, k_d, k_b = jax.random.split(k, 3)
       opp_di = jax.random.categorical(k_d, jnp.where(pool_d, 0.0, -_INF), shape=(P,))
-      opp_d = jax.vmap(lambda i: opponent(p.max, d_nbrs, i))(opp_di)
+      opp_d = opponents(p.max, d_nbrs, opp_di)
       p, o, loss = jax.vmap(train_g_pair)(p, o, opp_d, jax.random.split(k_b, P))
       return (p, o), loss
 
