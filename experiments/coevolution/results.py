@@ -6,6 +6,7 @@ once per grid and are reused across seeds), and their tables.
   nice python -m experiments.coevolution.results fashion [--generations 8] [--lookahead 1,0]
   nice python -m experiments.coevolution.results fashion3x3 [--generations 8]
   nice python -m experiments.coevolution.results grid25 [--seeds 0,1]
+  nice python -m experiments.coevolution.results grid25_per_cell [--seeds 0,1]
   nice python -m experiments.coevolution.results fashion_grids [--grids 1,2,3] [--seeds 0,1]
       [--generations 8] [--steps 100] [--lookahead 1] [--d-every 1]
   python -m experiments.coevolution.results table [--out runs/coev_results]
@@ -75,13 +76,19 @@ def grid25(args):
   _grid_vs_single("grid25", grid25_3x3, args)
 
 
-def ring8_per_cell(args):
+def _per_cell(name, module, args):
   # One GAN with the same number of updates per generator as each grid cell (1/9 of the compute).
-  cfg = "experiments/coevolution/configs/ring8_3x3.py"
+  cfg = f"experiments/coevolution/configs/{name}_3x3.py"
   for seed in args.seeds:
-    _run(
-      f"ring8_1x1_percell_s{seed}", ring8_3x3, {"seed": seed, "rows": 1, "cols": 1}, args.out, cfg
-    )
+    _run(f"{name}_1x1_percell_s{seed}", module, {"seed": seed, "rows": 1, "cols": 1}, args.out, cfg)
+
+
+def ring8_per_cell(args):
+  _per_cell("ring8", ring8_3x3, args)
+
+
+def grid25_per_cell(args):
+  _per_cell("grid25", grid25_3x3, args)
 
 
 def fashion3x3(args):
@@ -160,7 +167,14 @@ def table(args):
   )
   print("|---|---|---|---|---|---|---|---|---|")
   print("\n".join(rows))
-  for prefix in ("ring8_3x3", "ring8_1x1", "ring8_1x1_percell", "grid25_3x3", "grid25_1x1"):
+  for prefix in (
+    "ring8_3x3",
+    "ring8_1x1",
+    "ring8_1x1_percell",
+    "grid25_3x3",
+    "grid25_1x1",
+    "grid25_1x1_percell",
+  ):
     vals = [
       runner.read_jsonl(Path(args.out) / n / "metrics.jsonl")[-1]
       for n in sorted(p.name for p in Path(args.out).glob(prefix + "_s*"))
@@ -175,6 +189,8 @@ def table(args):
   for n in (1, 2, 3):
     groups = {}
     for d in sorted(Path(args.out).glob(f"fmg_{n}x{n}_*_s*")):
+      if not (d / "summary.json").exists():
+        continue
       groups.setdefault(d.name.rsplit("_s", 1)[0], []).append(
         runner.read_jsonl(d / "metrics.jsonl")[-1]
       )
@@ -219,6 +235,7 @@ def main():
     "ring8": ring8,
     "ring8_per_cell": ring8_per_cell,
     "grid25": grid25,
+    "grid25_per_cell": grid25_per_cell,
     "fashion_grids": fashion_grids,
     "fashion": fashion,
     "fashion3x3": fashion3x3,
