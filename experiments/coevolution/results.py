@@ -211,6 +211,7 @@ def main():
       "ring8",
       "ring8_per_cell",
       "grid25",
+      "grid25_per_cell",
       "fashion",
       "fashion3x3",
       "fashion_grids",
