@@ -1,7 +1,8 @@
 """Fashion-MNIST (Debian ``dataset-fashion-mnist`` files), Lipizzaner's MNIST MLP pair.
 
 G 64-256-256-784 (tanh), D 784-256-256-1, batch 100, Adam(2e-4, 0.5, 0.999) with
-Lookahead-minmax (``--config.lookahead=False``: plain Adam, Lipizzaner parity). The
+Lookahead-minmax. Lipizzaner parity: ``--config.lookahead=False --config.d_every=2`` (plain
+Adam; the discriminator trains on every second batch, the generator on every batch). The
 mixture (1+1)-ES scores classifier-FID inside the step (the evaluation CNN's 128-d
 features, trained once and cached). Lipizzaner trains a full epoch (600 batches) per
 generation for 200 generations; this CPU-sized default takes 100 steps per generation.
