@@ -111,7 +111,7 @@ def test_bad_blocks_raise_before_work():
 
 
 # ----------------------------------------------------------------- device mesh
-@pytest.mark.parametrize("mesh_shape", [(2, 2)])  # row blocks: the jax.distributed test
+@pytest.mark.parametrize("mesh_shape", [(2, 1), (2, 2)])  # 2 and 4 devices
 def test_shard_map_mesh_matches_single_device(reference, mesh_shape):
   n = mesh_shape[0] * mesh_shape[1]
   mesh = distributed.grid_mesh(mesh_shape, jax.devices()[:n])
