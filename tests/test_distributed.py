@@ -19,7 +19,7 @@ import pytest
 
 from minmaxlab import coevolution as co
 from minmaxlab import distributed
-from tests._coevolution_case import coevolution, run
+from tests._coevolution_case import PAIR, coevolution, run
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIRUN = Path(sys.executable).parent / "mpirun"
@@ -102,9 +102,8 @@ def test_bad_blocks_raise_before_work():
   with pytest.raises(ValueError, match="3x4 grid cannot be split into 2x2 blocks"):
     distributed.MeshExchange(mesh, 3, 4)
   with pytest.raises(ValueError, match="exchange is for a 4x4 grid"):
-    coevolution(exchange=distributed.MeshExchange(mesh, 4, 4)).__class__(
-        co.CoevolutionConfig(rows=2, cols=2), coevolution().pair, sample_real=None,
-        score_fn=None, exchange=distributed.MeshExchange(mesh, 4, 4))
+    co.Coevolution(co.CoevolutionConfig(rows=2, cols=2), PAIR, sample_real=None, score_fn=None,
+                   exchange=distributed.MeshExchange(mesh, 4, 4))
   for bad in ("localhost", "h:1/2", "h:x/2/0", "h:1/2/2"):
     with pytest.raises(ValueError, match="distributed"):
       distributed.initialize(bad)

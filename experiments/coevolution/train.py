@@ -138,7 +138,7 @@ class Backend(NamedTuple):
   name: str
   exchange: Any  # passed to Coevolution (None: the whole grid)
   writer: bool  # this process writes files (logs, pictures, checkpoints)
-  to_host: Callable  # step-side tree -> whole-grid numpy tree (collective: every process calls)
+  to_host: Callable  # step-side tree -> whole-grid tree (collective: every process calls)
   from_host: Callable  # whole-grid tree -> step-side tree
   barrier: Callable[[], None]
   mesh: Any = None
@@ -155,7 +155,8 @@ def make_backend(config) -> Backend:
   rows, cols = config.rows, config.cols
   name = config.get("backend", "single")
   if name == "single":
-    return Backend(name, None, True, jax.device_get, lambda t: jax.tree.map(jnp.asarray, t),
+    # The state is already whole and readable here: no round trip through the host.
+    return Backend(name, None, True, lambda t: t, lambda t: jax.tree.map(jnp.asarray, t),
                    lambda: None)
   if name == "mesh":
     from jax.experimental import multihost_utils
@@ -418,7 +419,7 @@ def train(
     while g < config.generations:
       t0 = time.perf_counter()
       state, m = progs.step(jax.random.fold_in(generation_key, g), state, exp.data)
-      m = backend.to_host(m)
+      m = jax.device_get(backend.to_host(m))
       seconds.append(time.perf_counter() - t0)
       g = generation = g + 1
       row = summarise(m, cols)

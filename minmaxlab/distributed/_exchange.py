@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh
 
 from minmaxlab.coevolution._exchange import BlockExchange
@@ -128,8 +129,6 @@ class MPIExchange(BlockExchange):
     """The whole grid (numpy, on every rank) from every rank's block: leaves
     with the block's leading shape are assembled, others (scalars, equal on
     every rank) are taken from this rank."""
-    import numpy as np
-
     lr, lc = self.block_shape
     br, bc = self.blocks
 
