@@ -85,7 +85,8 @@ def build(config, exchange=None) -> Experiment:
     b2=config.b2,
   )
   if config.dataset in MIXTURES:
-    mixture = getattr(data, config.dataset)()
+    # config.dataset_kwargs: e.g. the ring's radius and std (Lipizzaner's 2-D branch: 0.8, 0.025).
+    mixture = getattr(data, config.dataset)(**dict(config.get("dataset_kwargs", None) or {}))
     pair = models.make_pair(config.architecture, (2,), latent, hidden=tuple(config.hidden))
     coev = co.Coevolution(
       cfg,
