@@ -29,13 +29,23 @@ from experiments.coevolution.configs import fashion_mnist_3x3, grid25_3x3, ring8
 from minmaxlab import runner
 
 
+def _flat(overrides, prefix=""):
+  out = {}
+  for k, v in overrides.items():
+    if isinstance(v, dict):
+      out.update(_flat(v, f"{prefix}{k}."))
+    else:
+      out[f"{prefix}{k}"] = v
+  return out
+
+
 def _run(name, module, overrides, out, config_file):
   config = module.get_config()
   config.progress = False
   for k, v in overrides.items():
     config[k] = v
   workdir = Path(out) / name
-  flags = " ".join(f"--config.{k}={v}" for k, v in overrides.items())
+  flags = " ".join(f"--config.{k}={v}" for k, v in _flat(overrides).items())
   print(
     f"$ python -m experiments.coevolution.main --config {config_file} --workdir {workdir} {flags}",
     flush=True,
@@ -138,6 +148,99 @@ def fashion(args):
     )
 
 
+# Issue 18: why does the 3x3 grid collapse onto 2-3 modes of the ring? Each variant is a set of
+# overrides of configs/ring8_3x3.py; "_1x1" variants are one GAN with the grid's total steps.
+LIP2D = {"dataset_kwargs": {"radius": 0.8, "std": 0.025}}  # Lipizzaner's 2-D branch data
+RING8_VARIANTS = {
+  # selection pressure / takeover (population 1 per cell)
+  "t2": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}},  # ring8_3x3 before issue 18
+  "t1": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "tournament_size": 1},
+  "nosel": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "selection": False},
+  "nosel_own": {
+    "dataset_kwargs": {"radius": 2.0, "std": 0.02},
+    "selection": False,
+    "opponents": "selected",
+  },
+  "t2_nb": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "opponents": "neighbourhood"},
+  "pop2": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "population_size": 2},
+  "r2_1x1": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "rows": 1, "cols": 1},
+  # Lipizzaner's 2-D settings (ring radius 0.8, std 0.025, latent 32, batch 50, Adam 2e-4)
+  "lip_t1": {**LIP2D, "tournament_size": 1},
+  "lip_t2": {**LIP2D},
+  "lip_nosel": {**LIP2D, "selection": False},
+  "lip_1x1": {**LIP2D, "rows": 1, "cols": 1},
+  "lipfull_t1": {
+    **LIP2D,
+    "tournament_size": 1,
+    "latent_dim": 32,
+    "batch_size": 50,
+    "learning_rate": 2e-4,
+    "lookahead": False,
+  },
+  "lipfull_1x1": {
+    **LIP2D,
+    "rows": 1,
+    "cols": 1,
+    "latent_dim": 32,
+    "batch_size": 50,
+    "learning_rate": 2e-4,
+    "lookahead": False,
+  },
+}
+
+
+def ring8_study(args):
+  cfg = "experiments/coevolution/configs/ring8_3x3.py"
+  base = ring8_3x3.get_config()
+  for name in args.variants or list(RING8_VARIANTS):
+    overrides = dict(RING8_VARIANTS[name])
+    gens = args.gens or overrides.get("generations", base.generations)
+    steps = overrides.get("steps_per_generation", base.steps_per_generation)
+    if overrides.get("rows", base.rows) * overrides.get("cols", base.cols) == 1:
+      steps *= base.rows * base.cols  # one GAN with the grid's total number of steps
+    overrides.update(
+      generations=gens,
+      steps_per_generation=steps,
+      eval_every=gens,
+      plot_every=0,
+      checkpoint_every=gens,
+      tensorboard=False,
+    )
+    for seed in args.seeds:
+      _run(f"{name}_g{gens}_s{seed}", ring8_3x3, {**overrides, "seed": seed}, args.out, cfg)
+
+
+def study_table(args):
+  """Per variant of ``ring8_study``: every seed and mean +- std; "ok" counts the seeds where
+  the best mixture (or all cells pooled) covers >= 7 of 8 modes with an HQ rate >= 0.8."""
+  groups: dict[str, list] = {}
+  for d in sorted(Path(args.out).iterdir()):
+    if (d / "summary.json").exists() and "_s" in d.name:
+      last = runner.read_jsonl(d / "metrics.jsonl")[-1]
+      s = json.loads((d / "summary.json").read_text())
+      groups.setdefault(d.name.rsplit("_s", 1)[0], []).append((d.name, last, s))
+  print(
+    "| variant | seeds | mixture modes (per seed) | mixture HQ | pooled modes | pooled HQ |"
+    " ok mixture | ok pooled | wall s |"
+  )
+  print("|---|---|---|---|---|---|---|---|---|")
+  for name, runs in groups.items():
+    m = np.array([r["mixture/modes_covered"] for _, r, _ in runs], float)
+    h = np.array([r["mixture/high_quality_rate"] for _, r, _ in runs], float)
+    gm = np.array([r.get("grid/modes_covered", np.nan) for _, r, _ in runs], float)
+    gh = np.array([r.get("grid/high_quality_rate", np.nan) for _, r, _ in runs], float)
+    ok = int(np.sum((m >= 7) & (h >= 0.8)))
+    okp = int(np.sum((gm >= 7) & (gh >= 0.8)))
+    wall = np.mean([s["wall_seconds"] for _, _, s in runs])
+    each = " ".join(f"{x:.0f}" for x in m)
+    print(
+      f"| {name} | {len(runs)} | {m.mean():.1f} +- {m.std():.1f} ({each})"
+      f" | {h.mean():.2f} +- {h.std():.2f} ({' '.join(f'{x:.2f}' for x in h)})"
+      f" | {gm.mean():.1f} +- {gm.std():.1f} ({' '.join(f'{x:.0f}' for x in gm)})"
+      f" | {gh.mean():.2f} +- {gh.std():.2f} | {ok}/{len(runs)} | {okp}/{len(runs)} | {wall:.0f} |"
+    )
+
+
 def table(args):
   rows = []
   for d in sorted(Path(args.out).iterdir()):
@@ -215,9 +318,18 @@ def main():
       "fashion",
       "fashion3x3",
       "fashion_grids",
+      "ring8_study",
+      "study_table",
       "table",
     ],
   )
+  ap.add_argument(
+    "--variants",
+    default="",
+    type=lambda s: [x for x in s.split(",") if x],
+    help=f"ring8_study: some of {', '.join(RING8_VARIANTS)} (default all)",
+  )
+  ap.add_argument("--gens", type=int, default=0, help="ring8_study: generations (0: config's)")
   ap.add_argument("--out", default="runs/coev_results")
   ap.add_argument("--seeds", default="0,1", type=lambda s: [int(x) for x in s.split(",")])
   ap.add_argument("--generations", type=int, default=8)
@@ -240,6 +352,8 @@ def main():
     "fashion_grids": fashion_grids,
     "fashion": fashion,
     "fashion3x3": fashion3x3,
+    "ring8_study": ring8_study,
+    "study_table": study_table,
     "table": table,
   }
   studies[args.what](args)

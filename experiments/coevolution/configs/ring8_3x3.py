@@ -6,12 +6,15 @@ Single-GAN baseline with the same number of gradient steps per generator:
 generation, so a 1x1 run with ``--config.steps_per_generation=9x`` matches the grid's total).
 """
 
+import ml_collections
+
 from experiments.coevolution.configs import base
 
 
 def get_config():
   c = base.get_config()
   c.dataset = "ring8"
+  c.dataset_kwargs = ml_collections.ConfigDict({"radius": 2.0, "std": 0.02})
   c.hidden = (64, 64)
   c.latent_dim = 16
   c.rows = c.cols = 3
