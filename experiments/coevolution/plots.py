@@ -85,3 +85,39 @@ def save_cell_grid(
   fig.tight_layout()
   os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
   fig.savefig(os.fspath(path), dpi=90)
+
+
+def save_comparison(
+  path: str | os.PathLike,
+  panels: list[tuple[np.ndarray, str]],
+  *,
+  modes: np.ndarray | None = None,
+  title: str = "",
+  images_per_panel: int = 64,
+) -> None:
+  """Side by side: one panel per ``(samples, title)``, e.g. the grid's mixture beside a lone
+  GAN's samples, drawn over the ``modes`` (2-D points) or tiled (images in ``[-1, 1]``)."""
+  fig = _figure((3.2 * len(panels), 3.6))
+  for i, (samples, label) in enumerate(panels):
+    ax = fig.add_subplot(1, len(panels), i + 1)
+    s = np.asarray(samples)
+    if s.ndim == 2 and s.shape[-1] == 2:
+      ax.scatter(s[:, 0], s[:, 1], s=1.5, alpha=0.3, c="tab:blue", rasterized=True)
+      if modes is not None:
+        ax.scatter(modes[:, 0], modes[:, 1], s=30, c="red", marker="x", linewidths=1, zorder=3)
+        lo, hi = np.min(modes, 0), np.max(modes, 0)
+        pad = 0.35 * np.max(hi - lo) + 0.1
+        ax.set_xlim(lo[0] - pad, hi[0] + pad)
+        ax.set_ylim(lo[1] - pad, hi[1] + pad)
+      ax.set_aspect("equal")
+    else:
+      grid = runner.image_grid(s[:images_per_panel])
+      ax.imshow(grid, cmap="gray" if grid.ndim == 2 else None, vmin=0, vmax=255)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(label, fontsize=8)
+  if title:
+    fig.suptitle(title, fontsize=9)
+  fig.tight_layout()
+  os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+  fig.savefig(os.fspath(path), dpi=80)

@@ -1,0 +1,142 @@
+"""The main job's comparison: the grid against one GAN with the grid's total number of
+gradient steps (``config.baseline``, or a cached baseline run in ``<workdir>/baseline_1x1``),
+as two lines and one side-by-side picture."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+BASELINE_DIR = "baseline_1x1"  # under --workdir: the lone GAN with the grid's total steps
+# Fields that do not change what a baseline run computes (a cached one is reused across them).
+_NOT_COMPARED = ("progress", "tensorboard", "baseline", "plot_every", "keep_checkpoints")
+
+
+def baseline_config(config):
+  """The single-GAN baseline of ``config``: a 1x1 grid taking the whole grid's number of
+  gradient steps every generation (same generations, data, model, optimizer and seed)."""
+  import ml_collections
+
+  b = ml_collections.ConfigDict(config.to_dict())
+  b.steps_per_generation = config.steps_per_generation * config.rows * config.cols
+  b.rows = b.cols = 1
+  b.backend = "single"
+  b.mesh_shape = ()
+  b.mpi_blocks = ()
+  b.distributed = ""
+  if "baseline" in b:
+    b.baseline = False
+  return b
+
+
+def _comparable(cfg: dict) -> dict:
+  return {k: v for k, v in cfg.items() if k not in _NOT_COMPARED}
+
+
+def cached_baseline(config, workdir) -> dict | None:
+  """The last metrics row of a finished baseline run of ``config`` under ``workdir``, if its
+  recorded config is the baseline of this one; else ``None``."""
+  from minmaxlab import runner
+
+  d = Path(workdir) / BASELINE_DIR
+  if not ((d / "summary.json").exists() and (d / "config.json").exists()):
+    return None
+  want = json.loads(baseline_config(config).to_json())
+  if _comparable(json.loads((d / "config.json").read_text())) != _comparable(want):
+    return None
+  return runner.read_jsonl(d / "metrics.jsonl")[-1]
+
+
+def final_samples(config, workdir):
+  """Samples of a finished run, recomputed from its last checkpoint exactly as its final
+  evaluation drew them: ``(best mixture [num_eval_samples, ...], every cell's best generator
+  pooled [cells * cell_samples, ...])``."""
+  import jax
+  import numpy as np
+
+  from experiments.coevolution import train
+  from minmaxlab import runner
+
+  progs = train._programs(train.program_key(config))
+  ckpt = runner.CheckpointManager(Path(workdir) / "checkpoints")
+  state = progs.init(train.keys(config)[0])
+  run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
+  target = {"state": train._whole_grid_shapes(state, progs.exp.coev), "key": run_key}
+  restored, _ = ckpt.restore(jax.eval_shape(lambda: target), step=ckpt.latest_step())
+  host = restored["state"]
+  _, mixture, _ = train.evaluate(progs, config, host, int(host.generation))
+  pooled = np.asarray(progs.cell_samples(jax.random.fold_in(train.keys(config)[2], 0), host))
+  return np.asarray(mixture), pooled.reshape((-1,) + pooled.shape[3:])
+
+
+def _quality(row: dict, pooled: bool = False) -> str:
+  if "mixture/modes_covered" in row:
+    k = "grid" if pooled else "mixture"
+    return f"{row[f'{k}/modes_covered']}/8 modes, high-quality {row[f'{k}/high_quality_rate']:.0%}"
+  return f"classifier-FID {row['mixture/fid']:.1f}, class TVD {row['mixture/class_tvd']:.3f}"
+
+
+def compare(config, workdir, row: dict, run_baseline: bool | None = None) -> list[str]:
+  """After a grid run: the single-GAN baseline (run now if ``config.baseline`` is set, or
+  read from a cached finished run in ``<workdir>/baseline_1x1``), two comparison lines and
+  ``<workdir>/comparison.png`` (the grid's mixture and pooled samples beside the lone
+  GAN's). Returns the lines (one line with a hint when there is no baseline)."""
+  import numpy as np
+
+  from experiments.coevolution import plots, train
+
+  workdir = Path(workdir)
+  if run_baseline is None:
+    run_baseline = bool(config.get("baseline", False))
+  cells = config.rows * config.cols
+  if cells == 1:
+    return []
+  b = baseline_config(config)
+  base_row = cached_baseline(config, workdir)
+  if base_row is None:
+    if not run_baseline:
+      return [
+        f"(no single-GAN baseline in {workdir / BASELINE_DIR}: add --config.baseline=True "
+        "to run it and compare)"
+      ]
+    if config.get("backend", "single") != "single":
+      return ["(the single-GAN baseline runs only with backend=single)"]
+    bdir = workdir / BASELINE_DIR
+    resume = (bdir / "checkpoints").exists()
+    print(
+      f"single-GAN baseline: 1x1 grid, {b.steps_per_generation} steps per generation "
+      f"(the grid's total), in {bdir}",
+      flush=True,
+    )
+    base_row = train.train(b, bdir, resume=resume)
+  steps = config.steps_per_generation
+  lines = [
+    f"grid {config.rows}x{config.cols} ({cells} GANs x {steps} steps per generation): "
+    f"best mixture {_quality(row)}; all cells pooled {_quality(row, pooled=True)}",
+    f"one GAN with the same total steps ({cells * steps} per generation): {_quality(base_row)}",
+  ]
+  mix, pooled = final_samples(config, workdir)
+  lone, _ = final_samples(b, workdir / BASELINE_DIR)
+  exp = train._programs(train.program_key(config)).exp
+  modes = None if exp.mixture is None else np.asarray(exp.mixture.modes)
+  if modes is not None:
+    n = len(lone)
+    panels = [
+      (mix[:n], f"{config.rows}x{config.cols} grid, best mixture\n{_quality(row)}"),
+      (pooled, f"{config.rows}x{config.cols} grid, all cells pooled\n{_quality(row, True)}"),
+      (lone, f"one GAN, same total steps\n{_quality(base_row)}"),
+    ]
+  else:
+    panels = [
+      (mix, f"{config.rows}x{config.cols} grid, best mixture\n{_quality(row)}"),
+      (lone, f"one GAN, same total steps\n{_quality(base_row)}"),
+    ]
+  plots.save_comparison(
+    workdir / "comparison.png",
+    panels,
+    modes=modes,
+    title=f"{config.generations} generations, {cells * steps * config.generations} "
+    "gradient steps on each side",
+  )
+  lines.append(f"comparison picture: {workdir / 'comparison.png'}")
+  return lines
