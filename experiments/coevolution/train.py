@@ -359,6 +359,8 @@ def train(
   """
   check_config(config)
   workdir = Path(workdir).resolve()
+  if resume and (done := runner.finished_run(workdir, config.generations)) is not None:
+    return done  # a finished run: report it, change nothing
   workdir.mkdir(parents=True, exist_ok=True)
   t_build = time.perf_counter()
   progs = _programs(program_key(config))
@@ -543,9 +545,11 @@ def report(row: dict, summary_path) -> str:
   s = json.loads(Path(summary_path).read_text())
   g = s["grid"]
   lines = [
-    f"grid {g[0]}x{g[1]} ({s['cell_strategy']}), {s['generations']} generations, "
-    f"first generation (with compile) {s['first_generation_seconds']:.1f} s, "
-    f"then {s['median_generation_seconds'] or float('nan'):.2f} s per generation"
+    f"grid {g[0]}x{g[1]} ({s['cell_strategy']}), {s['generations']} generations"
+    + (f", first generation (with compile) {s['first_generation_seconds']:.1f} s"
+       if s.get("first_generation_seconds") is not None else "")
+    + (f", then {s['median_generation_seconds']:.2f} s per generation"
+       if s.get("median_generation_seconds") is not None else "")
   ]
   best = row.get("best_cell")
   if "mixture/modes_covered" in row:

@@ -7,6 +7,18 @@ curves). The library itself never touches disk except through this package.
 """
 
 from minmaxlab.runner._checkpoint import CheckpointManager
+from minmaxlab.runner._lifecycle import (
+  checkpoint_steps,
+  compilation_cache_dir,
+  config_changes,
+  enable_compilation_cache,
+  exit_on_interrupt,
+  finished_run,
+  interrupted_line,
+  report_compilation,
+  rerun_command,
+  run_status,
+)
 from minmaxlab.runner._metrics_log import MetricWriter, read_jsonl
 from minmaxlab.runner._plots import image_grid, save_image_grid, save_metric_curves, save_scatter
 from minmaxlab.runner._program_key import program_key
@@ -18,6 +30,16 @@ __all__ = [
   "EventFileWriter",
   "MetricWriter",
   "ProgressBar",
+  "checkpoint_steps",
+  "compilation_cache_dir",
+  "config_changes",
+  "enable_compilation_cache",
+  "exit_on_interrupt",
+  "finished_run",
+  "interrupted_line",
+  "report_compilation",
+  "rerun_command",
+  "run_status",
   "crc32c",
   "image_grid",
   "program_key",

@@ -1,0 +1,252 @@
+"""The life of a run seen from the command line: the compilation cache, compile
+messages, Ctrl-C, and what a rerun of the same command does.
+
+* :func:`enable_compilation_cache` turns on JAX's persistent compilation cache, so a
+  repeated or resumed run loads its compiled programs instead of compiling them again.
+* :func:`report_compilation` prints what XLA is compiling (when it takes longer than a
+  second) and how long it took, or that it came from the cache.
+* :func:`exit_on_interrupt` makes Ctrl-C end the process at once (even inside a long
+  XLA compilation) with one line: how far the run got and the command that continues it.
+* :func:`run_status` tells whether a workdir holds nothing, an unfinished run or a
+  finished one (what a rerun of the same command does then is the trainers' rule:
+  resume the unfinished run, report the finished one).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+import jax
+
+CACHE_ENV = "MINMAXLAB_CACHE_DIR"  # the compilation cache folder ("off": none)
+RERUN_ENV = "MINMAXLAB_RERUN"  # the command a user typed (set by dev.py)
+
+
+def default_cache_root() -> Path:
+  """``$MINMAXLAB_CACHE`` or ``~/.cache/minmaxlab`` (shared with the classifier cache)."""
+  root = os.environ.get("MINMAXLAB_CACHE")
+  return Path(root) if root else Path.home() / ".cache" / "minmaxlab"
+
+
+def compilation_cache_dir() -> Path | None:
+  """Where compiled programs are cached: ``$MINMAXLAB_CACHE_DIR`` if set (``off``/``0``/empty:
+  no cache), else ``<default_cache_root()>/jax``."""
+  value = os.environ.get(CACHE_ENV)
+  if value is None:
+    return default_cache_root() / "jax"
+  if value.strip().lower() in ("", "0", "off", "none", "false"):
+    return None
+  return Path(value).expanduser()
+
+
+def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path | None:
+  """Turn on JAX's persistent compilation cache in ``directory`` (default
+  :func:`compilation_cache_dir`); returns the folder, or ``None`` when disabled.
+
+  Every program that takes more than 0.1 s to compile is stored, keyed by its HLO,
+  the JAX/XLA versions and the device, so any later process (a rerun, a resumed run, a
+  run with another seed or length) loads it in milliseconds. Call it before the first
+  compilation.
+  """
+  path = Path(directory).expanduser() if directory is not None else compilation_cache_dir()
+  if path is None:
+    return None
+  path.mkdir(parents=True, exist_ok=True)
+  jax.config.update("jax_compilation_cache_dir", os.fspath(path))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  return path
+
+
+class _CompileReporter:
+  """Listens to ``jax.monitoring``: lowering a function announces its compilation,
+  which is shown once it has run for ``announce_after`` seconds, and its end is shown
+  with the time (compiled, or loaded from the persistent cache)."""
+
+  def __init__(self, stream: TextIO | None, announce_after: float, min_seconds: float):
+    self.stream, self.announce_after, self.min_seconds = stream, announce_after, min_seconds
+    self.enabled = True
+    self._lock = threading.Lock()
+    self._name: str | None = None
+    self._started = 0.0
+    self._announced = False
+    self._timer: threading.Timer | None = None
+    self.log: list[tuple[str, str, float]] = []  # (name, "compiled" | "cached", seconds)
+
+  def _write(self, text: str) -> None:
+    stream = self.stream if self.stream is not None else sys.stderr
+    stream.write(text + "\n")
+    stream.flush()
+
+  def _announce(self, name: str, started: float) -> None:
+    with self._lock:
+      if self._name != name or self._started != started or not self.enabled:
+        return
+      self._announced = True
+    self._write(f"compiling {name} ...")
+
+  def _begin(self, name: str) -> None:
+    with self._lock:
+      if self._timer is not None:
+        self._timer.cancel()
+      self._name, self._started, self._announced = name, time.perf_counter(), False
+      self._timer = threading.Timer(self.announce_after, self._announce, (name, self._started))
+      self._timer.daemon = True
+      self._timer.start()
+
+  def _end(self, how: str, seconds: float) -> None:
+    with self._lock:
+      if self._name is None:  # a cache hit also reports a (short) backend compile after it
+        return
+      if self._timer is not None:
+        self._timer.cancel()
+      name, announced = self._name, self._announced
+      self._name, self._timer = None, None
+    if how == "cached" or seconds >= self.min_seconds:
+      self.log.append((name, how, seconds))
+    if not self.enabled:
+      return
+    if how == "compiled" and (announced or seconds >= self.min_seconds):
+      self._write(f"compiled {name} in {seconds:.1f} s")
+    elif how == "cached" and (announced or seconds >= self.min_seconds):
+      self._write(f"loaded {name} from the compilation cache in {seconds:.2f} s")
+
+  def on_duration(self, event: str, seconds: float, **kw) -> None:
+    if event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
+      self._begin(str(kw.get("fun_name", "a program")))
+    elif event == "/jax/core/compile/backend_compile_duration":
+      self._end("compiled", seconds)
+    elif event == "/jax/compilation_cache/cache_retrieval_time_sec":
+      self._end("cached", seconds)
+
+
+_REPORTER: _CompileReporter | None = None
+
+
+def report_compilation(
+  stream: TextIO | None = None, announce_after: float = 1.0, min_seconds: float = 1.0
+) -> _CompileReporter:
+  """Print XLA compilations to ``stream`` (default ``sys.stderr``).
+
+  A compilation still running after ``announce_after`` seconds prints
+  ``compiling jit(step) ...``; one that took at least ``min_seconds`` (or was
+  announced) prints ``compiled jit(step) in 41.3 s`` or ``loaded jit(step) from the
+  compilation cache in 0.05 s``. Installed once per process (later calls change the
+  settings); ``report_compilation(...).enabled = False`` silences it.
+  """
+  global _REPORTER
+  if _REPORTER is None:
+    _REPORTER = _CompileReporter(stream, announce_after, min_seconds)
+    jax.monitoring.register_event_duration_secs_listener(_REPORTER.on_duration)
+  else:
+    _REPORTER.stream, _REPORTER.announce_after = stream, announce_after
+    _REPORTER.min_seconds, _REPORTER.enabled = min_seconds, True
+  return _REPORTER
+
+
+def rerun_command(module: str, argv: list[str] | None = None) -> str:
+  """The command that repeats this process: ``$MINMAXLAB_RERUN`` (what ``dev.py`` was
+  given) or ``python -m <module> <argv[1:]>``."""
+  given = os.environ.get(RERUN_ENV)
+  if given:
+    return given
+  args = list(sys.argv if argv is None else argv)[1:]
+  return " ".join(["python", "-m", module, *map(shlex.quote, args)])
+
+
+def exit_on_interrupt(describe: Callable[[], str], stream: TextIO | None = None) -> None:
+  """On SIGINT (Ctrl-C), print ``describe()`` as one line and end the process (status 130).
+
+  Python raises ``KeyboardInterrupt`` only between bytecodes, i.e. after a running
+  XLA compilation or computation returns, and the exception's traceback runs through
+  whatever was executing. Here the signal is taken by a watcher thread instead (through
+  ``signal.set_wakeup_fd``), which reacts at once, prints the line and leaves with
+  ``os._exit``. That is safe for runs whose files are written atomically or flushed row
+  by row (checkpoints, JSONL), as the trainers' are. Main thread only.
+  """
+  read_fd, write_fd = os.pipe()
+  os.set_blocking(write_fd, False)
+
+  def ignore(signum, frame):  # the watcher thread handles it
+    pass
+
+  def watch():
+    os.read(read_fd, 1)  # blocks until a signal byte arrives
+    try:
+      line = describe()
+    except Exception as e:  # never a traceback on Ctrl-C
+      line = f"interrupted ({type(e).__name__} while describing the run: {e})"
+    out = stream if stream is not None else sys.stderr
+    try:
+      sys.stdout.flush()
+      out.write("\n" + line + "\n")
+      out.flush()
+    finally:
+      os._exit(130)
+
+  signal.signal(signal.SIGINT, ignore)
+  signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+  threading.Thread(target=watch, name="minmaxlab-sigint", daemon=True).start()
+
+
+def run_status(latest_checkpoint: int | None, total: int) -> str:
+  """``"new"`` (no checkpoint), ``"unfinished"`` or ``"finished"`` (the latest
+  checkpoint is at ``total`` or beyond)."""
+  if latest_checkpoint is None:
+    return "new"
+  return "finished" if latest_checkpoint >= total else "unfinished"
+
+
+def interrupted_line(unit: str, reached: int, total: int, saved: int | None, command: str) -> str:
+  """``interrupted at generation 7/40 (saved: generation 5); continue with: <command>``."""
+  saved_text = "nothing saved yet" if saved is None else f"saved: {unit} {saved}"
+  return f"interrupted at {unit} {reached}/{total} ({saved_text}); continue with: {command}"
+
+
+def checkpoint_steps(workdir: str | os.PathLike) -> list[int]:
+  """Steps of the checkpoints in ``workdir/checkpoints`` (read only: creates nothing)."""
+  folder = Path(workdir) / "checkpoints"
+  if not folder.is_dir():
+    return []
+  out = []
+  for p in folder.iterdir():
+    name = p.name
+    if name.startswith("step_") and name[5:].isdigit() and p.is_dir():
+      out.append(int(name[5:]))
+  return sorted(out)
+
+
+def finished_run(workdir: str | os.PathLike, total: int) -> dict | None:
+  """The last metrics row of the run in ``workdir`` if it has finished (a checkpoint at
+  step ``total`` or beyond), else ``None``. Reads only."""
+  from minmaxlab.runner._metrics_log import read_jsonl
+
+  steps = checkpoint_steps(workdir)
+  if not steps or steps[-1] < total:
+    return None
+  rows = read_jsonl(Path(workdir) / "metrics.jsonl")
+  return rows[-1] if rows else {}
+
+
+def config_changes(workdir: str | os.PathLike, config, may_change=()) -> dict[str, tuple]:
+  """Fields of ``config`` that differ from the run's ``workdir/config.json``, as
+  ``{field: (saved, now)}``, leaving out ``may_change`` (and the ``run`` record of
+  :func:`run_record`). Empty when there is no saved config."""
+  import json
+
+  path = Path(workdir) / "config.json"
+  if not path.exists():
+    return {}
+  saved = json.loads(path.read_text())
+  now = json.loads(config.to_json() if hasattr(config, "to_json") else json.dumps(dict(config)))
+  skip = {"run", *may_change}
+  keys = (set(saved) | set(now)) - skip
+  return {k: (saved.get(k), now.get(k)) for k in sorted(keys) if saved.get(k) != now.get(k)}
