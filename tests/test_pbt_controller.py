@@ -37,10 +37,19 @@ def train_fn(hparams, state, trial):
   return fitness, {"w": w.astype(np.float32), "step": np.asarray(step + trial.steps, np.int32)}
 
 
+@pbt.named_task
+def quadratic_task():
+  """The named task of these tests (workers import it: ``TASK``)."""
+  return init_fn, train_fn
+
+
+TASK = "tests.test_pbt_controller:quadratic_task"
+
+
 def _controller(workdir, **kw):
   args = dict(population_size=4, num_trials=16, steps_per_trial=3, seed=0, poll_s=0.02)
   args.update(kw)
-  return pbt.Controller(workdir, SPACE, init_fn, train_fn, **args)
+  return pbt.Controller(workdir, SPACE, TASK, **args)
 
 
 def _check_lineage(c, num_trials):
@@ -321,6 +330,13 @@ def test_lapsed_lease_is_requeued_and_late_report_ignored(tmp_path):
 
 def test_public_api():
   assert set(pbt.__all__) == {
+    "CampaignFailed",
+    "ConfigMismatch",
+    "ControllerGone",
+    "TaskSpec",
+    "named_task",
+    "resolve_task",
+    "task_spec",
     "Categorical",
     "Continuous",
     "Controller",

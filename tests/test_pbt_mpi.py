@@ -2,7 +2,7 @@
 
 Every test launches the venv's own MPICH ``mpirun`` (next to ``sys.executable``)
 in a subprocess with a timeout; they skip when mpi4py or mpirun is missing.
-The task is a numpy toy (this module's ``init_fn``/``train_fn``), so the tests
+The task is a numpy toy (this module's ``toy_task``, imported by name), so the tests
 measure the protocol, not JAX compile times; the GAN ``smoke`` config under
 ``mpirun -n 3`` is in ``test_pbt_experiment.py``.
 """
@@ -54,13 +54,18 @@ def train_fn(hparams, state, trial):
   }
 
 
+@pbt.named_task
+def toy_task():
+  """The named task the worker ranks import (nothing is pickled)."""
+  return init_fn, train_fn
+
+
 def _main(workdir):  # what every rank runs
   out = pbt.run_mpi(
     lambda: pbt.Controller(
       workdir,
       SPACE,
-      init_fn,
-      train_fn,
+      "tests.test_pbt_mpi:toy_task",
       population_size=4,
       num_trials=NUM_TRIALS,
       steps_per_trial=3,

@@ -7,10 +7,11 @@ exponential schedule whose parameters PBT mutates), then scores the generator
 with a non-differentiable fitness: modes covered + high-quality rate - mode
 KL / log 8 (``gan.metrics``). ``"fashion_mnist"``
 (:class:`experiments.pbt.fashion.FashionLAGANTask`): Fashion-MNIST, fitness =
--classifier-FID. Tasks are picklable objects so worker processes and MPI ranks
-can rebuild them. :func:`train` runs the controller with local worker
-processes, inline, or as rank 0 of ``mpirun`` (``workers="mpi"``), printing a
-status line and the population table as trials finish.
+-classifier-FID. The controller names the task (``TASK``, this module's
+:func:`task_from_config`, with the run-defining config fields as JSON arguments):
+worker processes and MPI ranks import it, nothing is pickled. :func:`train`
+runs the controller with local worker processes, inline, or as rank 0 of
+``mpirun`` (``workers="mpi"``), printing a status line and the population table as trials finish.
 """
 
 from __future__ import annotations
@@ -44,6 +45,27 @@ def make_task(config):
 
     return FashionLAGANTask(config)
   raise ValueError(f"config.task must be 'ring8' or 'fashion_mnist', got {config.task!r}")
+
+
+TASK = "experiments.pbt.train:task_from_config"
+# config fields that do not change what a campaign computes (not part of the task's arguments)
+NOT_RUN_DEFINING = ("lease_s", "top_k", "max_attempts", "max_failed_trials")
+
+
+def task_args(config) -> dict:
+  """The JSON arguments of :data:`TASK` for ``config`` (what a worker rebuilds the task from)."""
+  import json
+
+  d = config.to_dict()
+  return json.loads(json.dumps({k: v for k, v in d.items() if k not in NOT_RUN_DEFINING}))
+
+
+@pbt.named_task
+def task_from_config(**config):
+  """The task of a config given as JSON data (what every worker calls)."""
+  import ml_collections
+
+  return make_task(ml_collections.ConfigDict(config))
 
 
 def search_space(config) -> dict:
@@ -257,8 +279,8 @@ def _controller(config, workdir, task, workers: int) -> pbt.Controller:
   return pbt.Controller(
     workdir,
     task.space,
-    task.init,
-    task.train,
+    TASK,
+    task_args(config),
     population_size=config.population_size,
     num_trials=config.num_trials,
     steps_per_trial=config.steps_per_trial,
@@ -269,6 +291,8 @@ def _controller(config, workdir, task, workers: int) -> pbt.Controller:
     top_k=config.top_k,
     seed=config.seed,
     lease_s=config.lease_s,
+    max_attempts=config.get("max_attempts", 3),
+    max_failed_trials=config.get("max_failed_trials", None),
   )
 
 

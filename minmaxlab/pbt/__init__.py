@@ -9,13 +9,23 @@ Black-box mode (:class:`Controller`, Li et al. 2019): trials (hyperparameters,
 parent checkpoint, steps, seed) in an SQLite :class:`Store`, stateless worker
 processes, initiator-based tournament or truncation, lineage-aware checkpoint
 garbage collection, re-queue of killed workers' trials, resume after a killed
-controller, mutable schedules and :func:`replay` of the best lineage. Workers
+controller, a per-trial attempt limit, a stored config fingerprint, named
+tasks (``"module:function"`` + JSON arguments, never pickles), workers that
+end with their controller, mutable schedules and :func:`replay` of the best
+lineage. Workers
 are local processes, external processes joining through the store
 (``python -m minmaxlab.pbt worker``) or MPI ranks (:func:`run_mpi` under
 ``mpirun -n P``: rank 0 the controller).
 """
 
-from minmaxlab.pbt._controller import Controller, join_run, needed_trials, replay
+from minmaxlab.pbt._controller import (
+  CampaignFailed,
+  ConfigMismatch,
+  Controller,
+  join_run,
+  needed_trials,
+  replay,
+)
 from minmaxlab.pbt._mpi import mpi_worker, mpi_world, run_mpi
 from minmaxlab.pbt._schedules import exponential_decay, piecewise_constant
 from minmaxlab.pbt._space import (
@@ -27,7 +37,8 @@ from minmaxlab.pbt._space import (
   sample_values,
   validate_space,
 )
-from minmaxlab.pbt._store import Store, Trial
+from minmaxlab.pbt._store import ControllerGone, Store, Trial
+from minmaxlab.pbt._task import TaskSpec, named_task, resolve_task, task_spec
 from minmaxlab.pbt._vectorized import (
   PBTState,
   VectorizedPBT,
@@ -41,6 +52,13 @@ from minmaxlab.pbt._vectorized import (
 from minmaxlab.pbt._worker import load_checkpoint, run_trial, serve_trials, worker_loop
 
 __all__ = [
+  "CampaignFailed",
+  "ConfigMismatch",
+  "ControllerGone",
+  "TaskSpec",
+  "named_task",
+  "resolve_task",
+  "task_spec",
   "Categorical",
   "Continuous",
   "Controller",

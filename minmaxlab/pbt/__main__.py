@@ -3,10 +3,14 @@
 Start any number of these (``srun -n K``, ``mpirun -n K``, job arrays) next to a
 :class:`minmaxlab.pbt.Controller` built with ``external_workers=True``; they
 rendez-vous through the run's SQLite store and checkpoints on a shared file
-system. A worker exits when the run is finished.
+system. The store names the task (``"module:function"`` + JSON arguments); the
+worker imports it, so it runs only code installed where it runs. A worker exits
+when the run is finished or when the controller's heartbeat stops.
 """
 
 import argparse
+import os
+import sys
 
 
 def main(argv=None) -> int:
@@ -16,11 +20,29 @@ def main(argv=None) -> int:
   w.add_argument("--workdir", required=True)
   w.add_argument("--name", default=None, help="worker name (default: pid-based)")
   w.add_argument("--wait", type=float, default=120.0, help="seconds to wait for the controller")
+  w.add_argument("--epoch", default=None, help=argparse.SUPPRESS)  # set by a local controller
+  w.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
-  from minmaxlab.pbt._controller import join_run
+  from minmaxlab.pbt._worker import die_with_parent
 
-  done = join_run(args.workdir, name=args.name, wait_s=args.wait)
-  print(f"worker finished: {done} trials")
+  if args.parent_pid is not None:
+    die_with_parent(args.parent_pid)  # a local worker ends with its controller
+  from minmaxlab.pbt._controller import join_run
+  from minmaxlab.pbt._store import ControllerGone
+  from minmaxlab.pbt._worker import ORPHAN_EXIT
+
+  try:
+    done = join_run(args.workdir, name=args.name, wait_s=args.wait, epoch=args.epoch)
+  except ControllerGone as e:
+    print(f"pbt worker: {e}; exiting", file=sys.stderr)
+    return ORPHAN_EXIT
+  except (ValueError, TimeoutError) as e:
+    if os.environ.get("MINMAXLAB_DEBUG"):
+      raise
+    print(f"ERROR: {e}", file=sys.stderr)
+    return 2
+  if args.epoch is None:
+    print(f"worker finished: {done} trials")
   return 0
 
 

@@ -47,11 +47,12 @@ References:
 
 from __future__ import annotations
 
-import base64
-import multiprocessing
+import json
 import os
-import pickle
 import shutil
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -61,12 +62,29 @@ from typing import Any
 import numpy as np
 
 from minmaxlab.pbt._space import Space, explore_values, sample_values, validate_space
-from minmaxlab.pbt._store import DONE, PENDING, RUNNING, Store, Trial
+from minmaxlab.pbt._store import DONE, EPOCH, FAILED, MAX_ATTEMPTS, PENDING, RUNNING, Store, Trial
+from minmaxlab.pbt._task import TaskSpec, resolve_task, task_spec
 from minmaxlab.pbt._vectorized import truncation_size
-from minmaxlab.pbt._worker import FINISHED, BrokenCheckpointError, run_trial, worker_loop
+from minmaxlab.pbt._worker import (
+  FINISHED,
+  HEARTBEAT,
+  BrokenCheckpointError,
+  _error_line,
+  run_trial,
+  worker_loop,
+)
 
 STORE_FILE = "pbt.sqlite"
 TASK = "task"
+CONFIG = "config"
+
+
+class ConfigMismatch(ValueError):
+  """The store in a workdir belongs to a campaign with another configuration."""
+
+
+class CampaignFailed(RuntimeError):
+  """More trials failed than the campaign's ``max_failed_trials`` allows."""
 
 
 def needed_trials(trials: Iterable[Trial], population: Mapping[int, int], top_k: int) -> set[int]:
@@ -97,9 +115,32 @@ def _remove(path: str | os.PathLike) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def _worker_main(store_path, ckpt_root, init_fn, train_fn, name, lease_s, poll_s):
-  os.environ.setdefault("JAX_PLATFORMS", "cpu")
-  worker_loop(store_path, ckpt_root, init_fn, train_fn, name=name, lease_s=lease_s, poll_s=poll_s)
+def _space_json(space: Space) -> dict:
+  return {k: {"type": type(d).__name__, **d._asdict()} for k, d in sorted(space.items())}
+
+
+def config_changes(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+  """``"field old -> new"`` for every field that differs (fields only one side
+  has are compared too: a store written by an older version lacks some)."""
+  out = []
+  for k in sorted(set(stored) & set(current)):
+    if json.dumps(stored[k], sort_keys=True) != json.dumps(current[k], sort_keys=True):
+      old, new = json.dumps(stored[k], sort_keys=True), json.dumps(current[k], sort_keys=True)
+      if len(old) + len(new) > 80:
+        out.append(k)
+      else:
+        out.append(f"{k} {old} -> {new}")
+  return out
+
+
+def _worker_env() -> dict[str, str]:
+  """The environment of a local worker: this process's import path (so the
+  worker imports the same installed code) and JAX on the CPU unless set."""
+  env = dict(os.environ)
+  paths = [os.path.abspath(p or os.curdir) for p in sys.path if os.path.isdir(p or os.curdir)]
+  env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+  env.setdefault("JAX_PLATFORMS", "cpu")
+  return env
 
 
 class Controller:
@@ -118,9 +159,18 @@ class Controller:
   Args:
     workdir: holds ``pbt.sqlite`` and ``checkpoints/``.
     space: the explored hyperparameters.
-    init_fn: ``(trial) -> state`` pytree of arrays (picklable for workers).
-    train_fn: ``(hparams, state, trial) -> (fitness, state)`` (picklable);
-      higher fitness is better; ``trial.start_step`` lets it evaluate schedules.
+    task: the task by name, ``"package.module:function"`` (a function marked with
+      :func:`minmaxlab.pbt.named_task`): ``function(**task_args)``
+      returns an object with ``init(trial) -> state`` (a pytree of arrays, also
+      the structure a checkpoint is restored into) and ``train(hparams, state,
+      trial) -> (fitness, state)`` (higher fitness is better;
+      ``trial.start_step`` lets it evaluate schedules), or the pair
+      ``(init_fn, train_fn)``. Workers import it themselves: only the name and
+      the JSON arguments are stored, never code. For a run in this process
+      only (``workers=0``, no external workers), ``task`` and ``task_args``
+      may instead be the two functions ``init_fn, train_fn``.
+    task_args: keyword arguments of the task, JSON data (numbers, strings,
+      lists, dicts).
     population_size: members (may exceed ``workers``: budget mode).
     num_trials: total trials to run (the compute budget).
     steps_per_trial: training steps of one trial (the ``ready`` interval).
@@ -142,14 +192,29 @@ class Controller:
       (e.g. schedule parameters not being explored).
     lease_s: a running trial whose lease (renewed by the worker) lapses is re-queued.
     poll_s: controller/worker polling period.
+    max_attempts: a trial that failed this many times (an exception in the
+      task, its worker process dying, its lease lapsing) is marked ``failed``
+      with its last error and is not run again; its member continues no
+      further (the rest of the campaign goes on).
+    max_failed_trials: stop the campaign (:class:`CampaignFailed`, one line
+      naming the trials and their errors) once this many trials failed;
+      ``None``: go on while any member can continue.
+    orphan_s: a worker whose controller's store heartbeat (rewritten every
+      ``orphan_s / 6`` s) has not changed for this long exits; local workers
+      also get SIGTERM from Linux as soon as the controller dies
+      (``PR_SET_PDEATHSIG``) and exit once another controller takes over.
+
+  A rerun on an existing store must have the same run-defining configuration
+  (space, task and its arguments, population, trials, steps, selection,
+  seed, ...): otherwise :class:`ConfigMismatch` names the changed fields.
   """
 
   def __init__(
     self,
     workdir: str | os.PathLike,
     space: Space,
-    init_fn: Callable,
-    train_fn: Callable,
+    task: str | Callable,
+    task_args: Mapping[str, Any] | Callable | None = None,
     *,
     population_size: int,
     num_trials: int,
@@ -166,8 +231,31 @@ class Controller:
     poll_s: float = 0.05,
     external_workers: bool = False,
     synchronous: bool = False,
+    max_attempts: int = 3,
+    max_failed_trials: int | None = None,
+    orphan_s: float = 30.0,
   ):
     validate_space(space)
+    if int(max_attempts) < 1:
+      raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
+    if max_failed_trials is not None and int(max_failed_trials) < 1:
+      raise ValueError(f"max_failed_trials must be >= 1 or None, got {max_failed_trials!r}")
+    if not float(orphan_s) > 0:
+      raise ValueError(f"orphan_s must be > 0, got {orphan_s!r}")
+    if callable(task) and callable(task_args):
+      if int(workers) != 0 or external_workers:
+        raise ValueError(
+          "worker processes run a named task: pass task='package.module:function' (and JSON"
+          " task_args), not functions; functions can only run inline (workers=0)"
+        )
+      self.task: TaskSpec | None = None
+      self._fns: tuple[Callable, Callable] | None = (task, task_args)
+    else:
+      self.task = task_spec(task, task_args)
+      self._fns = None
+    self.max_attempts = int(max_attempts)
+    self.max_failed_trials = None if max_failed_trials is None else int(max_failed_trials)
+    self.orphan_s = float(orphan_s)
     if int(population_size) < 2:
       raise ValueError(f"population_size must be >= 2, got {population_size!r}")
     if int(num_trials) < int(population_size):
@@ -182,7 +270,7 @@ class Controller:
     self.ckpt_root = self.workdir / "checkpoints"
     self.ckpt_root.mkdir(parents=True, exist_ok=True)
     self.store_path = str(self.workdir / STORE_FILE)
-    self.space, self.init_fn, self.train_fn = dict(space), init_fn, train_fn
+    self.space = dict(space)
     self.population_size, self.num_trials = int(population_size), int(num_trials)
     self.steps_per_trial, self.workers = int(steps_per_trial), int(workers)
     self.exploit, self.truncation_fraction = exploit, truncation_fraction
@@ -193,9 +281,55 @@ class Controller:
     self.external_workers = bool(external_workers)
     self.synchronous = bool(synchronous)
     self.store = Store(self.store_path)
-    self._procs: dict[str, multiprocessing.Process] = {}
-    self._ctx = multiprocessing.get_context("spawn")
+    self._procs: dict[str, subprocess.Popen] = {}
     self.restarted_workers = 0
+    self.epoch = ""
+    self.failed_seen: list[Trial] = []
+    self._check_config()
+
+  # --- configuration ------------------------------------------------------------------------
+  @property
+  def init_fn(self) -> Callable:
+    return self._functions()[0]
+
+  @property
+  def train_fn(self) -> Callable:
+    return self._functions()[1]
+
+  def _functions(self) -> tuple[Callable, Callable]:
+    if self._fns is None:
+      self._fns = resolve_task(self.task)
+    return self._fns
+
+  def fingerprint(self) -> dict[str, Any]:
+    """Everything that changes what the campaign computes (JSON data); stored
+    with the campaign and compared on every rerun."""
+    return {
+      "space": _space_json(self.space),
+      "task": None if self.task is None else self.task.to_json(),
+      "population_size": self.population_size,
+      "num_trials": self.num_trials,
+      "steps_per_trial": self.steps_per_trial,
+      "exploit": self.exploit,
+      "truncation_fraction": self.truncation_fraction,
+      "resample_probability": self.resample_probability,
+      "perturb_factors": list(self.perturb_factors),
+      "seed": self.seed,
+      "initial_hparams": self.initial_hparams,
+      "synchronous": self.synchronous,
+    }
+
+  def _check_config(self) -> None:
+    stored = self.store.get(CONFIG)
+    if stored is None or not self.store.get("initialized", False):
+      return
+    changed = config_changes(stored, json.loads(json.dumps(self.fingerprint())))
+    if changed:
+      self.store.close()
+      raise ConfigMismatch(
+        f"{self.workdir} holds a PBT campaign with another configuration ({'; '.join(changed)});"
+        " rerun with the same configuration or use a new workdir"
+      )
 
   # --- decisions ----------------------------------------------------------------------------
   def _initialize(self) -> None:
@@ -207,17 +341,7 @@ class Controller:
         hp = {**sample_values(rng, self.space), **self.initial_hparams}
         self.store.add_trial(db, m, None, hp, 0, self.steps_per_trial, int(rng.integers(2**31)))
       self.store.put(db, "initialized", True)
-      self.store.put(
-        db,
-        "config",
-        {
-          "population_size": self.population_size,
-          "num_trials": self.num_trials,
-          "steps_per_trial": self.steps_per_trial,
-          "exploit": self.exploit,
-          "seed": self.seed,
-        },
-      )
+      self.store.put(db, CONFIG, self.fingerprint())
 
   def _choose_parent(self, rng, t: Trial, population: dict[int, Trial]) -> tuple[Trial, dict]:
     others = [p for m, p in sorted(population.items()) if m != t.member and p.fitness is not None]
@@ -290,38 +414,63 @@ class Controller:
 
   # --- workers ------------------------------------------------------------------------------
   def _start_worker(self) -> None:
+    """A local worker: ``python -m minmaxlab.pbt worker`` bound to this
+    controller (its epoch and pid); it reads the named task from the store."""
     name = f"w{len(self._procs) + self.restarted_workers}-{uuid.uuid4().hex[:6]}"
-    proc = self._ctx.Process(
-      target=_worker_main,
-      args=(
-        self.store_path,
-        str(self.ckpt_root),
-        self.init_fn,
-        self.train_fn,
-        name,
-        self.lease_s,
-        self.poll_s,
-      ),
-      name=name,
-    )
-    proc.start()
-    self._procs[name] = proc
+    cmd = [sys.executable, "-m", "minmaxlab.pbt", "worker", "--workdir", str(self.workdir)]
+    cmd += ["--name", name, "--epoch", self.epoch, "--parent-pid", str(os.getpid())]
+    self._procs[name] = subprocess.Popen(cmd, env=_worker_env(), stdin=subprocess.DEVNULL)
 
   def _reap_workers(self, work_left: bool) -> None:
     for name, proc in list(self._procs.items()):
-      if proc.is_alive():
+      if proc.poll() is None:
         continue
-      proc.join()
       del self._procs[name]
       with self.store.transaction() as db:
-        self.store.requeue(db, "worker=?", (name,))
+        self.store.fail_running(
+          db, "worker=?", (name,), f"worker process {name} exited with status {proc.returncode}"
+        )
       if work_left:
         self.restarted_workers += 1
         self._start_worker()
 
   def _requeue_lapsed(self) -> None:
     with self.store.transaction() as db:
-      self.store.requeue(db, "lease_until < ?", (time.time(),))
+      self.store.fail_running(db, "lease_until < ?", (time.time(),), "the worker's lease lapsed")
+
+  def _beat(self, stop: threading.Event) -> None:
+    """The controller's heartbeat: rewritten until ``stop`` (own connection)."""
+    store = Store(self.store_path)
+    try:
+      while True:
+        with store.transaction() as db:
+          store.put(db, HEARTBEAT, time.time())
+        if stop.wait(self.orphan_s / 6):
+          break
+    finally:
+      store.close()
+
+  def _handle_failed(self) -> None:
+    """Record newly failed trials (one line each) and apply ``max_failed_trials``."""
+    new = self.store.trials("status=? AND processed=0", (FAILED,))
+    if new:
+      with self.store.transaction() as db:
+        db.executemany("UPDATE trials SET processed=1 WHERE id=?", [(t.id,) for t in new])
+      for t in new:
+        print(
+          f"PBT: trial {t.id} (member {t.member}) failed after {t.failures} attempts: {t.error}",
+          file=sys.stderr,
+          flush=True,
+        )
+    failed = self.store.trials("status=?", (FAILED,))
+    self.failed_seen = failed
+    if self.max_failed_trials is not None and len(failed) >= self.max_failed_trials:
+      first = failed[0]
+      raise CampaignFailed(
+        f"PBT campaign stopped: {len(failed)} trial(s) failed (max_failed_trials="
+        f"{self.max_failed_trials}); trial {first.id} after {first.failures} attempts:"
+        f" {first.error}"
+      )
 
   # --- the loop -----------------------------------------------------------------------------
   def status(self) -> dict[str, Any]:
@@ -329,6 +478,7 @@ class Controller:
     best = self.store.best()
     return {
       **counts,
+      "failed_trials": [t.id for t in self.failed_seen],
       "best_fitness": None if best is None else best.fitness,
       "best_trial": None if best is None else best.id,
       "checkpoints": sum(1 for p in self.ckpt_root.iterdir() if p.name.startswith("trial_")),
@@ -380,23 +530,33 @@ class Controller:
     """
     deadline = None if timeout is None else time.monotonic() + timeout
     self._initialize()
+    self.epoch = uuid.uuid4().hex
     with self.store.transaction() as db:
       self.store.requeue(db, "1")
       self.store.put(db, FINISHED, False)
-      # any worker that joins with only the workdir gets the task from the store
+      self.store.put(db, EPOCH, self.epoch)  # workers of an earlier controller stop
+      self.store.put(db, MAX_ATTEMPTS, self.max_attempts)
+      # any worker that joins with only the workdir gets the task's NAME from the store
       self.store.put(
         db,
         TASK,
-        base64.b64encode(
-          pickle.dumps((self.init_fn, self.train_fn, self.lease_s, self.poll_s))
-        ).decode(),
+        {
+          "task": None if self.task is None else self.task.to_json(),
+          "lease_s": self.lease_s,
+          "poll_s": self.poll_s,
+          "orphan_s": self.orphan_s,
+        },
       )
     self._remove_strays()
-    for _ in range(self.workers):
-      self._start_worker()
+    stop_beat = threading.Event()
+    beat = threading.Thread(target=self._beat, args=(stop_beat,), daemon=True)
+    beat.start()
     max_ckpts = 0
     try:
+      for _ in range(self.workers):
+        self._start_worker()
       while True:
+        self._handle_failed()
         finished = self.store.trials("status=? AND processed=0", (DONE,))
         if not self.synchronous:
           for t in finished:
@@ -423,11 +583,18 @@ class Controller:
       with self.store.transaction() as db:
         self.store.put(db, FINISHED, True)
       for proc in self._procs.values():
-        proc.join(timeout=30)
-        if proc.is_alive():
+        try:
+          proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
           proc.terminate()
-          proc.join()
+          try:
+            proc.wait(timeout=10)
+          except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
       self._procs.clear()
+      stop_beat.set()
+      beat.join()
     return {
       **self.status(),
       "max_checkpoints": max_ckpts,
@@ -443,6 +610,9 @@ class Controller:
       except BrokenCheckpointError:
         self.store.report_broken_parent(trial.id, name)
         return
+      except Exception as e:  # counted against max_attempts; the campaign goes on
+        self.store.fail(trial.id, name, _error_line(e))
+        return
       self.store.complete(trial.id, name, fitness, ckpt)
 
   def close(self) -> None:
@@ -450,14 +620,18 @@ class Controller:
 
 
 def replay(
-  workdir: str | os.PathLike, init_fn: Callable, train_fn: Callable, trial_id: int | None = None
+  workdir: str | os.PathLike,
+  init_fn: Callable | None = None,
+  train_fn: Callable | None = None,
+  trial_id: int | None = None,
 ) -> tuple[float, Any, list[Trial]]:
   """Re-train a lineage from scratch, following the hyperparameters (schedule
   parameters included) each of its trials used.
 
   Args:
     workdir: the run's directory (its ``pbt.sqlite``).
-    init_fn, train_fn: as given to :class:`Controller`.
+    init_fn, train_fn: the task's functions (default: the named task recorded
+      in the store, imported here).
     trial_id: the lineage's last trial (default: the fittest trial).
 
   Returns:
@@ -472,8 +646,13 @@ def replay(
         raise ValueError(f"no finished trial in {workdir}")
       trial_id = best.id
     chain = store.lineage(trial_id)
+    stored = (store.get(CONFIG) or {}).get("task")
   finally:
     store.close()
+  if init_fn is None or train_fn is None:
+    if stored is None:
+      raise ValueError(f"{workdir}: no named task recorded; pass init_fn and train_fn")
+    init_fn, train_fn = resolve_task(task_spec(stored["target"], stored["args"]))
   state = init_fn(chain[0])
   fitness = None
   for t in chain:
@@ -481,13 +660,21 @@ def replay(
   return float(fitness), state, chain
 
 
-def join_run(workdir: str | os.PathLike, name: str | None = None, wait_s: float = 120.0) -> int:
+def join_run(
+  workdir: str | os.PathLike,
+  name: str | None = None,
+  wait_s: float = 120.0,
+  epoch: str | None = None,
+) -> int:
   """Work for the controller of ``workdir`` from any process that sees its files.
 
   Waits up to ``wait_s`` seconds for the controller to publish its task in the
   store, then claims and runs trials until the run is finished (see
-  :func:`worker_loop`). The task's functions are unpickled by reference, so the
-  same code must be importable here. Returns the number of trials completed.
+  :func:`worker_loop`). The store holds only the task's name and JSON
+  arguments; the task is imported here, so the same code must be installed.
+  The worker exits when the controller's heartbeat stops for the run's
+  ``orphan_s`` (or, with ``epoch``, when another controller takes over).
+  Returns the number of trials completed.
   """
   workdir = Path(workdir).expanduser().resolve()
   store_path = workdir / STORE_FILE
@@ -504,13 +691,17 @@ def join_run(workdir: str | os.PathLike, name: str | None = None, wait_s: float 
     if time.monotonic() > deadline:
       raise TimeoutError(f"no PBT controller published a task in {workdir} within {wait_s} s")
     time.sleep(0.1)
-  init_fn, train_fn, lease_s, poll_s = pickle.loads(base64.b64decode(task))
+  if not isinstance(task, dict) or not isinstance(task.get("task"), dict):
+    raise ValueError(f"{store_path}: no named task in the store (functions run inline only)")
+  init_fn, train_fn = resolve_task(task_spec(task["task"]["target"], task["task"]["args"]))
   return worker_loop(
     str(store_path),
     str(workdir / "checkpoints"),
     init_fn,
     train_fn,
     name=name,
-    lease_s=lease_s,
-    poll_s=poll_s,
+    lease_s=float(task["lease_s"]),
+    poll_s=float(task["poll_s"]),
+    epoch=epoch,
+    orphan_s=float(task["orphan_s"]),
   )

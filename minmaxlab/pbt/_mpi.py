@@ -24,18 +24,25 @@ Failure handling, bounded in time:
   the job (exit code 3) once its caller is done, as mpirun would wait for them.
 - An exception on any rank prints its traceback and calls ``MPI_Abort``, so no
   rank is left blocked in a receive.
+
+Messages are typed data, never pickles: each request and reply is UTF-8 JSON
+sent as an MPI byte buffer (``Send``/``Recv``), and the task travels as its
+name and JSON arguments (each worker rank imports it), so a peer that can
+reach a rank can at worst send wrong numbers, not code.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import sys
 import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from minmaxlab.pbt._store import Store
+from minmaxlab.pbt._store import Store, Trial
+from minmaxlab.pbt._task import resolve_task, task_spec
 from minmaxlab.pbt._worker import FINISHED, serve_trials
 
 _TAG = 77  # requests to rank 0; replies come back with _TAG + 1
@@ -71,6 +78,37 @@ def _abort(comm, what: str) -> None:
   comm.Abort(1)
 
 
+def _encode(value: Any) -> Any:
+  if isinstance(value, Trial):
+    return {"trial": value._asdict()}
+  return {"value": value}
+
+
+def _decode(message: Any) -> Any:
+  if "trial" in message:
+    return Trial(**message["trial"])
+  return message["value"]
+
+
+def _send(comm, obj: Any, dest: int, tag: int) -> None:
+  """Send JSON data as a byte buffer (no pickle)."""
+  from mpi4py import MPI
+
+  data = bytearray(json.dumps(obj, allow_nan=True).encode())
+  comm.Send([data, MPI.BYTE], dest=dest, tag=tag)
+
+
+def _recv(comm, source: int, tag: int) -> tuple[Any, int]:
+  """Receive one JSON byte buffer; returns ``(data, source)``."""
+  from mpi4py import MPI
+
+  status = MPI.Status()
+  comm.Probe(source=source, tag=tag, status=status)
+  buf = bytearray(status.Get_count(MPI.BYTE))
+  comm.Recv([buf, MPI.BYTE], source=status.Get_source(), tag=tag)
+  return json.loads(buf.decode()), status.Get_source()
+
+
 class _RankStore:
   """The store calls a worker makes, forwarded to rank 0 (one request at a time)."""
 
@@ -78,11 +116,14 @@ class _RankStore:
     self.comm = comm
 
   def _call(self, op: str, *args):
-    self.comm.send((op, args), dest=0, tag=_TAG)
-    return self.comm.recv(source=0, tag=_TAG + 1)
+    _send(self.comm, {"op": op, "args": list(args)}, 0, _TAG)
+    return _decode(_recv(self.comm, 0, _TAG + 1)[0])
 
   def claim(self, worker, lease_s):
     return self._call("claim", worker, lease_s)
+
+  def fail(self, trial_id, worker, error):
+    return self._call("fail", trial_id, worker, error)
 
   def renew(self, trial_id, worker, lease_s):
     return self._call("renew", trial_id, worker, lease_s)
@@ -103,7 +144,7 @@ class _RankStore:
 class _RankServer:
   """Rank 0's side: answer worker ranks' store calls; notice silent ranks."""
 
-  _OPS = ("claim", "renew", "complete", "report_broken_parent")
+  _OPS = ("claim", "renew", "complete", "fail", "report_broken_parent")
 
   def __init__(self, comm, controller):
     from mpi4py import MPI
@@ -119,7 +160,12 @@ class _RankServer:
 
   def _task(self):
     c = self.controller
-    return (c.init_fn, c.train_fn, c.lease_s, c.poll_s, str(c.ckpt_root))
+    return {
+      "task": c.task.to_json(),
+      "lease_s": c.lease_s,
+      "poll_s": c.poll_s,
+      "ckpt_root": str(c.ckpt_root),
+    }
 
   def _answer(self, source: int, op: str, args: tuple) -> Any:
     if op == "task":
@@ -139,11 +185,13 @@ class _RankServer:
     status = self.MPI.Status()
     while True:
       if self.comm.Iprobe(source=self.MPI.ANY_SOURCE, tag=_TAG, status=status):
-        source = status.Get_source()
-        op, args = self.comm.recv(source=source, tag=_TAG)
+        request, source = _recv(self.comm, status.Get_source(), _TAG)
         self.last_seen[source] = time.monotonic()
         self.lost.discard(source)
-        self.comm.send(self._answer(source, op, args), dest=source, tag=_TAG + 1)
+        if not (isinstance(request, dict) and isinstance(request.get("args"), list)):
+          raise ValueError(f"malformed request from rank {source}")
+        answer = self._answer(source, str(request.get("op")), tuple(request["args"]))
+        _send(self.comm, _encode(answer), source, _TAG + 1)
         continue
       if time.monotonic() >= deadline:
         break
@@ -184,15 +232,16 @@ def mpi_worker(comm=None) -> int:
     raise ValueError("mpi_worker runs on ranks 1..P-1; rank 0 runs the controller")
   try:
     proxy = _RankStore(comm)
-    init_fn, train_fn, lease_s, poll_s, ckpt_root = proxy._call("task")
+    task = proxy._call("task")
+    init_fn, train_fn = resolve_task(task_spec(task["task"]["target"], task["task"]["args"]))
     return serve_trials(
       lambda: proxy,
-      ckpt_root,
+      task["ckpt_root"],
       init_fn,
       train_fn,
       name=f"rank{comm.Get_rank()}",
-      lease_s=lease_s,
-      poll_s=poll_s,
+      lease_s=float(task["lease_s"]),
+      poll_s=float(task["poll_s"]),
     )
   except BaseException:
     _abort(comm, "PBT worker failed")
@@ -232,6 +281,11 @@ def run_mpi(
     return None
   try:
     controller = make_controller()
+    if controller.task is None:
+      raise ValueError(
+        "run_mpi: worker ranks import the task by name; build the controller with"
+        " task='package.module:function' (and JSON task_args)"
+      )
     if controller.workers != 0:
       raise ValueError(
         f"run_mpi: the MPI ranks are the workers; build the controller with workers=0,"

@@ -16,7 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
-PENDING, RUNNING, DONE = "pending", "running", "done"
+PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+MAX_ATTEMPTS = "max_attempts"  # kv key: attempts before a trial is marked failed
+EPOCH = "controller_epoch"  # kv key: the id of the controller now running the campaign
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS trials (
@@ -37,12 +39,18 @@ CREATE TABLE IF NOT EXISTS trials (
   ckpt_deleted INTEGER NOT NULL DEFAULT 0,
   processed INTEGER NOT NULL DEFAULT 0,
   created REAL,
-  finished REAL
+  finished REAL,
+  failures INTEGER NOT NULL DEFAULT 0,
+  error TEXT
 );
 CREATE INDEX IF NOT EXISTS trials_status ON trials(status, id);
 CREATE TABLE IF NOT EXISTS population (member INTEGER PRIMARY KEY, trial_id INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+
+class ControllerGone(RuntimeError):
+  """The controller that started a worker no longer runs the campaign."""
 
 
 class Trial(NamedTuple):
@@ -57,13 +65,16 @@ class Trial(NamedTuple):
     start_step: training steps behind the parent checkpoint.
     steps: steps to train.
     seed: the trial's seed (a re-run of the trial gets the same one).
-    status: ``pending`` / ``running`` / ``done``.
+    status: ``pending`` / ``running`` / ``done`` / ``failed``.
     attempt: how many times it was handed to a worker.
     worker: the worker holding it.
     fitness: reported fitness (higher is better).
     ckpt: its own checkpoint directory once done.
     ckpt_deleted: whether garbage collection removed it.
     processed: whether the controller has used the result.
+    failures: failed attempts (an exception in the task, its worker process
+      dying, its lease lapsing); at ``max_attempts`` the trial is ``failed``.
+    error: the last failure, one line.
   """
 
   id: int
@@ -81,11 +92,13 @@ class Trial(NamedTuple):
   ckpt: str | None
   ckpt_deleted: bool
   processed: bool
+  failures: int = 0
+  error: str | None = None
 
 
 _COLUMNS = (
   "id, member, parent_id, parent_ckpt, hparams, start_step, steps, seed, status,"
-  " attempt, worker, fitness, ckpt, ckpt_deleted, processed"
+  " attempt, worker, fitness, ckpt, ckpt_deleted, processed, failures, error"
 )
 
 
@@ -113,6 +126,10 @@ class Store:
     for stmt in _SCHEMA.strip().split(";"):
       if stmt.strip():
         self._db.execute(stmt)
+    columns = {r[1] for r in self._db.execute("PRAGMA table_info(trials)")}
+    for name, decl in (("failures", "INTEGER NOT NULL DEFAULT 0"), ("error", "TEXT")):
+      if name not in columns:  # a store written before these columns existed
+        self._db.execute(f"ALTER TABLE trials ADD COLUMN {name} {decl}")
 
   def close(self) -> None:
     self._db.close()
@@ -165,14 +182,20 @@ class Store:
     rows = self._db.execute(f"SELECT {_COLUMNS} FROM trials WHERE {where} ORDER BY id", args)
     return [_trial(r) for r in rows]
 
-  def claim(self, worker: str, lease_s: float) -> Trial | None:
+  def claim(self, worker: str, lease_s: float, epoch: str | None = None) -> Trial | None:
     """Hand the oldest claimable pending trial to ``worker`` (``None`` if none).
 
     A trial is claimable when its parent is done (a parent being re-run after
     a corrupt checkpoint blocks its children); the parent's checkpoint path is
     read at claim time, so a re-run parent's new checkpoint is used.
+
+    ``epoch``: the controller that started this worker; if another controller
+    has taken over the store since, :class:`ControllerGone` is raised and
+    nothing is claimed (a worker of a dead controller never takes work).
     """
     with self.transaction() as db:
+      if epoch is not None and self.get(EPOCH) != epoch:
+        raise ControllerGone(f"the controller that started worker {worker} is gone")
       row = db.execute(
         "SELECT t.id, p.ckpt FROM trials t LEFT JOIN trials p ON t.parent_id = p.id"
         " WHERE t.status=? AND (t.parent_id IS NULL OR p.status=?) ORDER BY t.id LIMIT 1",
@@ -236,6 +259,27 @@ class Store:
       )
     return cur.rowcount == 1
 
+  def fail(self, trial_id: int, worker: str, error: str) -> bool:
+    """Record a failed attempt of a running trial held by ``worker``: the trial is
+    re-queued, or marked ``failed`` once it has failed ``max_attempts`` times."""
+    with self.transaction() as db:
+      return self.fail_running(db, "id=? AND worker=?", (trial_id, worker), error) == 1
+
+  def fail_running(self, db, where: str, args: tuple, error: str) -> int:
+    """:meth:`fail` for every running trial matching ``where``; returns how many."""
+    limit = int(self.get(MAX_ATTEMPTS, 0) or 0)
+    rows = db.execute(
+      f"SELECT id, failures FROM trials WHERE status=? AND ({where})", (RUNNING, *args)
+    ).fetchall()
+    for tid, failures in rows:
+      failed = limit > 0 and failures + 1 >= limit
+      db.execute(
+        "UPDATE trials SET status=?, worker=NULL, lease_until=NULL, failures=failures+1,"
+        " error=?, processed=? WHERE id=?",
+        (FAILED if failed else PENDING, str(error)[:2000], 0, tid),
+      )
+    return len(rows)
+
   def requeue(self, db, where: str, args: tuple = ()) -> int:
     cur = db.execute(
       f"UPDATE trials SET status=?, worker=NULL, lease_until=NULL WHERE status=? AND ({where})",
@@ -252,7 +296,7 @@ class Store:
     )
 
   def counts(self) -> dict[str, int]:
-    out = {PENDING: 0, RUNNING: 0, DONE: 0}
+    out = {PENDING: 0, RUNNING: 0, DONE: 0, FAILED: 0}
     out.update(dict(self._db.execute("SELECT status, COUNT(*) FROM trials GROUP BY status")))
     return out
 

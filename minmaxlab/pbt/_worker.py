@@ -11,17 +11,66 @@ then re-queued and re-run from its (still kept) parent checkpoint.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
+import signal
+import sys
 import threading
 import time
+import traceback
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from minmaxlab.pbt._store import Store, Trial
+from minmaxlab.pbt._store import EPOCH, ControllerGone, Store, Trial
 
 FINISHED = "finished"
+HEARTBEAT = "controller_heartbeat"  # kv key: rewritten by the live controller every few seconds
+ORPHAN_EXIT = 3  # exit status of a worker whose controller is gone
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> bool:
+  """Ask Linux to send this process SIGTERM when its parent dies (``prctl
+  PR_SET_PDEATHSIG``); exit at once if the parent is already gone. Returns
+  whether the signal could be set (``False`` off Linux: the store heartbeat is
+  then the only guard)."""
+  armed = False
+  if sys.platform.startswith("linux"):
+    try:
+      libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+      armed = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) == 0
+    except OSError:
+      armed = False
+  if os.getppid() != parent_pid:  # died before the signal was armed
+    os._exit(ORPHAN_EXIT)
+  return armed
+
+
+class _Watch:
+  """Notices a controller that stopped beating: the heartbeat value unchanged
+  for ``orphan_s`` seconds of this process's own clock (no clock is shared)."""
+
+  def __init__(self, orphan_s: float | None):
+    self.orphan_s = orphan_s
+    self.value, self.since = object(), time.monotonic()
+
+  def gone(self, store) -> bool:
+    if not self.orphan_s:
+      return False
+    value = store.get(HEARTBEAT)
+    now = time.monotonic()
+    if value != self.value:
+      self.value, self.since = value, now
+      return False
+    return now - self.since > self.orphan_s
+
+
+def _error_line(e: BaseException) -> str:
+  text = f"{type(e).__name__}: {e}".strip().splitlines()
+  return text[0] if text else type(e).__name__
 
 
 class BrokenCheckpointError(RuntimeError):
@@ -76,14 +125,26 @@ def worker_loop(
   lease_s: float = 60.0,
   poll_s: float = 0.05,
   max_trials: int | None = None,
+  epoch: str | None = None,
+  orphan_s: float | None = None,
 ) -> int:
   """Claim and run trials until the controller marks the run finished.
 
   A background thread renews the lease every ``lease_s / 3`` seconds while a
   trial trains. Returns the number of trials this worker completed.
+  ``epoch``/``orphan_s``: see :func:`serve_trials`.
   """
   return serve_trials(
-    lambda: Store(store_path), ckpt_root, init_fn, train_fn, name, lease_s, poll_s, max_trials
+    lambda: Store(store_path),
+    ckpt_root,
+    init_fn,
+    train_fn,
+    name,
+    lease_s,
+    poll_s,
+    max_trials,
+    epoch=epoch,
+    orphan_s=orphan_s,
   )
 
 
@@ -96,23 +157,45 @@ def serve_trials(
   lease_s: float = 60.0,
   poll_s: float = 0.05,
   max_trials: int | None = None,
+  *,
+  epoch: str | None = None,
+  orphan_s: float | None = None,
 ) -> int:
   """:func:`worker_loop` over any store-like object from ``open_store()``.
 
-  The object needs ``claim``, ``renew``, ``complete``, ``report_broken_parent``,
-  ``get`` and ``close`` with :class:`Store`'s meaning: the SQLite store itself
-  (local and external workers) or a proxy forwarding each call to the MPI rank
-  that owns the store (:func:`minmaxlab.pbt.run_mpi`), so every kind of worker
-  follows one claim/lease/report protocol. The lease thread opens its own
-  object and never overlaps the main thread's calls (it is joined before the
-  report).
+  The object needs ``claim``, ``renew``, ``complete``, ``fail``,
+  ``report_broken_parent``, ``get`` and ``close`` with :class:`Store`'s
+  meaning: the SQLite store itself (local and external workers) or a proxy
+  forwarding each call to the MPI rank that owns the store
+  (:func:`minmaxlab.pbt.run_mpi`), so every kind of worker follows one
+  claim/lease/report protocol. The lease thread opens its own object and never
+  overlaps the main thread's calls (it is joined before the report).
+
+  Failures: an exception in the task is reported (``Store.fail``: the trial is
+  re-queued, or marked failed after ``max_attempts``) and the worker goes on
+  with the next trial. The worker ends when its controller is gone: ``epoch``
+  (the controller that started it) is no longer the store's, or the
+  controller's heartbeat has not changed for ``orphan_s`` seconds: between
+  trials :class:`ControllerGone` is raised, during a trial the lease thread
+  ends the process (exit status :data:`ORPHAN_EXIT`; the trial is re-queued
+  by the next controller).
   """
   name = name or f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
   store = open_store()
+  watch = _Watch(orphan_s)
   done = 0
+
+  def orphaned(why: str):
+    print(f"[pbt worker {name}] {why}: exiting", file=sys.stderr, flush=True)
+
   try:
     while max_trials is None or done < max_trials:
-      trial = store.claim(name, lease_s)
+      if watch.gone(store):
+        raise ControllerGone(f"no controller heartbeat for {orphan_s:g} s")
+      if epoch is None:
+        trial = store.claim(name, lease_s)
+      else:
+        trial = store.claim(name, lease_s, epoch)  # ControllerGone if replaced
       if trial is None:
         if store.get(FINISHED, False):
           break
@@ -122,9 +205,14 @@ def serve_trials(
 
       def heartbeat(trial_id=trial.id):
         hb = open_store()
+        beat = _Watch(orphan_s)
         try:
-          while not stop.wait(lease_s / 3):
+          while not stop.wait(lease_s / 3 if not orphan_s else min(lease_s / 3, orphan_s / 4)):
             hb.renew(trial_id, name, lease_s)
+            lost_epoch = epoch is not None and hb.get(EPOCH) != epoch
+            if lost_epoch or beat.gone(hb):
+              orphaned(f"controller gone while training trial {trial_id}")
+              os._exit(ORPHAN_EXIT)  # the trial is re-queued by the next controller
         finally:
           hb.close()
 
@@ -134,6 +222,17 @@ def serve_trials(
         fitness, ckpt = run_trial(trial, ckpt_root, init_fn, train_fn)
       except BrokenCheckpointError:
         store.report_broken_parent(trial.id, name)
+        continue
+      except Exception as e:  # the task failed: report it, go on with the next trial
+        line = _error_line(e)
+        print(
+          f"[pbt worker {name}] trial {trial.id} (attempt {trial.attempt}) failed: {line}",
+          file=sys.stderr,
+          flush=True,
+        )
+        if os.environ.get("MINMAXLAB_DEBUG"):
+          traceback.print_exc()
+        store.fail(trial.id, name, line)
         continue
       finally:
         stop.set()

@@ -30,6 +30,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.resample_probability = 0.25
   c.top_k = 2
   c.lease_s = 60.0  # a worker silent this long loses its trial (re-queued)
+  c.max_attempts = 3  # a trial failing this often is marked failed (its member stops)
+  c.max_failed_trials = 1  # the campaign stops (exit 1) once this many trials failed
   # Fitness (non-differentiable): modes covered + high-quality rate - mode KL / log 8.
   c.eval_samples = 2000
   return c

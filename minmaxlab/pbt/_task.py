@@ -1,0 +1,111 @@
+"""Named PBT tasks: an importable ``"module:function"`` plus JSON arguments.
+
+Worker processes, external workers and MPI ranks never receive code: the store
+holds the task's *name* and its JSON arguments, and each worker imports the
+module and calls ``function(**args)`` itself, so a worker runs only code that is
+installed where it runs. ``function(**args)`` returns either an object with
+``init(trial)`` and ``train(hparams, state, trial)`` methods or a pair
+``(init_fn, train_fn)``.
+
+Only functions marked with :func:`named_task` can be named: a store written by
+someone else can make a worker import an installed module, but it cannot make
+it call ``os.system`` or any other function that is not declared a PBT task.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+_MARK = "__minmaxlab_pbt_task__"
+
+
+def named_task(fn: Callable) -> Callable:
+  """Declare ``fn`` (a function or class) a PBT task that a store may name.
+
+  Example:
+    >>> @named_task
+    ... def quadratic(dim=4):
+    ...   return init_fn, train_fn
+    >>> # Controller(workdir, space, "mypackage.tasks:quadratic", {"dim": 8}, ...)
+  """
+  setattr(fn, _MARK, True)
+  return fn
+
+
+_NAME = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+
+
+class TaskSpec(NamedTuple):
+  """A task by name: ``target`` ``"package.module:function"``, ``args`` its JSON kwargs."""
+
+  target: str
+  args: dict
+
+  def to_json(self) -> dict:
+    return {"target": self.target, "args": self.args}
+
+
+def _check_json(value: Any, where: str) -> None:
+  if value is None or isinstance(value, (bool, int, str)):
+    return
+  if isinstance(value, float):
+    if not math.isfinite(value):
+      raise ValueError(f"{where}: {value!r} is not a finite JSON number")
+    return
+  if isinstance(value, (list, tuple)):
+    for i, v in enumerate(value):
+      _check_json(v, f"{where}[{i}]")
+    return
+  if isinstance(value, Mapping):
+    for k, v in value.items():
+      if not isinstance(k, str):
+        raise ValueError(f"{where}: key {k!r} is not a string")
+      _check_json(v, f"{where}.{k}")
+    return
+  raise ValueError(f"{where}: {type(value).__name__} is not JSON data (numbers, strings, lists)")
+
+
+def task_spec(target: str, args: Mapping[str, Any] | None = None) -> TaskSpec:
+  """Validate a task name and its arguments (JSON data only) and return a :class:`TaskSpec`.
+
+  Raises:
+    ValueError: ``target`` is not ``"module:function"`` or ``args`` holds
+      anything but JSON data.
+  """
+  if not isinstance(target, str) or not _NAME.match(target):
+    raise ValueError(f"a PBT task is named 'package.module:function', got {target!r}")
+  args = {} if args is None else dict(args)
+  _check_json(args, "task_args")
+  return TaskSpec(target, json.loads(json.dumps(args)))
+
+
+def resolve_task(spec: TaskSpec) -> tuple[Callable, Callable]:
+  """Import ``spec.target``, call it with ``spec.args``; return ``(init_fn, train_fn)``."""
+  module_name, _, attr = spec.target.partition(":")
+  try:
+    obj: Any = importlib.import_module(module_name)
+  except ImportError as e:
+    raise ValueError(f"PBT task {spec.target!r}: cannot import {module_name!r}: {e}") from e
+  for part in attr.split("."):
+    if not hasattr(obj, part):
+      raise ValueError(f"PBT task {spec.target!r}: {module_name} has no {attr!r}")
+    obj = getattr(obj, part)
+  if not callable(obj) or not getattr(obj, _MARK, False):
+    raise ValueError(
+      f"PBT task {spec.target!r} is not declared a task (decorate it with"
+      " minmaxlab.pbt.named_task); refusing to call it"
+    )
+  made = obj(**spec.args)
+  if hasattr(made, "init") and hasattr(made, "train"):
+    return made.init, made.train
+  if isinstance(made, tuple) and len(made) == 2 and all(callable(f) for f in made):
+    return made
+  raise ValueError(
+    f"PBT task {spec.target!r} must return an object with init/train methods or a pair"
+    f" (init_fn, train_fn), got {type(made).__name__}"
+  )
