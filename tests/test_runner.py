@@ -13,6 +13,7 @@ import pytest
 
 import minmaxlab
 from minmaxlab import runner
+from minmaxlab.runner._checkpoint import CheckpointError
 
 
 def _state(scale=1.0):
@@ -44,6 +45,46 @@ def test_checkpoint_roundtrip_keeps_types_and_last_n(tmp_path):
   _assert_tree_equal(old, _state(10.0))
   with pytest.raises(FileNotFoundError):
     ckpt.restore(target, step=0)
+
+
+@pytest.mark.parametrize("damage", ["meta", "state_bytes", "state_missing_file"])
+def test_damaged_latest_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, damage):
+  ckpt = runner.CheckpointManager(tmp_path / "ck", max_to_keep=None)
+  for s in (0, 10, 20):
+    ckpt.save(s, _state(float(s)))
+  latest = ckpt.path(20)
+  if damage == "meta":
+    (latest / "meta.json").write_text('{"step": 20, "state_sha')  # torn JSON
+  else:
+    files = sorted(p for p in (latest / "state").rglob("*") if p.is_file() and p.stat().st_size)
+    victim = max(files, key=lambda p: p.stat().st_size)
+    if damage == "state_bytes":
+      data = bytearray(victim.read_bytes())
+      data[len(data) // 2] ^= 0xFF  # one flipped byte
+      victim.write_bytes(bytes(data))
+    else:
+      victim.unlink()
+  assert ckpt.verify(10) is None and ckpt.verify(20) is not None
+  lines = []
+  restored, meta = ckpt.restore(jax.eval_shape(lambda: _state()), log=lines.append)
+  _assert_tree_equal(restored, _state(10.0))
+  assert meta == {"step": 10}
+  assert len(lines) == 1 and str(latest) in lines[0] and "trying step_10" in lines[0]
+  assert "\n" not in lines[0]
+  with pytest.raises(CheckpointError, match="damaged"):
+    ckpt.restore(jax.eval_shape(lambda: _state()), step=20)
+
+
+def test_no_restorable_checkpoint_is_one_line(tmp_path):
+  ckpt = runner.CheckpointManager(tmp_path / "ck", max_to_keep=None)
+  ckpt.save(0, _state())
+  ckpt.save(5, _state())
+  other = {"w": jax.ShapeDtypeStruct((5,), jnp.float32)}  # another architecture
+  lines = []
+  with pytest.raises(CheckpointError) as e:
+    ckpt.restore(other, log=lines.append)
+  assert "\n" not in str(e.value) and "fresh workdir" in str(e.value)
+  assert len(lines) == 2  # each checkpoint named once
 
 
 def test_kill_mid_write_leaves_last_good_checkpoint(tmp_path, monkeypatch):

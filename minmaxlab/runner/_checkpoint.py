@@ -1,11 +1,13 @@
-"""Atomic orbax checkpoints: write to a temporary directory, then rename."""
+"""Atomic orbax checkpoints: write to a temporary directory, then rename; verified restore."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,28 @@ _TMP_PREFIX = ".tmp-"
 _TRASH_PREFIX = ".trash-"
 _STATE = "state"
 _META = "meta.json"
+_DIGEST = "state_sha256"  # metadata key: digest of every file of the saved state
+
+
+class CheckpointError(RuntimeError):
+  """No checkpoint in a directory can be restored into the requested structure."""
+
+
+def _digest(folder: Path) -> str:
+  """SHA-256 over the relative paths and contents of every file under ``folder``."""
+  h = hashlib.sha256()
+  for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+    h.update(str(f.relative_to(folder)).encode() + b"\0")
+    with open(f, "rb") as fh:
+      for block in iter(lambda: fh.read(1 << 20), b""):
+        h.update(block)
+    h.update(b"\0")
+  return h.hexdigest()
+
+
+def _one_line(e: BaseException) -> str:
+  lines = str(e).strip().splitlines()
+  return f"{type(e).__name__}: {lines[0][:200]}" if lines else type(e).__name__
 
 
 def _abstract(tree: Any) -> Any:
@@ -57,6 +81,13 @@ class CheckpointManager:
   Restore always takes an abstract target (any pytree of arrays or
   ``jax.ShapeDtypeStruct``, e.g. from ``jax.eval_shape``), so NamedTuple
   states and dtypes come back exactly as saved.
+
+  Verification: ``save`` records a SHA-256 of the saved state's files in the
+  metadata; ``restore()`` of the latest checkpoint checks it (and that the
+  metadata and the state can be read), and if the latest checkpoint is
+  damaged it prints one line naming it and restores the newest intact one.
+  When no checkpoint fits the target (e.g. the run's configuration changed),
+  :class:`CheckpointError` says so in one line.
 
   Example:
     >>> ckpt = CheckpointManager("runs/x/checkpoints", max_to_keep=3)
@@ -111,7 +142,7 @@ class CheckpointManager:
       ckptr.save(tmp / _STATE, tree)
       ckptr.wait_until_finished()
     with open(tmp / _META, "w") as f:
-      json.dump({"step": step, **(metadata or {})}, f)
+      json.dump({"step": step, **(metadata or {}), _DIGEST: _digest(tmp / _STATE)}, f)
       f.flush()
       os.fsync(f.fileno())
     if final.exists():  # re-saving a step: move the old one away first
@@ -132,7 +163,9 @@ class CheckpointManager:
     """The JSON metadata stored with checkpoint ``step`` (default: latest)."""
     step = self._resolve(step)
     with open(self.path(step) / _META) as f:
-      return json.load(f)
+      meta = json.load(f)
+    meta.pop(_DIGEST, None)
+    return meta
 
   def _resolve(self, step):
     if step is None:
@@ -143,25 +176,89 @@ class CheckpointManager:
       raise FileNotFoundError(f"no checkpoint step_{step} in {self.directory}")
     return int(step)
 
-  def restore(self, target: Any, step: int | None = None) -> tuple[Any, dict]:
-    """Restore checkpoint ``step`` (default: latest) into the structure of ``target``.
+  def verify(self, step: int) -> str | None:
+    """``None`` if checkpoint ``step`` is intact, else what is wrong (one line):
+    unreadable metadata, a missing state, or files whose digest differs from the
+    one recorded at save time (checkpoints saved without a digest are only
+    checked for readable metadata)."""
+    path = self.path(step)
+    try:
+      with open(path / _META) as f:
+        meta = json.load(f)
+    except (OSError, ValueError) as e:
+      return f"unreadable {_META} ({_one_line(e)})"
+    if not isinstance(meta, dict) or meta.get("step") != int(step):
+      return f"{_META} does not describe step {step}"
+    if not (path / _STATE).is_dir():
+      return "the state is missing"
+    want = meta.get(_DIGEST)
+    if want is not None and _digest(path / _STATE) != want:
+      return "its files differ from those written (checksum mismatch)"
+    return None
+
+  def restore(self, target: Any, step: int | None = None, *, log=None) -> tuple[Any, dict]:
+    """Restore checkpoint ``step`` (default: the newest intact one) into ``target``'s structure.
+
+    With ``step=None`` the checkpoints are tried newest first: a damaged one
+    (see :meth:`verify`, or one orbax cannot read) is reported in one line
+    (``log``, default stderr) and the next older one is used.
 
     Args:
       target: a pytree with the saved structure; its leaves may be arrays or
         ``jax.ShapeDtypeStruct`` (only shapes and dtypes are used).
-      step: which checkpoint; ``None`` for the latest.
+      step: which checkpoint; ``None`` for the newest intact one.
+      log: ``log(line)`` for the damaged-checkpoint notes.
 
     Returns:
       ``(tree, metadata)``.
+
+    Raises:
+      FileNotFoundError: no checkpoint at all (or no ``step``).
+      CheckpointError: every candidate is damaged or does not fit ``target``
+        (one line; the last reason is given).
     """
+    say = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    if step is not None:
+      step = self._resolve(step)
+      problem = self.verify(step)
+      if problem is not None:
+        raise CheckpointError(f"checkpoint {self.path(step)} is damaged: {problem}")
+      try:
+        return self._restore(target, step)
+      except Exception as e:
+        raise CheckpointError(f"cannot restore {self.path(step)}: {_one_line(e)}") from e
+    steps = self.steps()
+    if not steps:
+      raise FileNotFoundError(f"no checkpoint in {self.directory}")
+    reasons = []
+    for s in reversed(steps):
+      problem = self.verify(s)
+      if problem is None:
+        try:
+          return self._restore(target, s)
+        except Exception as e:  # orbax/tensorstore raise many types
+          problem = f"intact, but does not fit the requested state ({_one_line(e)})"
+      else:
+        problem = f"damaged: {problem}"
+      reasons.append((s, problem))
+      older = [x for x in steps if x < s]
+      nxt = f"trying step_{older[-1]}" if older else "no older checkpoint"
+      say(f"checkpoint {self.path(s)} {problem}; {nxt}")
+    s, problem = reasons[-1]
+    raise CheckpointError(
+      f"no checkpoint in {self.directory} can be restored (step_{s}: {problem}); if the run's"
+      " configuration changed, use a fresh workdir"
+    )
+
+  def _restore(self, target: Any, step: int) -> tuple[Any, dict]:
     import orbax.checkpoint as ocp
 
-    step = self._resolve(step)
     with _checkpointer(ocp) as ckptr:
       tree = ckptr.restore(self.path(step) / _STATE, _abstract(target))
     # orbax returns arrays committed to a device; freshly computed ones are not, and jit
     # keys its cache on that, so a resumed run would compile its step again. Hand back
     # plain (uncommitted) arrays instead.
-    tree = jax.tree.map(lambda x: jnp.asarray(np.asarray(x)) if isinstance(x, jax.Array) else x,
-                        tree)
+    tree = jax.tree.map(
+      lambda x: jnp.asarray(np.asarray(x)) if isinstance(x, jax.Array) else x, tree
+    )
     return tree, self.metadata(step)
