@@ -3,7 +3,11 @@ r"""Train one GAN from a config file.
   python -m experiments.gan.main --config experiments/gan/configs/smoke.py --workdir runs/smoke
   python -m experiments.gan.main --config experiments/gan/configs/ring8.py --workdir runs/ring8_la \
       --config.lookahead=True --config.seed=1
-  python -m experiments.gan.main --config ... --workdir runs/x --resume    # continue a killed run
+
+The same command again resumes an unfinished run (killed, or stopped with Ctrl-C) from its
+latest checkpoint and only reports a finished one (nothing is changed); a larger
+``--config.num_steps`` continues a finished run. A workdir holding a run of another config
+is refused. Compiled programs are cached on disk (``$MINMAXLAB_CACHE_DIR``).
 """
 
 import sys
@@ -15,8 +19,22 @@ _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a config file.", lock_config=True
 )
 _WORKDIR = flags.DEFINE_string("workdir", None, "Run directory (checkpoints, logs, plots).")
-_RESUME = flags.DEFINE_bool("resume", False, "Continue from the latest checkpoint in --workdir.")
+_RESUME = flags.DEFINE_bool(
+  "resume", False, "Continue from the latest checkpoint (the default whenever there is one)."
+)
 flags.mark_flags_as_required(["config", "workdir"])
+
+MODULE = "experiments.gan.main"
+# Config fields a rerun may change (the loop's length and logging).
+MAY_CHANGE = (
+  "num_steps",
+  "eval_every",
+  "checkpoint_every",
+  "keep_checkpoints",
+  "grid_samples",
+  "tensorboard",
+  "progress",
+)
 
 
 def main(argv):
@@ -24,10 +42,15 @@ def main(argv):
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint step at INFO
+  from minmaxlab import runner
+
+  config, workdir = _CONFIG.value, _WORKDIR.value
+  run = runner.start_run(workdir, config, config.num_steps, module=MODULE, may_change=MAY_CHANGE)
+
   from experiments.gan import train  # after flag parsing: JAX starts here
 
   try:
-    row = train.train(_CONFIG.value, _WORKDIR.value, resume=_RESUME.value)
+    row = train.train(config, workdir, resume=_RESUME.value or run.resume, on_log=run.on_log)
   except train.TrainingDiverged as e:
     print(f"ERROR: {e}", file=sys.stderr)
     sys.exit(2)
@@ -35,4 +58,8 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  try:
+    app.run(main)
+  except KeyboardInterrupt:  # Ctrl-C while starting, before the handler is installed
+    print("\ninterrupted while starting; nothing was run", file=sys.stderr)
+    sys.exit(130)

@@ -270,6 +270,8 @@ def train(
   """
   check_config(config)
   workdir = Path(workdir).resolve()
+  if resume and (done := runner.finished_run(workdir, config.num_steps)) is not None:
+    return done  # a finished run: report it, change nothing
   workdir.mkdir(parents=True, exist_ok=True)
   exp, init, chunk, evaluator = _programs(_program_key(config))
   ckpt = runner.CheckpointManager(workdir / "checkpoints", max_to_keep=config.keep_checkpoints)

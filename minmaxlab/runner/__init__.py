@@ -18,6 +18,7 @@ from minmaxlab.runner._lifecycle import (
   report_compilation,
   rerun_command,
   run_status,
+  start_run,
 )
 from minmaxlab.runner._metrics_log import MetricWriter, read_jsonl
 from minmaxlab.runner._plots import image_grid, save_image_grid, save_metric_curves, save_scatter
@@ -40,6 +41,7 @@ __all__ = [
   "report_compilation",
   "rerun_command",
   "run_status",
+  "start_run",
   "crc32c",
   "image_grid",
   "program_key",

@@ -250,3 +250,77 @@ def config_changes(workdir: str | os.PathLike, config, may_change=()) -> dict[st
   skip = {"run", *may_change}
   keys = (set(saved) | set(now)) - skip
   return {k: (saved.get(k), now.get(k)) for k in sorted(keys) if saved.get(k) != now.get(k)}
+
+
+class Rerun:
+  """What a command-line run does with its workdir (see :func:`start_run`).
+
+  Attributes:
+    status: ``"new"``, ``"unfinished"`` (to be resumed) or ``"finished"`` (to be reported).
+    saved: the latest checkpoint's step, or ``None``.
+    reached: the last step (generation) reported through :meth:`on_log`.
+  """
+
+  def __init__(self, status: str, saved: int | None):
+    self.status, self.saved, self.reached = status, saved, None
+
+  @property
+  def resume(self) -> bool:
+    return self.status != "new"
+
+  def on_log(self, step: int, row: dict | None = None) -> None:
+    self.reached = int(step)
+
+
+def start_run(
+  workdir: str | os.PathLike,
+  config,
+  total: int,
+  *,
+  module: str,
+  unit: str = "step",
+  may_change=(),
+  quiet: bool = False,
+  cache: bool = True,
+) -> Rerun:
+  """The command-line rule for rerunning a command into the same ``workdir``.
+
+  * nothing there: a new run;
+  * a checkpoint before ``total``: the run resumes from it (``total`` may have grown);
+  * a checkpoint at ``total``: the run has finished; it is reported and nothing changes;
+  * a saved ``config.json`` that differs in a field outside ``may_change``: ``SystemExit``
+    with one line (use another workdir).
+
+  Also makes Ctrl-C end the process with one line (:func:`exit_on_interrupt`, naming
+  the ``unit`` reached and ``rerun_command(module)``), and, unless the run has finished,
+  turns on the compilation cache and the compile messages. ``quiet`` (e.g. MPI ranks
+  other than 0): print nothing.
+  """
+  steps = checkpoint_steps(workdir)
+  saved = steps[-1] if steps else None
+  run = Rerun(run_status(saved, total), saved)
+
+  def interrupted() -> str:
+    if quiet:
+      return ""
+    now = checkpoint_steps(workdir)
+    at = run.reached if run.reached is not None else (now[-1] if now else 0)
+    return interrupted_line(unit, at, total, now[-1] if now else None, rerun_command(module))
+
+  exit_on_interrupt(interrupted)
+  if run.status != "new":
+    changed = config_changes(workdir, config, may_change)
+    if changed:
+      diff = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items())
+      raise SystemExit(
+        f"ERROR: {workdir} holds a run of another config ({diff}); use a fresh --workdir"
+      )
+  say = (lambda *a: None) if quiet else (lambda text: print(text, flush=True))
+  if run.status == "finished":
+    say(f"{workdir}: finished earlier ({unit} {saved}/{total}); nothing changed")
+  elif run.status == "unfinished":
+    say(f"{workdir}: resuming from {unit} {saved}/{total}")
+  if run.status != "finished" and cache:
+    enable_compilation_cache()
+    report_compilation(stream=open(os.devnull, "w") if quiet else None)
+  return run

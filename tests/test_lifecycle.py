@@ -1,0 +1,268 @@
+"""The life of a run from the command line: reruns, Ctrl-C, the compilation cache.
+
+Finished runs are built by hand (a checkpoint folder at the last step, metrics, config), so
+reporting them must not compile anything; the command-line tests run the real modules in
+subprocesses and stop one with SIGINT while it compiles.
+"""
+
+import hashlib
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+from minmaxlab import runner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(tmp_path, **extra):
+  env = {k: v for k, v in os.environ.items() if k != "MINMAXLAB_RERUN"}
+  env.update(MINMAXLAB_CACHE_DIR=str(tmp_path / "jax-cache"), **extra)
+  env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+  return env
+
+
+def _fake_finished(workdir: Path, config, total: int) -> None:
+  """A workdir as a finished run leaves it (only what the rerun rule reads)."""
+  (workdir / "checkpoints" / "step_0").mkdir(parents=True)
+  (workdir / "checkpoints" / f"step_{total}").mkdir()
+  (workdir / "config.json").write_text(config.to_json(indent=2))
+  rows = [{"step": s, "g_loss": 0.5} for s in range(1, total + 1)]
+  (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _snapshot(workdir: Path) -> dict:
+  return {
+    str(p.relative_to(workdir)): (hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "")
+    for p in sorted(workdir.rglob("*"))
+  }
+
+
+def test_run_status_and_finished_run_read_only(tmp_path):
+  assert runner.run_status(None, 10) == "new"
+  assert runner.run_status(5, 10) == "unfinished"
+  assert runner.run_status(10, 10) == runner.run_status(12, 10) == "finished"
+  missing = tmp_path / "nothing"
+  assert runner.checkpoint_steps(missing) == [] and runner.finished_run(missing, 3) is None
+  assert not missing.exists()  # looking creates nothing
+  (tmp_path / "checkpoints" / "step_2").mkdir(parents=True)
+  (tmp_path / "checkpoints" / ".tmp-step_3-abc").mkdir()  # a half-written one does not count
+  (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2, "x": 1}\n')
+  assert runner.checkpoint_steps(tmp_path) == [2]
+  assert runner.finished_run(tmp_path, 3) is None
+  assert runner.finished_run(tmp_path, 2) == {"step": 2, "x": 1}
+
+
+def test_config_changes_and_interrupted_line(tmp_path):
+  from experiments.gan.configs import smoke
+
+  config = smoke.get_config()
+  assert runner.config_changes(tmp_path, config) == {}  # nothing saved yet
+  (tmp_path / "config.json").write_text(config.to_json())
+  config.seed, config.num_steps = 3, 80
+  assert runner.config_changes(tmp_path, config, may_change=("num_steps",)) == {"seed": (0, 3)}
+  line = runner.interrupted_line("generation", 7, 40, 5, "python3 dev.py main")
+  assert line == (
+    "interrupted at generation 7/40 (saved: generation 5); continue with: python3 dev.py main"
+  )
+  assert "nothing saved yet" in runner.interrupted_line("step", 0, 40, None, "x")
+
+
+def test_rerun_command(monkeypatch):
+  monkeypatch.delenv("MINMAXLAB_RERUN", raising=False)
+  cmd = runner.rerun_command("experiments.gan.main", ["main.py", "--workdir", "runs/a b"])
+  assert cmd == "python -m experiments.gan.main --workdir 'runs/a b'"
+  monkeypatch.setenv("MINMAXLAB_RERUN", "python3 dev.py main")
+  assert runner.rerun_command("experiments.gan.main", ["x"]) == "python3 dev.py main"
+
+
+def test_trainers_report_a_finished_run_without_changing_it(tmp_path):
+  from experiments.coevolution import train as coev_train
+  from experiments.coevolution.configs import smoke as coev_smoke
+  from experiments.gan import train as gan_train
+  from experiments.gan.configs import smoke as gan_smoke
+
+  for name, train, config, total in (
+    ("gan", gan_train, gan_smoke.get_config(), "num_steps"),
+    ("coev", coev_train, coev_smoke.get_config(), "generations"),
+  ):
+    workdir = tmp_path / name
+    _fake_finished(workdir, config, config[total])
+    before = _snapshot(workdir)
+    row = train.train(config, workdir, resume=True)  # returns at once: nothing compiles
+    assert row == {"step": config[total], "g_loss": 0.5}
+    assert _snapshot(workdir) == before
+  # The coevolution report copes with a summary without timings.
+  summary = tmp_path / "summary.json"
+  summary.write_text(
+    json.dumps(
+      {
+        "grid": [2, 2],
+        "cell_strategy": "map",
+        "generations": 4,
+        "first_generation_seconds": None,
+        "median_generation_seconds": None,
+      }
+    )
+  )
+  assert coev_train.report({}, summary) == "grid 2x2 (map), 4 generations"
+
+
+def test_cli_reports_finished_run_and_refuses_another_config(tmp_path):
+  from experiments.gan.configs import smoke
+
+  config = smoke.get_config()
+  workdir = tmp_path / "run"
+  _fake_finished(workdir, config, config.num_steps)
+  before = _snapshot(workdir)
+  cmd = [
+    sys.executable,
+    "-m",
+    "experiments.gan.main",
+    "--config",
+    "experiments/gan/configs/smoke.py",
+    "--workdir",
+    str(workdir),
+  ]
+  out = subprocess.run(
+    cmd, cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=120
+  )
+  assert out.returncode == 0, out.stderr
+  assert "finished earlier (step 40/40); nothing changed" in out.stdout
+  assert "final: step=40" in out.stdout
+  assert _snapshot(workdir) == before
+  assert not (tmp_path / "jax-cache").exists()  # a report compiles nothing
+  out = subprocess.run(
+    [*cmd, "--config.seed=5"],
+    cwd=ROOT,
+    env=_env(tmp_path),
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
+  assert out.returncode == 1
+  assert out.stderr.strip().splitlines()[-1] == (
+    f"ERROR: {workdir} holds a run of another config (seed: 0 -> 5); use a fresh --workdir"
+  )
+  assert _snapshot(workdir) == before
+
+
+def test_ctrl_c_while_compiling_ends_at_once_with_one_line(tmp_path):
+  workdir = tmp_path / "run"
+  cmd = [
+    sys.executable,
+    "-m",
+    "experiments.gan.main",
+    "--config",
+    "experiments/gan/configs/smoke.py",
+    "--workdir",
+    str(workdir),
+  ]
+  env = _env(tmp_path, MINMAXLAB_RERUN="python3 dev.py gan-demo")
+  err_path = tmp_path / "stderr.txt"
+  with open(err_path, "w") as err:
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err)
+  try:
+    deadline = time.monotonic() + 120
+    # "compiling jit(...) ..." is printed once a compilation has run for 1 s.
+    while "compiling " not in err_path.read_text() and time.monotonic() < deadline:
+      assert proc.poll() is None, err_path.read_text()
+      time.sleep(0.1)
+    assert "compiling " in err_path.read_text()
+    t0 = time.perf_counter()
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=60)
+    took = time.perf_counter() - t0
+  finally:
+    proc.kill()
+    proc.wait()
+  rest = err_path.read_text()
+  assert proc.returncode == 130
+  assert took < 10  # at once, not after the compilation
+  tail = [line for line in rest.splitlines() if line.strip()]
+  assert tail[-1] == (
+    "interrupted at step 0/40 (nothing saved yet); continue with: python3 dev.py gan-demo"
+  ), rest
+  assert "Traceback" not in rest
+
+
+def test_dev_py_passes_ctrl_c_to_the_child_without_a_traceback(tmp_path):
+  child = (
+    "import signal, sys, time\n"
+    "signal.signal(signal.SIGINT, lambda *a: (print('child: one line', flush=True),"
+    " sys.exit(130)))\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+  )
+  code = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import dev;"
+    " sys.exit(dev.run_child([sys.executable, '-c', sys.argv[2]]))"
+  )
+  proc = subprocess.Popen(
+    [sys.executable, "-c", code, str(ROOT), child],
+    cwd=tmp_path,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    start_new_session=True,
+  )
+  try:
+    for line in proc.stdout:
+      if line.strip() == "ready":
+        break
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal does: the whole process group
+    out, err = proc.communicate(timeout=30)
+  finally:
+    proc.kill()
+    proc.wait()
+  assert proc.returncode == 130
+  assert "child: one line" in out
+  assert err == ""
+
+
+def test_compilation_cache_and_compile_messages(tmp_path):
+  names = (
+    "jax_compilation_cache_dir",
+    "jax_persistent_cache_min_compile_time_secs",
+    "jax_persistent_cache_min_entry_size_bytes",
+  )
+  saved = {n: getattr(jax.config, n) for n in names}
+  try:
+    assert runner.enable_compilation_cache(tmp_path / "cache") == tmp_path / "cache"
+    assert jax.config.jax_compilation_cache_dir == str(tmp_path / "cache")
+    assert jax.config.jax_persistent_cache_min_compile_time_secs <= 0.1
+  finally:
+    for n, v in saved.items():
+      jax.config.update(n, v)
+  stream = io.StringIO()
+  reporter = runner.report_compilation(stream=stream, announce_after=0.0, min_seconds=0.0)
+  try:
+
+    def lifecycle_probe(x):
+      return jnp.sin(x) * 3.0 + 1.0
+
+    jax.jit(lifecycle_probe)(jnp.ones(7)).block_until_ready()
+    time.sleep(0.05)
+  finally:
+    reporter.enabled = False
+  text = stream.getvalue()
+  assert "compiled jit(lifecycle_probe) in " in text
+  assert any(name == "jit(lifecycle_probe)" for name, _, _ in reporter.log)
+
+
+def test_cache_dir_from_environment(monkeypatch, tmp_path):
+  monkeypatch.setenv("MINMAXLAB_CACHE_DIR", str(tmp_path / "c"))
+  assert runner.compilation_cache_dir() == tmp_path / "c"
+  monkeypatch.setenv("MINMAXLAB_CACHE_DIR", "off")
+  assert runner.compilation_cache_dir() is None and runner.enable_compilation_cache() is None
+  monkeypatch.delenv("MINMAXLAB_CACHE_DIR")
+  monkeypatch.setenv("MINMAXLAB_CACHE", str(tmp_path / "root"))
+  assert runner.compilation_cache_dir() == tmp_path / "root" / "jax"
