@@ -1,7 +1,8 @@
 """GAN models as pure functions: ``Model(init, apply)`` over plain pytrees.
 
-MLP (Lipizzaner MNIST sizes) and DCGAN (Lookahead-minmax MNIST; 32x32xC)
-generators and discriminators, optional spectral normalisation, and
+MLP (Lipizzaner MNIST sizes), DCGAN (Lookahead-minmax MNIST; 32x32xC) and
+SN-ResNet (the SVRE / Lookahead-minmax CIFAR-10 pair) generators and
+discriminators, optional spectral normalisation, and
 :func:`make_pair` to build both for one data shape.
 """
 
@@ -14,6 +15,7 @@ from minmaxlab.gan.models._layers import (
 from minmaxlab.gan.models._mlp import mlp_discriminator, mlp_generator
 from minmaxlab.gan.models._model import GANPair, Model, from_linen, num_params
 from minmaxlab.gan.models._pair import make_pair
+from minmaxlab.gan.models._resnet import resnet_discriminator, resnet_generator
 
 __all__ = [
   "BatchStatNorm",
@@ -26,6 +28,8 @@ __all__ = [
   "mlp_discriminator",
   "mlp_generator",
   "num_params",
+  "resnet_discriminator",
+  "resnet_generator",
   "spectral_norm_estimate",
   "spectral_normalize",
 ]

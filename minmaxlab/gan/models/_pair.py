@@ -8,8 +8,9 @@ from typing import Any
 from minmaxlab.gan.models._dcgan import dcgan_discriminator, dcgan_generator
 from minmaxlab.gan.models._mlp import mlp_discriminator, mlp_generator
 from minmaxlab.gan.models._model import GANPair
+from minmaxlab.gan.models._resnet import resnet_discriminator, resnet_generator
 
-_DEFAULT_LATENT = {"mlp": 64, "dcgan": 128}
+_DEFAULT_LATENT = {"mlp": 64, "dcgan": 128, "sn_resnet": 128}
 _DEFAULT = object()
 
 
@@ -17,7 +18,7 @@ def make_pair(
   architecture: str,
   data_shape: Sequence[int],
   latent_dim: int | None = None,
-  spectral_norm: bool = False,
+  spectral_norm: bool | None = None,
   **kw: Any,
 ) -> GANPair:
   """A generator/discriminator pair for data of one example's shape.
@@ -29,12 +30,18 @@ def make_pair(
     tanh. Override with ``output_activation=``.
   * ``"dcgan"``: :func:`dcgan_generator` + :func:`dcgan_discriminator` for
     ``(28, 28, C)`` or ``(32, 32, C)`` (latent 128 by default).
+  * ``"sn_resnet"``: :func:`resnet_generator` + :func:`resnet_discriminator`,
+    the SVRE / Lookahead-minmax CIFAR-10 pair for ``(32, 32, C)`` (latent
+    128; ``width`` = the discriminator's channels, default 128, the
+    generator's are ``2 * width``; spectral normalisation in the
+    discriminator unless ``spectral_norm=False`` is passed explicitly).
 
   Args:
-    architecture: ``"mlp"`` or ``"dcgan"``.
+    architecture: ``"mlp"``, ``"dcgan"`` or ``"sn_resnet"``.
     data_shape: one example's shape: ``(2,)``, ``(28, 28, 1)``, ``(32, 32, 3)``.
     latent_dim: size of :math:`z` (``None``: the architecture's default).
-    spectral_norm: spectral normalisation in the discriminator.
+    spectral_norm: spectral normalisation in the discriminator (``None``: off,
+      except for ``"sn_resnet"``).
     **kw: ``hidden`` (both MLPs), ``output_activation`` (MLP generator),
       ``width`` (both DCGANs), ``norm`` (DCGAN generator and discriminator),
       ``generator_norm``/``discriminator_norm`` (each side alone),
@@ -44,12 +51,20 @@ def make_pair(
     A :class:`GANPair`.
   """
   if architecture not in _DEFAULT_LATENT:
-    raise ValueError(f"architecture must be 'mlp' or 'dcgan', got {architecture!r}")
+    raise ValueError(f"architecture must be 'mlp', 'dcgan' or 'sn_resnet', got {architecture!r}")
   data_shape = tuple(int(d) for d in data_shape)
   latent_dim = _DEFAULT_LATENT[architecture] if latent_dim is None else int(latent_dim)
   kw = dict(kw)
   power = {k: kw.pop(k) for k in ["n_power_iterations"] if k in kw}
-  if architecture == "mlp":
+  if spectral_norm is None:
+    spectral_norm = architecture == "sn_resnet"
+  if architecture == "sn_resnet":
+    width = kw.pop("width", 128)
+    g_norm = kw.pop("generator_norm", kw.pop("norm", "batch"))
+    _no_extra(kw, architecture)
+    generator = resnet_generator(data_shape, latent_dim, 2 * width, g_norm)
+    discriminator = resnet_discriminator(data_shape, width, spectral_norm, **power)
+  elif architecture == "mlp":
     hidden = kw.pop("hidden", (256, 256))
     activation = kw.pop("output_activation", "tanh" if len(data_shape) > 1 else None)
     _no_extra(kw, architecture)
