@@ -63,7 +63,8 @@ def _digits(split: str, native: bool) -> ArrayDataset:
     from sklearn.datasets import load_digits
   except ImportError as e:  # pragma: no cover - scikit-learn is in the dev extra
     raise ImportError(
-      "load('digits') needs scikit-learn (its data ships in the wheel): pip install scikit-learn"
+      "load('digits') needs scikit-learn (its data ships in the wheel):"
+      " pip install 'minmaxlab[digits]'"
     ) from e
   bunch = load_digits()
   images = bunch.images.astype(np.float64) / 16.0  # [N, 8, 8] in [0, 1]
