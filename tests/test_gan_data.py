@@ -150,7 +150,7 @@ def test_load_errors(tmp_path):
   with pytest.raises(FileNotFoundError, match="dataset-fashion-mnist"):
     data.load("fashion_mnist", data_dir=tmp_path / "empty")
   with pytest.raises(ValueError, match="unknown data set"):
-    data.load("cifar10")
+    data.load("cifar100")
   with pytest.raises(ValueError, match="split"):
     data.load(f"idx:{tmp_path / 'empty'}", "validation")
   # A truncated file inside a directory: the error names that file.

@@ -1,5 +1,6 @@
 """GAN data: 2-D Gaussian mixtures, image data sets in [-1, 1] (sklearn digits,
-MNIST-format IDX directories such as Debian's Fashion-MNIST, tensorflow-datasets
+MNIST-format IDX directories such as Debian's Fashion-MNIST, the CIFAR-10 python
+batches, tensorflow-datasets
 through the optional ``tfds`` extra) and seeded minibatching on host or device."""
 
 from minmaxlab.gan.data._batching import (
@@ -9,6 +10,7 @@ from minmaxlab.gan.data._batching import (
   epoch_permutation,
   sample_batch,
 )
+from minmaxlab.gan.data._cifar import read_cifar10, safe_load_pickle
 from minmaxlab.gan.data._datasets import (
   DIGITS_TRAIN_SIZE,
   FASHION_MNIST_DIR,
@@ -43,9 +45,11 @@ __all__ = [
   "grid25",
   "load",
   "prepare_idx_tfds",
+  "read_cifar10",
   "read_idx",
   "read_idx_split",
   "ring8",
+  "safe_load_pickle",
   "sample_batch",
   "uint8_to_unit_range",
   "write_idx",

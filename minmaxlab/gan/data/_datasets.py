@@ -113,6 +113,11 @@ def load(
     ``dataset-fashion-mnist``); 60000 train / 10000 test, 28x28x1.
   * ``"mnist_idx:<dir>"`` or ``"idx:<dir>"``: any directory of MNIST-format
     IDX files (``{train,t10k}-{images-idx3,labels-idx1}-ubyte``, gzip or not).
+  * ``"cifar10:<dir>"`` (or ``"cifar10"`` with ``data_dir``): the CIFAR-10
+    python batches (``cifar-10-batches-py``: ``data_batch_1..5`` train, 50000,
+    ``test_batch`` test, 10000; 32x32x3), the folder, its parent or the
+    ``cifar-10-python.tar.gz`` archive, read with an unpickler that only
+    rebuilds numpy arrays (see :func:`read_cifar10`).
   * ``"tfds:<name>"``: a tensorflow-datasets data set through its data-source
     API (array_record files; needs the ``tfds`` extra; prepared in
     ``data_dir`` on first use, which downloads unless the data is already
@@ -123,7 +128,7 @@ def load(
     name: see above.
     split: ``"train"`` or ``"test"`` (digits also ``"all"``; tfds any split
       string it accepts).
-    data_dir: directory for ``fashion_mnist`` and ``tfds:``.
+    data_dir: directory for ``fashion_mnist``, ``cifar10`` and ``tfds:``.
 
   Returns:
     An :class:`ArrayDataset`.
@@ -152,11 +157,21 @@ def load(
       if not directory:
         raise ValueError(f"{name!r}: give a directory, e.g. 'idx:/path/to/mnist'")
       return _idx_dataset(directory, split, name, None)
+  if name == "cifar10" or name.startswith("cifar10:"):
+    from minmaxlab.gan.data._cifar import CIFAR10_CLASSES, read_cifar10
+
+    directory = name[len("cifar10:") :] or data_dir
+    if not directory:
+      raise ValueError(
+        f"{name!r}: give the cifar-10-batches-py folder, as 'cifar10:<dir>' or data_dir="
+      )
+    images, labels = read_cifar10(directory, split)
+    return ArrayDataset(uint8_to_unit_range(images), labels, CIFAR10_CLASSES, name)
   if name.startswith("tfds:"):
     from minmaxlab.gan.data._tfds import load_tfds
 
     return load_tfds(name[len("tfds:") :], split, data_dir, full_name=name)
   raise ValueError(
     f"unknown data set {name!r}: use 'digits', 'digits8', 'fashion_mnist', 'idx:<dir>',"
-    " 'mnist_idx:<dir>' or 'tfds:<name>'"
+    " 'mnist_idx:<dir>', 'cifar10:<dir>' or 'tfds:<name>'"
   )
