@@ -1,13 +1,26 @@
-"""Test set-up: 4 fake CPU devices before JAX starts, and shared fixtures."""
+"""Test set-up: 4 fake CPU devices before JAX starts, shared fixtures, and a
+session-end check that no test left a process behind.
+
+Every pytest process (the xdist workers included) marks the environment its
+children inherit with ``MINMAXLAB_TEST_OWNER=<its pid>``; at the end of the
+session any live process still carrying this process's mark (a child, or an
+orphaned grandchild re-parented to init) is listed, killed, and fails the run.
+"""
 
 import os
+import signal
+import sys
 
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "4")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
+OWNER = "MINMAXLAB_TEST_OWNER"
+os.environ[OWNER] = str(os.getpid())
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+
+from tests import _procs  # noqa: E402
 
 
 @pytest.fixture
@@ -20,3 +33,42 @@ def x64():
 @pytest.fixture
 def key():
   return jax.random.key(0)
+
+
+def leftover_processes() -> list[int]:
+  """Live processes started (directly or not) by this pytest process."""
+  if not sys.platform.startswith("linux"):
+    return []
+  return _procs.pids_with_env(OWNER, str(os.getpid()))
+
+
+_WORKER_LEFTOVERS: list[str] = []  # on the xdist controller: what its workers reported
+
+
+def pytest_testnodedown(node, error):  # xdist: a worker finished
+  _WORKER_LEFTOVERS.extend(getattr(node, "workeroutput", {}).get("leftover_processes", []))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+  config = session.config
+  if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
+    if _WORKER_LEFTOVERS:  # the xdist controller: its workers checked their own children
+      session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    return
+  left = leftover_processes()
+  if not left:
+    return
+  lines = [" ".join(_procs._cmdline(pid))[:200] for pid in left]
+  for pid in left:
+    try:
+      os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+      pass
+  sys.stderr.write(
+    f"\nERROR: the tests left {len(left)} process(es) running (now killed):\n"
+    + "".join(f"  pid {pid}: {line}\n" for pid, line in zip(left, lines))
+  )
+  session.exitstatus = pytest.ExitCode.TESTS_FAILED
+  if hasattr(config, "workerinput"):
+    config.workeroutput["leftover_processes"] = lines

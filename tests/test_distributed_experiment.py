@@ -23,6 +23,7 @@ import pytest
 from experiments.coevolution import train
 from experiments.coevolution.configs import smoke
 from minmaxlab import runner
+from tests import _procs
 from tests.test_distributed import MPIRUN, needs_mpi
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -143,7 +144,9 @@ def test_two_process_jax_distributed_matches_single_device(tmp_path, reference):
   1e-6: XLA compiles the per-cell code inside another program)."""
   workdir = tmp_path / "multi"
   port = _free_port()
-  procs = [subprocess.Popen(
+  # Each process in its own group, killed whole on a timeout or a failure (a 2-minute
+  # compile under load must neither fail the run early nor leave processes behind).
+  procs = [_procs.start(
       _command(workdir, "--config.backend=mesh", f"--config.distributed=127.0.0.1:{port}/2/{i}",
                generations=3),
       cwd=ROOT, env=_env(JAX_NUM_CPU_DEVICES="2"), stdout=subprocess.PIPE,
@@ -151,11 +154,10 @@ def test_two_process_jax_distributed_matches_single_device(tmp_path, reference):
   outs = []
   try:
     for p in procs:
-      outs.append(p.communicate(timeout=400)[0])
+      outs.append(p.communicate(timeout=_procs.scaled(900))[0])
   finally:
     for p in procs:
-      if p.poll() is None:
-        p.kill()
+      _procs.kill_group(p)
   for p, out in zip(procs, outs, strict=True):
     assert p.returncode == 0, out[-3000:]
   assert "grid 4x4" in outs[0] and "grid 4x4" not in outs[1]

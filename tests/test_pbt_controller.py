@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minmaxlab import pbt
+from tests import _procs
 
 SPACE = {"lr": pbt.Continuous(1e-3, 0.5), "decay": pbt.Continuous(0.9, 1.0, log=False)}
 TARGET = np.array([1.0, -2.0, 3.0, 0.5])
@@ -451,14 +452,13 @@ def test_external_worker_joins_through_the_store(tmp_path):
     "--name",
     "ext",
   ]
-  proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, text=True)
+  proc = _procs.start(cmd, cwd=root, env=env, stdout=subprocess.PIPE, text=True)
   try:
     c = _controller(tmp_path, workers=0, external_workers=True, num_trials=8, lease_s=30)
-    c.run(timeout=90)
-    out, _ = proc.communicate(timeout=60)
+    c.run(timeout=_procs.scaled(90))
+    out, _ = proc.communicate(timeout=_procs.scaled(60))
   finally:
-    if proc.poll() is None:
-      proc.kill()
+    _procs.kill_group(proc)
   trials = _check_lineage(c, 8)
   assert {t.worker for t in trials} == {"ext"} and "8 trials" in out
   c.close()

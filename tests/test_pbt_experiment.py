@@ -4,7 +4,6 @@ shrunk ``fashion_mnist_lagan`` (real Fashion-MNIST, classifier-FID fitness)."""
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from experiments.pbt import train
 from experiments.pbt.configs import fashion_mnist_lagan, smoke
 from minmaxlab import pbt
 from minmaxlab.gan import data
+from tests import _procs
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIRUN = Path(sys.executable).parent / "mpirun"
@@ -38,7 +38,7 @@ def _check_lineage(rows, config):
 def test_smoke_with_two_worker_processes_and_resume_of_a_finished_run(tmp_path):
   config = smoke.get_config()
   logs = []
-  s = train.train(config, tmp_path, workers=2, timeout=200, log=logs.append)
+  s = train.train(config, tmp_path, workers=2, timeout=_procs.scaled(600), log=logs.append)
   assert s["done"] == config.num_trials and s["pending"] == s["running"] == 0
   # the live output: a status line, then the population table (one row per member)
   final = f"trials done {config.num_trials}/{config.num_trials}, running 0, pending 0"
@@ -72,7 +72,7 @@ def test_smoke_with_two_worker_processes_and_resume_of_a_finished_run(tmp_path):
   assert {r["worker"].split("-")[0] for r in rows} <= {"w0", "w1"}  # the 2 worker processes
   assert (tmp_path / "lineages.png").stat().st_size > 0
   # the store is the state: running again resumes a finished run and changes nothing
-  again = train.train(config, tmp_path, workers=0, timeout=30, log=logs.append)
+  again = train.train(config, tmp_path, workers=0, timeout=_procs.scaled(120), log=logs.append)
   assert again["best_lineage"] == s["best_lineage"] and again["done"] == config.num_trials
 
 
@@ -87,8 +87,8 @@ def test_smoke_with_mpirun_3(tmp_path):
   env.pop("JAX_NUM_CPU_DEVICES", None)
   cmd = [str(MPIRUN), "-n", "3", sys.executable, "-m", "experiments.pbt.main"]
   cmd += ["--config", str(ROOT / "experiments/pbt/configs/smoke.py"), "--workdir", str(tmp_path)]
-  cmd += ["--workers", "mpi", "--timeout", "200"]
-  proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+  cmd += ["--workers", "mpi", "--timeout", str(_procs.scaled(600))]
+  proc = _procs.run(cmd, timeout=900, cwd=ROOT, env=env)  # the job's group dies with it
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
   assert f"{config.num_trials} trials in" in proc.stdout
   assert "  member  trial  parent" in proc.stdout
@@ -126,7 +126,7 @@ def test_fashion_mnist_lagan_shrunk_end_to_end(tmp_path):
   config.eval_samples, config.top_k = 200, 1
   config.classifier.steps, config.classifier.cache_dir = 30, str(tmp_path / "cache")
   logs = []
-  s = train.train(config, tmp_path / "run", workers=0, timeout=200, log=logs.append)
+  s = train.train(config, tmp_path / "run", workers=0, timeout=_procs.scaled(600), log=logs.append)
   assert s["done"] == config.num_trials
   rows = [json.loads(x) for x in (tmp_path / "run" / "lineage.jsonl").read_text().splitlines()]
   _check_lineage(rows, config)

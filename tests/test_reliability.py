@@ -268,3 +268,75 @@ def test_a_worker_of_a_replaced_controller_claims_nothing(tmp_path):
   assert c.store.counts()["running"] == 0
   assert c.store.claim("new-worker", 60, epoch="new").id == 1
   c.close()
+
+
+# --- one-line CLI errors ---------------------------------------------------------------------
+def _cli(*args, env=None):
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "MINMAXLAB_DEBUG": "", **(env or {})}
+  return _procs.run([sys.executable, "-m", *args], timeout=300, cwd=ROOT, env=env)
+
+
+GAN_SMOKE = ["experiments.gan.main", "--config", "experiments/gan/configs/smoke.py"]
+
+
+@pytest.mark.parametrize(
+  "extra, expected",
+  [
+    (["--config.nosuch=1"], "ERROR: unknown config field or flag: nosuch"),
+    (["--config.batch_size=0"], "ERROR: ValueError: config.batch_size must be an integer >= 1"),
+    (["--config.num_steps=0"], "ERROR: ValueError: config.num_steps must be an integer >= 1"),
+  ],
+)
+def test_gan_cli_user_errors_are_one_line_and_leave_no_workdir(tmp_path, extra, expected):
+  workdir = tmp_path / "run"
+  r = _cli(*GAN_SMOKE, "--workdir", str(workdir), *extra)
+  assert r.returncode != 0
+  assert r.stderr.strip().startswith(expected) and r.stderr.strip().count("\n") == 0, r.stderr
+  assert not workdir.exists()
+
+
+def test_cli_missing_config_file_and_debug_traceback(tmp_path):
+  for module in ("experiments.gan.main", "experiments.pbt.main", "experiments.coevolution.main"):
+    r = _cli(module, "--config", str(tmp_path / "nope.py"), "--workdir", str(tmp_path / "w"))
+    assert (
+      r.returncode == 2 and r.stderr.strip() == f"ERROR: config file {tmp_path}/nope.py not found"
+    )
+  r = _cli(*GAN_SMOKE, "--workdir", str(tmp_path / "w"), "--config.log_every=0", "--debug")
+  assert r.returncode != 0 and "Traceback (most recent call last)" in r.stderr
+  r = _cli(
+    *GAN_SMOKE,
+    "--workdir",
+    str(tmp_path / "w"),
+    "--config.log_every=0",
+    env={"MINMAXLAB_DEBUG": "1"},
+  )
+  assert "Traceback (most recent call last)" in r.stderr
+
+
+def test_pbt_cli_rerun_with_another_config_is_one_line(tmp_path):
+  cmd = ["experiments.pbt.main", "--config", "experiments/pbt/configs/smoke.py"]
+  cmd += ["--workdir", str(tmp_path), "--workers", "0"]
+  store = pbt.Store(tmp_path / "pbt.sqlite")  # a campaign of another configuration
+  with store.transaction() as db:
+    store.put(db, "initialized", True)
+    store.put(db, "config", {"steps_per_trial": 5000, "num_trials": 8})
+  store.close()
+  r = _cli(*cmd)
+  assert r.returncode == 1 and r.stderr.strip().count("\n") == 0, r.stderr
+  assert "ConfigMismatch" in r.stderr and "steps_per_trial 5000 -> 20" in r.stderr
+
+
+def test_gan_resume_with_another_seed_refuses(tmp_path):
+  from experiments.gan import train
+  from experiments.gan.configs import smoke
+  from minmaxlab import runner
+
+  config = smoke.get_config()
+  config.progress = False
+  (tmp_path / "config.json").write_text(config.to_json())
+  runner.CheckpointManager(tmp_path / "checkpoints").save(config.log_every, {"x": np.zeros(1)})
+  config.seed = config.seed + 1
+  with pytest.raises(ValueError) as e:
+    train.train(config, tmp_path, resume=True)
+  assert "seed: 0 -> 1" in str(e.value) and "\n" not in str(e.value)
+  assert '"seed": 0' in (tmp_path / "config.json").read_text()  # not rewritten

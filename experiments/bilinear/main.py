@@ -8,11 +8,14 @@ import os
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from experiments import _cli
 from experiments.bilinear import train
 
 _CONFIG = config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "configs", "default.py"),
-    "Experiment configuration file.")
+  "config",
+  os.path.join(os.path.dirname(__file__), "configs", "default.py"),
+  "Experiment configuration file.",
+)
 _WORKDIR = flags.DEFINE_string("workdir", "runs/bilinear", "Directory for results and plots.")
 
 
@@ -24,4 +27,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  _cli.run(main)  # one-line errors; --debug shows the traceback

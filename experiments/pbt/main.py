@@ -10,6 +10,8 @@ r"""Population based training of a GAN with stateless workers.
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from experiments import _cli
+
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a config file.", lock_config=True
 )
@@ -69,4 +71,4 @@ def _log(text: str) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  _cli.run(main)  # one-line errors; --debug shows the traceback

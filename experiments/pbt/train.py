@@ -68,6 +68,43 @@ def task_from_config(**config):
   return make_task(ml_collections.ConfigDict(config))
 
 
+def check_config(config) -> None:
+  """Raise ``ValueError`` (one line) for every value that would crash or do nothing."""
+
+  def need(name, ok, what):
+    if name not in config:  # a field this task does not have
+      return
+    v = config[name]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
+      raise ValueError(f"config.{name} must be {what}, got {v!r}")
+
+  def integer(lo):
+    return lambda v: isinstance(v, int) and v >= lo
+
+  need("population_size", integer(2), "an integer >= 2")
+  need("num_trials", integer(config.population_size), "an integer >= population_size")
+  for name in ("steps_per_trial", "batch_size", "eval_samples", "latent_dim", "sync_period"):
+    need(name, integer(1), "an integer >= 1")
+  need("top_k", integer(0), "an integer >= 0")
+  need("lease_s", lambda v: v > 0, "> 0")
+  need("max_attempts", integer(1), "an integer >= 1")
+  if config.get("max_failed_trials") is not None:
+    need("max_failed_trials", integer(1), "an integer >= 1 or None")
+  need("slow_step_size", lambda v: 0 < v <= 1, "in (0, 1]")
+  if config.exploit not in ("tournament", "truncation", "none"):
+    raise ValueError(
+      f"config.exploit must be tournament, truncation or none, got {config.exploit!r}"
+    )
+  for name in ("lr_min_bounds", "lr_max_bounds", "lr_decay_bounds"):
+    if name not in config:
+      continue
+    low, high = config[name]
+    if not 0 < low < high:
+      raise ValueError(
+        f"config.{name} must be (low, high) with 0 < low < high, got {config[name]!r}"
+      )
+
+
 def search_space(config) -> dict:
   return make_task(config).space
 
@@ -307,6 +344,7 @@ def train(
   workers (same claim/lease/report protocol, see ``minmaxlab.pbt.run_mpi``) and
   return ``None``.
   """
+  check_config(config)
   workdir = Path(workdir)
   if workers == "mpi":
     comm = pbt.mpi_world()  # fewer than 2 ranks: a clear ValueError before any work

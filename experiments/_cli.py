@@ -1,0 +1,105 @@
+"""One-line errors for every experiment's command line (``experiments/*/main.py``).
+
+:func:`run` replaces ``absl.app.run(main)``: an exception -- a bad or unknown
+config value, a missing or corrupt file, an incompatible resume -- ends the
+command with ONE line on stderr, ``ERROR: <what>``, and exit status 1 (2 for a
+malformed command line); ``--debug`` or ``MINMAXLAB_DEBUG=1`` shows the full
+traceback instead. A workdir the failed command created and left empty is
+removed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from absl import app, flags
+
+DEBUG_ENV = "MINMAXLAB_DEBUG"
+_DEBUG = flags.DEFINE_bool(
+  "debug", False, f"Show the traceback of an error (also: {DEBUG_ENV}=1) instead of one line."
+)
+
+
+def debug_requested(argv: list[str] | None = None) -> bool:
+  """``--debug`` on the command line (read before absl parses it) or ``$MINMAXLAB_DEBUG``."""
+  argv = sys.argv if argv is None else argv
+  if os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no", "off"):
+    return True
+  return any(a in ("--debug", "--debug=true", "--debug=True", "--debug=1") for a in argv)
+
+
+def error_line(e: BaseException) -> str:
+  """``<Type>: <first line of the message>`` (at most 300 characters)."""
+  text = str(e).strip()
+  if isinstance(e, (KeyError, AttributeError)) and text.startswith(("'", '"')):
+    text = text.strip("'\"")
+  first = text.splitlines()[0] if text else ""
+  name = type(e).__name__
+  line = f"{name}: {first}" if first else name
+  return line[:300]
+
+
+def _config_file(argv: list[str]) -> str | None:
+  """The path given to ``--config`` (without a ``:param`` suffix), if any."""
+  for i, a in enumerate(argv):
+    value = None
+    if a.startswith("--config="):
+      value = a.split("=", 1)[1]
+    elif a == "--config" and i + 1 < len(argv):
+      value = argv[i + 1]
+    if value:
+      return value.split(":", 1)[0]
+  return None
+
+
+def _workdir(argv: list[str]) -> Path | None:
+  for i, a in enumerate(argv):
+    if a.startswith("--workdir="):
+      return Path(a.split("=", 1)[1])
+    if a == "--workdir" and i + 1 < len(argv):
+      return Path(argv[i + 1])
+  return None
+
+
+def _remove_if_empty(path: Path) -> None:
+  """Remove ``path`` if it holds no file at all (only empty folders)."""
+  if not path.is_dir() or any(p.is_file() for p in path.rglob("*")):
+    return
+  for p in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+    p.rmdir()
+  path.rmdir()
+
+
+def run(main: Callable[[list[str]], None]) -> None:
+  """``absl.app.run(main)`` with one-line user errors (see the module docstring)."""
+  debug = debug_requested()
+  config_file = _config_file(sys.argv)
+  if config_file is not None and not Path(config_file).is_file() and not debug:
+    print(f"ERROR: config file {config_file} not found", file=sys.stderr, flush=True)
+    sys.exit(2)
+  workdir = _workdir(sys.argv)
+  fresh = workdir is not None and not workdir.exists()
+  started = []
+
+  def wrapped(argv):
+    started.append(True)
+    return main(argv)
+
+  try:
+    app.run(wrapped)
+  except (SystemExit, KeyboardInterrupt):
+    raise
+  except Exception as e:
+    if fresh:
+      _remove_if_empty(workdir)
+    if debug:
+      raise
+    if not started and isinstance(e, (AttributeError, KeyError)):
+      line = f"unknown config field or flag: {error_line(e).split(': ', 1)[-1]} (see --help)"
+    else:
+      line = error_line(e) + ("" if started else " (in the command line; see --help)")
+    print(f"ERROR: {line}", file=sys.stderr, flush=True)
+    sys.exit(1 if started else 2)
