@@ -22,6 +22,8 @@ import sys
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from experiments import _cli
+
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a config file.", lock_config=True
 )
@@ -87,7 +89,7 @@ def main(argv):
 
 if __name__ == "__main__":
   try:
-    app.run(main)
+    _cli.run(main)  # one-line errors; --debug shows the traceback
   except KeyboardInterrupt:  # Ctrl-C while starting, before the handler is installed
     print("\ninterrupted while starting; nothing was run", file=sys.stderr)
     sys.exit(130)

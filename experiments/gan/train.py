@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -79,8 +80,40 @@ def num_field_evaluations(config) -> int:
   return {"alternating": config.max_steps + 1, "extragradient": 2}.get(config.scheme, 1)
 
 
+# Config fields a resume may change (the loop's length and its logging), as the command line's.
+RESUME_MAY_CHANGE = (
+  "num_steps",
+  "eval_every",
+  "checkpoint_every",
+  "keep_checkpoints",
+  "grid_samples",
+  "tensorboard",
+  "progress",
+)
+
+
+def _require(config, name: str, ok, what: str) -> None:
+  value = config[name]
+  if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+    raise ValueError(f"config.{name} must be {what}, got {value!r}")
+
+
 def check_config(config) -> None:
-  """Raise ``ValueError`` for loop settings that cannot work."""
+  """Raise ``ValueError`` (one line) for every value that would crash or do nothing."""
+  for name in ("num_steps", "log_every", "eval_every", "checkpoint_every", "batch_size"):
+    _require(config, name, lambda v: isinstance(v, int) and v >= 1, "an integer >= 1")
+  for name in ("keep_checkpoints", "num_eval_samples", "max_steps", "sync_period"):
+    _require(config, name, lambda v: isinstance(v, int) and v >= 1, "an integer >= 1")
+  for name in ("grid_samples", "latent_dim"):
+    _require(config, name, lambda v: isinstance(v, int) and v >= 0, "an integer >= 0")
+  for name in ("lr_min", "lr_max"):
+    _require(config, name, lambda v: v > 0 and math.isfinite(v), "a finite number > 0")
+  for name in ("b1", "b2", "ema_decay"):
+    _require(config, name, lambda v: 0 <= v < 1, "in [0, 1)")
+  _require(config, "slow_step_size", lambda v: 0 < v <= 1, "in (0, 1]")
+  _require(config, "gp_weight", lambda v: v >= 0, ">= 0")
+  if config.architecture == "mlp" and not all(int(h) >= 1 for h in config.hidden):
+    raise ValueError(f"config.hidden must be widths >= 1, got {config.hidden!r}")
   for name in ("eval_every", "checkpoint_every", "num_steps"):
     if config[name] % config.log_every:
       raise ValueError(
@@ -282,6 +315,10 @@ def train(
       raise ValueError(
         f"{workdir} already holds checkpoints; pass --resume to continue or use a fresh --workdir"
       )
+    changed = runner.config_changes(workdir, config, RESUME_MAY_CHANGE)
+    if changed:  # e.g. another seed: refuse instead of rewriting config.json
+      diff = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items())
+      raise ValueError(f"{workdir} holds a run of another config ({diff}); use a fresh --workdir")
     state, _ = ckpt.restore(jax.eval_shape(lambda: state))
     start = int(state.step)
   (workdir / "config.json").write_text(config.to_json(indent=2))
