@@ -54,6 +54,8 @@ def test_public_api_is_pinned():
       "PerPlayerState", "Players", "alternating", "averaging", "extragradient", "games",
       "lookahead_minmax", "lookahead_slow_params", "nested_lookahead_minmax", "optimistic",
       "per_player", "transforms", "value_and_vector_field", "vector_field",
+      "game_step", "apply_game_step", "with_field_processing",
+      "UnrolledState", "unrolled",
   }
   for name in mml.__all__:
     assert hasattr(mml, name), name

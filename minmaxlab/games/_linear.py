@@ -63,15 +63,18 @@ def bilinear(A, b=None, c=None) -> BilinearGame:
   c = jnp.zeros(m, A.dtype) if c is None else jnp.asarray(c, A.dtype)
   if b.shape != (n,) or c.shape != (m,):
     raise ValueError(
-        f"b must have shape {(n,)} and c shape {(m,)} for A of shape"
-        f" {A.shape}; got {b.shape} and {c.shape}"
+      f"b must have shape {(n,)} and c shape {(m,)} for A of shape"
+      f" {A.shape}; got {b.shape} and {c.shape}"
     )
   return BilinearGame(A, b, c)
 
 
 def random_bilinear(
-    key: jax.Array, n: int, m: int | None = None, linear_terms: bool = True,
-    dtype=None,
+  key: jax.Array,
+  n: int,
+  m: int | None = None,
+  linear_terms: bool = True,
+  dtype=None,
 ) -> BilinearGame:
   """Random bilinear game with ``A ~ N(0, 1/n)`` entries and ``N(0, 1/n)`` linear terms."""
   m = n if m is None else m
@@ -103,17 +106,16 @@ class QuadraticGame(NamedTuple):
 
   def loss(self, params: Players) -> jax.Array:
     x, y = params
-    return (
-        x @ self.A @ y + self.b @ x + self.c @ y
-        + 0.5 * self.mu * (x @ x - y @ y)
-    )
+    return x @ self.A @ y + self.b @ x + self.c @ y + 0.5 * self.mu * (x @ x - y @ y)
 
   def equilibrium(self) -> Players:
     n, m = self.A.shape
-    K = jnp.block([
+    K = jnp.block(
+      [
         [self.mu * jnp.eye(n, dtype=self.A.dtype), self.A],
         [self.A.T, -self.mu * jnp.eye(m, dtype=self.A.dtype)],
-    ])
+      ]
+    )
     z = jnp.linalg.lstsq(K, -jnp.concatenate([self.b, self.c]))[0]
     return Players(z[:n], z[n:])
 
@@ -152,9 +154,7 @@ class StochasticBilinearGame(NamedTuple):
     x, y = params
     if indices is None:
       return x @ y + jnp.sum(self.a, 0) @ x + jnp.sum(self.b, 0) @ y
-    return jnp.sum(
-        x[indices] * y[indices] + self.a[indices] @ x + self.b[indices] @ y
-    )
+    return jnp.sum(x[indices] * y[indices] + self.a[indices] @ x + self.b[indices] @ y)
 
   def sample(self, key: jax.Array, batch_size: int) -> jax.Array:
     """Indices of a minibatch drawn uniformly without replacement."""
@@ -175,8 +175,8 @@ def stochastic_bilinear(a, b) -> StochasticBilinearGame:
   a, b = jnp.asarray(a), jnp.asarray(b)
   if a.ndim != 2 or a.shape[0] != a.shape[1] or a.shape != b.shape:
     raise ValueError(
-        "a and b must both have shape (d, d) (one component per coordinate);"
-        f" got {a.shape} and {b.shape}"
+      "a and b must both have shape (d, d) (one component per coordinate);"
+      f" got {a.shape} and {b.shape}"
     )
   return StochasticBilinearGame(a, b)
 
@@ -190,9 +190,7 @@ def random_stochastic_bilinear(key: jax.Array, d: int = 100, dtype=None):
   ka, kb, kx, ky = jax.random.split(key, 4)
   s = 1.0 / jnp.sqrt(d)
   game = StochasticBilinearGame(
-      s * jax.random.normal(ka, (d, d), dtype), s * jax.random.normal(kb, (d, d), dtype)
+    s * jax.random.normal(ka, (d, d), dtype), s * jax.random.normal(kb, (d, d), dtype)
   )
-  start = Players(
-      s * jax.random.normal(kx, (d,), dtype), s * jax.random.normal(ky, (d,), dtype)
-  )
+  start = Players(s * jax.random.normal(kx, (d,), dtype), s * jax.random.normal(ky, (d,), dtype))
   return game, start

@@ -21,35 +21,54 @@ class Players(NamedTuple):
   max: Any
 
 
+class NotPlayersError(ValueError):
+  """A ``Players`` tree was expected and something else was given."""
+
+
 def check_players(params: Any, what: str = "params") -> Players:
-  """Raise ``ValueError`` unless ``params`` is a :class:`Players`."""
+  """Raise ``ValueError`` (a :class:`NotPlayersError`) unless ``params`` is a :class:`Players`."""
   if not isinstance(params, Players):
-    raise ValueError(
-        f"{what} must be minmaxlab.Players(min=..., max=...), got"
-        f" {type(params).__name__}: {params!r:.200}"
+    raise NotPlayersError(
+      f"{what} must be minmaxlab.Players(min=..., max=...), got"
+      f" {type(params).__name__}: {params!r:.200}"
     )
   return params
 
 
-def _split_losses(out: Any) -> tuple[jax.Array, jax.Array] | None:
+_LOSS_OUTPUT = "loss_fn must return a scalar f (zero-sum) or a pair (loss_min, loss_max)"
+
+
+def _split_losses(out: Any, has_aux: bool) -> tuple[jax.Array, jax.Array] | None:
   """``(loss_min, loss_max)`` from a loss output, ``None`` for a zero-sum scalar."""
+  aux_hint = "" if has_aux else "; to return more, return (losses, aux) and pass has_aux=True"
   if isinstance(out, (tuple, list)):
     if len(out) != 2:
-      raise ValueError(
-          "loss_fn must return a scalar f (zero-sum) or (loss_min, loss_max);"
-          f" got a sequence of length {len(out)}"
-      )
+      raise ValueError(f"{_LOSS_OUTPUT}; got a sequence of length {len(out)}{aux_hint}")
+    for name, x in zip(("loss_min", "loss_max"), out):
+      if not _is_scalar(x):
+        raise ValueError(f"{_LOSS_OUTPUT}; got {name} = {_what(x)}{aux_hint}")
     return out[0], out[1]
-  if jnp.ndim(out) != 0:
-    raise ValueError(
-        "loss_fn must return a scalar f (zero-sum) or (loss_min, loss_max);"
-        f" got an array of shape {jnp.shape(out)}"
-    )
+  if not _is_scalar(out):
+    raise ValueError(f"{_LOSS_OUTPUT}; got {_what(out)}{aux_hint}")
   return None
 
 
+def _is_scalar(x: Any) -> bool:
+  if isinstance(x, (int, float)) and not isinstance(x, bool):
+    return True
+  return hasattr(x, "shape") and hasattr(x, "dtype") and tuple(x.shape) == ()
+
+
+def _what(x: Any) -> str:
+  if isinstance(x, dict):
+    return f"a dict with keys {sorted(map(str, x))}"
+  if hasattr(x, "shape"):
+    return f"an array of shape {tuple(x.shape)}"
+  return f"a {type(x).__name__}"
+
+
 def value_and_vector_field(
-    loss_fn: Callable[..., Any], has_aux: bool = False
+  loss_fn: Callable[..., Any], has_aux: bool = False
 ) -> Callable[..., Any]:
   r"""Losses and descent vector field of a two-player game.
 
@@ -85,7 +104,7 @@ def value_and_vector_field(
       out, vjp, aux = jax.vjp(lambda p: loss_fn(p, *args), params, has_aux=True)
     else:
       out, vjp = jax.vjp(lambda p: loss_fn(p, *args), params)
-    pair = _split_losses(out)
+    pair = _split_losses(out, has_aux)
     if pair is None:
       (grad,) = vjp(jnp.ones_like(out))
       field = Players(grad.min, jax.tree.map(jnp.negative, grad.max))
@@ -102,6 +121,7 @@ def value_and_vector_field(
       return (losses, aux), field
     return losses, field
 
+  fn._minmaxlab_field_helper = "minmaxlab.value_and_vector_field"
   return fn
 
 
@@ -109,9 +129,7 @@ def _like(out, first, second):
   return type(out)((first, second)) if isinstance(out, tuple) else [first, second]
 
 
-def vector_field(
-    loss_fn: Callable[..., Any], has_aux: bool = False
-) -> Callable[..., Any]:
+def vector_field(loss_fn: Callable[..., Any], has_aux: bool = False) -> Callable[..., Any]:
   r"""Descent vector field :math:`v(z)` of a two-player game.
 
   See :func:`value_and_vector_field` for the definition and conventions.
@@ -138,4 +156,5 @@ def vector_field(
       return v, out[1]
     return v
 
+  field._minmaxlab_field_helper = "minmaxlab.vector_field"
   return field

@@ -7,15 +7,17 @@ from typing import NamedTuple
 import jax
 import optax
 
-from minmaxlab.games._players import Players
+from minmaxlab.games._players import NotPlayersError, Players
 from minmaxlab.transforms._common import (
-    check_int_at_least,
-    check_updates,
-    player_transforms,
-    require_params,
-    require_vector_field,
-    tree_add,
-    zeros_count,
+  PerPlayerTransformation,
+  check_first_field,
+  check_int_at_least,
+  check_updates,
+  player_transforms,
+  require_params,
+  require_vector_field,
+  tree_add,
+  zeros_count,
 )
 
 
@@ -33,7 +35,7 @@ class AlternatingState(NamedTuple):
 
 
 def alternating(
-    inner: optax.GradientTransformation, max_steps: int = 1
+  inner: optax.GradientTransformation, max_steps: int = 1
 ) -> optax.GradientTransformationExtraArgs:
   r"""Alternating GDA: the max player steps first, then the min player.
 
@@ -55,6 +57,21 @@ def alternating(
 
   Each player keeps its own inner state; with a :func:`per_player` inner each
   player uses its own transform.
+
+  Processing inside ``inner`` is PER PLAYER: each player's step passes only its
+  own half of the field through ``inner``, so in
+  ``alternating(optax.chain(optax.clip_by_global_norm(c), sgd))`` each player's
+  field is clipped to norm ``c`` separately (the joint norm can reach
+  ``sqrt(2) c``). To clip JOINTLY (the norm of both players' fields at each
+  evaluation point, as GDA's ``chain(clip_by_global_norm(c), sgd)`` does), wrap
+  the scheme: ``minmaxlab.with_field_processing(alternating(sgd),
+  optax.clip_by_global_norm(c))`` (then both halves of every field are needed,
+  so XLA no longer drops the unused one). Processing chained in front,
+  ``optax.chain(clip, alternating(sgd))``, would reach only the first field and
+  is refused by :func:`minmaxlab.game_step`. A :func:`per_player` must be the
+  whole ``inner`` (put each player's processing into its part:
+  ``per_player(min=chain(clip, a), max=chain(clip, b))``), since ``alternating``
+  hands each part a single player's tree.
 
   Example:
     >>> tx = alternating(optax.sgd(0.1), max_steps=5)
@@ -80,32 +97,38 @@ def alternating(
 
   def init_fn(params):
     params = require_params(params, "alternating")
-    return AlternatingState(
-        zeros_count(),
-        Players(parts.min.init(params.min), parts.max.init(params.max)),
-    )
+    try:
+      inner_state = Players(parts.min.init(params.min), parts.max.init(params.max))
+    except NotPlayersError as err:
+      if isinstance(inner, PerPlayerTransformation):
+        raise
+      raise ValueError(
+        "alternating steps one player at a time, so it calls inner with a single"
+        f" player's params ({type(params.min).__name__}), but inner needs a Players"
+        " tree: it contains a per_player (or another two-player transform) inside an"
+        " optax.chain. Make the per_player the whole inner, with each player's"
+        " processing in its part: alternating(per_player(min=optax.chain(clip,"
+        " tx_min), max=optax.chain(clip, tx_max))); to clip jointly use"
+        " minmaxlab.with_field_processing(alternating(...), clip)"
+      ) from err
+    return AlternatingState(zeros_count(), inner_state)
 
   def update_fn(updates, state, params=None, *, vector_field=None, **extra_args):
     updates = check_updates(updates, "alternating")
     params = require_params(params, "alternating")
     vector_field = require_vector_field(vector_field, "alternating")
+    check_first_field(updates, vector_field, "alternating")
     s_min, s_max = state.inner_state
     y, total_max, field_max = params.max, None, updates.max
     for j in range(max_steps):
       if j > 0:
         field_max = vector_field(Players(params.min, y), j).max
-      u, s_max = parts.max.update(
-          field_max, s_max, y, **extra_args
-      )
+      u, s_max = parts.max.update(field_max, s_max, y, **extra_args)
       y = optax.apply_updates(y, u)
       total_max = u if total_max is None else tree_add(total_max, u)
     field_min = vector_field(Players(params.min, y), max_steps).min
-    u_min, s_min = parts.min.update(
-        field_min, s_min, params.min, **extra_args
-    )
-    new_state = AlternatingState(
-        optax.safe_int32_increment(state.count), Players(s_min, s_max)
-    )
+    u_min, s_min = parts.min.update(field_min, s_min, params.min, **extra_args)
+    new_state = AlternatingState(optax.safe_int32_increment(state.count), Players(s_min, s_max))
     return Players(u_min, total_max), new_state
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -10,12 +10,12 @@ import optax
 
 from minmaxlab.games._players import Players
 from minmaxlab.transforms._common import (
-    as_transform,
-    check_in,
-    check_int_at_least,
-    require_params,
-    tree_where,
-    zeros_count,
+  as_transform,
+  check_in,
+  check_int_at_least,
+  require_params,
+  tree_where,
+  zeros_count,
 )
 from minmaxlab.transforms._lookahead import LookaheadMinmaxState, _find_states
 
@@ -42,9 +42,7 @@ def _wrapper(inner, combine):
 
   def init_fn(params):
     params = require_params(params, "averaging")
-    return AveragingState(
-        zeros_count(), jnp.ones([], jnp.int32), params, inner.init(params)
-    )
+    return AveragingState(zeros_count(), jnp.ones([], jnp.int32), params, inner.init(params))
 
   def update_fn(updates, state, params=None, **extra_args):
     params = require_params(params, "averaging")

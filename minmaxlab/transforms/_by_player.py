@@ -60,8 +60,8 @@ def set_learning_rates(opt_state: Any, lr_min: jax.Array, lr_max: jax.Array) -> 
     label = _label(path)
     if label == SHARED:
       raise ValueError(
-          "a learning_rate is shared by both players; build the scheme with"
-          " minmaxlab.per_player(min=..., max=...) so each player has its own"
+        "a learning_rate is shared by both players; build the scheme with"
+        " minmaxlab.per_player(min=..., max=...) so each player has its own"
       )
     return jnp.asarray(lr_min if label == MIN else lr_max, leaf.dtype)
 

@@ -17,6 +17,60 @@ from minmaxlab.games._players import Players, check_players
 # its own minibatch (the optax ``sam(opaque_mode=True)`` ``grad_fn`` precedent).
 VectorFieldFn = Callable[[Players, int], Players]
 
+# What to do instead of the compositions that are refused (see ``check_first_field``).
+_FIX = (
+  "put the processing inside the scheme, e.g. extragradient(optax.chain("
+  "optax.clip_by_global_norm(1.0), optax.adam(1e-3))), or wrap the whole"
+  " transform: minmaxlab.with_field_processing(tx, optax.clip_by_global_norm(1.0))"
+)
+
+
+class FieldFn:
+  """The ``vector_field=`` argument a game scheme works with: the caller's
+  ``fn(params, i)``, each result checked against the params' structure, plus
+  (when the caller evaluated it itself) the field at the step's params.
+
+  ``first`` is the exact object the caller passed as ``updates``: a scheme that
+  fetches more fields compares it by identity with the ``updates`` it receives,
+  so a transform chained IN FRONT of the scheme (whose processing the fetched
+  fields would skip) is detected at trace time (see ``check_first_field``).
+  """
+
+  def __init__(self, fn: Callable[[Any, int], Any], first: Any = None, name: str = ""):
+    self.fn, self.first, self.name = fn, first, name
+
+  def __call__(self, params: Any, i: int) -> Players:
+    return check_field(self.fn(params, i), params, f"vector_field(params, {i})")
+
+
+def check_field(field: Any, params: Any, what: str) -> Players:
+  """Raise ``ValueError`` unless ``field`` is a ``Players`` tree shaped like ``params``."""
+  if not isinstance(field, Players):
+    hint = ""
+    if isinstance(field, (tuple, list)) and len(field) == 2 and isinstance(field[1], Players):
+      hint = (
+        "; it looks like (value, field) from value_and_vector_field: return only"
+        " the field, e.g. lambda p, i: value_and_field(p, batches[i])[1]"
+      )
+    raise ValueError(
+      f"{what} must return the descent field as minmaxlab.Players(min=..., max=...),"
+      f" got {type(field).__name__}{hint}"
+    )
+  f_def, p_def = jax.tree.structure(field), jax.tree.structure(params)
+  if f_def != p_def:
+    raise ValueError(
+      f"{what} returned a field whose tree differs from the params': field {f_def}, params {p_def}"
+    )
+  paths = jax.tree_util.tree_leaves_with_path(params)
+  for (path, p_leaf), f_leaf in zip(paths, jax.tree.leaves(field)):
+    if jnp.shape(f_leaf) != jnp.shape(p_leaf):
+      raise ValueError(
+        f"{what} returned a field that does not match the params at"
+        f" {jax.tree_util.keystr(path)}: field shape {jnp.shape(f_leaf)}, params shape"
+        f" {jnp.shape(p_leaf)}"
+      )
+  return field
+
 
 def check_in(name: str, value: Any, ok: Callable[[Any], bool], expected: str) -> None:
   """Raise ``ValueError`` naming ``value`` when a concrete value fails ``ok``.
@@ -39,6 +93,7 @@ def check_int_at_least(name: str, value: Any, low: int) -> None:
     if isinstance(v, (str, bytes, bool)):
       return False
     return float(v) == int(v) and int(v) >= low
+
   check_in(name, value, ok, f"an integer >= {low}")
 
 
@@ -48,16 +103,51 @@ def require_params(params: Any, scheme: str) -> Players:
   return check_players(params)
 
 
-def require_vector_field(vector_field: Any, scheme: str) -> VectorFieldFn:
+def require_vector_field(vector_field: Any, scheme: str) -> FieldFn:
+  """The caller's ``vector_field`` as a checked :class:`FieldFn`."""
   if vector_field is None:
     raise ValueError(
-        f"{scheme} evaluates the game at new points: call"
-        " update(updates, state, params, vector_field=fn) with"
-        " fn(params, i) -> Players (the descent field); got vector_field=None"
+      f"{scheme} evaluates the game at new points: call"
+      " update(updates, state, params, vector_field=fn) with"
+      " fn(params, i) -> Players (the descent field; i = 1, 2, ... numbers the"
+      " evaluations), or use minmaxlab.game_step; got vector_field=None (if you passed"
+      " it, a wrapper around the scheme dropped it, as optax.MultiSteps does: put such"
+      " wrappers inside, e.g. extragradient(optax.MultiSteps(adam, k))"
     )
+  if isinstance(vector_field, FieldFn):
+    return vector_field
   if not callable(vector_field):
     raise ValueError(f"vector_field must be callable, got {vector_field!r}")
-  return vector_field
+  made_by = getattr(vector_field, "_minmaxlab_field_helper", None)
+  if made_by is not None:
+    raise ValueError(
+      f"vector_field= got {made_by}(loss_fn) itself; the keyword is called as"
+      " fn(params, i) with i the evaluation number (1, 2, ...), which would reach"
+      " loss_fn as its data argument. Pass vector_field=lambda p, i:"
+      " field(p, batches[i]) (the field only), or use"
+      " minmaxlab.game_step(tx, lambda p, i: field(p, batches[i]), params, opt_state)"
+    )
+  return FieldFn(vector_field)
+
+
+def check_first_field(updates: Any, vector_field: FieldFn, scheme: str) -> None:
+  """Refuse a transform chained in front of a scheme that fetches more fields.
+
+  ``optax.chain(clip, extragradient(sgd))`` clips only the field passed as
+  ``updates``; the field at the extrapolated point comes from ``vector_field``
+  and would skip the clip silently. When the caller tells us which object it
+  passed as ``updates`` (``minmaxlab.game_step`` and
+  ``minmaxlab.with_field_processing`` do), anything else arriving here means
+  some transform in front changed it.
+  """
+  first = vector_field.first
+  if first is not None and updates is not first:
+    raise ValueError(
+      f"{scheme} received a field already changed by a transform chained in front of"
+      " it (e.g. optax.chain(clip, " + scheme + "(...)), optax.masked, optax.MultiSteps"
+      " or inject_hyperparams around it); the fields it evaluates itself through"
+      " vector_field would skip that processing. " + _FIX[0].upper() + _FIX[1:]
+    )
 
 
 def check_updates(updates: Any, scheme: str) -> Players:
@@ -99,9 +189,7 @@ def player_transforms(inner: optax.GradientTransformation) -> PlayerTransforms:
   """Each player's transform: the parts of a :func:`per_player`, or ``inner``
   for both (each player then keeps its own state of it)."""
   if not isinstance(inner, optax.GradientTransformation):
-    raise ValueError(
-        f"inner must be an optax.GradientTransformation, got {type(inner).__name__}"
-    )
+    raise ValueError(f"inner must be an optax.GradientTransformation, got {type(inner).__name__}")
   parts = getattr(inner, "players", None)
   if isinstance(parts, PlayerTransforms):
     return parts
@@ -111,7 +199,5 @@ def player_transforms(inner: optax.GradientTransformation) -> PlayerTransforms:
 
 def as_transform(inner: Any, name: str = "inner") -> optax.GradientTransformationExtraArgs:
   if not isinstance(inner, optax.GradientTransformation):
-    raise ValueError(
-        f"{name} must be an optax.GradientTransformation, got {type(inner).__name__}"
-    )
+    raise ValueError(f"{name} must be an optax.GradientTransformation, got {type(inner).__name__}")
   return optax.with_extra_args_support(inner)

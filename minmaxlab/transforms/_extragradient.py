@@ -8,11 +8,13 @@ import jax
 import optax
 
 from minmaxlab.transforms._common import (
-    as_transform,
-    check_updates,
-    require_params,
-    require_vector_field,
-    zeros_count,
+  FieldFn,
+  as_transform,
+  check_first_field,
+  check_updates,
+  require_params,
+  require_vector_field,
+  zeros_count,
 )
 
 
@@ -33,7 +35,7 @@ class ExtragradientState(NamedTuple):
 
 
 def extragradient(
-    inner: optax.GradientTransformation, shared_state: bool = False
+  inner: optax.GradientTransformation, shared_state: bool = False
 ) -> optax.GradientTransformationExtraArgs:
   r"""Extragradient: extrapolate both players, then update from the start point.
 
@@ -46,6 +48,13 @@ def extragradient(
   Extra-Adam of Gidel et al.). ``v(z_t)`` is the ``updates`` argument;
   ``v(z_{t+1/2})`` comes from the keyword-only ``vector_field(params, 1)``.
   One call costs two field evaluations.
+
+  Gradient processing (clipping, ...) belongs INSIDE: in
+  ``extragradient(optax.chain(optax.clip_by_global_norm(1.0), optax.adam(1e-3)))``
+  both fields pass through the clip. Chained in front,
+  ``optax.chain(clip, extragradient(adam))`` would clip only the first field;
+  :func:`minmaxlab.game_step` detects that composition and raises (see the
+  README's composition rule, and :func:`minmaxlab.with_field_processing`).
 
   By default :math:`T_e` and :math:`T_u` are two copies of ``inner`` with
   separate states (as in the reference GAN code, whose extrapolation Adam
@@ -84,16 +93,17 @@ def extragradient(
     updates = check_updates(updates, "extragradient")
     params = require_params(params, "extragradient")
     vector_field = require_vector_field(vector_field, "extragradient")
-    extra = dict(extra_args, vector_field=vector_field)
+    check_first_field(updates, vector_field, "extragradient")
+    extra = dict(extra_args, vector_field=FieldFn(vector_field.fn))
     ex_state = state.update_state if shared_state else state.extrapolation_state
     u_half, ex_state = inner.update(updates, ex_state, params, **extra)
     half = optax.apply_updates(params, u_half)
     up_state = ex_state if shared_state else state.update_state
     u, up_state = inner.update(vector_field(half, 1), up_state, params, **extra)
     return u, ExtragradientState(
-        optax.safe_int32_increment(state.count),
-        optax.EmptyState() if shared_state else ex_state,
-        up_state,
+      optax.safe_int32_increment(state.count),
+      optax.EmptyState() if shared_state else ex_state,
+      up_state,
     )
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -8,9 +8,9 @@ import optax
 
 from minmaxlab.games._players import Players, check_players
 from minmaxlab.transforms._common import (
-    PerPlayerTransformation,
-    PlayerTransforms,
-    as_transform,
+  PerPlayerTransformation,
+  PlayerTransforms,
+  as_transform,
 )
 
 
@@ -22,7 +22,8 @@ class PerPlayerState(NamedTuple):
 
 
 def per_player(
-    min: optax.GradientTransformation, max: optax.GradientTransformation  # noqa: A002
+  min: optax.GradientTransformation,
+  max: optax.GradientTransformation,  # noqa: A002
 ) -> PerPlayerTransformation:
   r"""Apply ``min`` to the min player's field and ``max`` to the max player's.
 

@@ -1,0 +1,215 @@
+"""One game step (field, update, apply), field processing for every evaluation,
+and reading an injected hyperparameter out of a game-scheme state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from minmaxlab.games._players import Players
+from minmaxlab.transforms._common import (
+  FieldFn,
+  as_transform,
+  check_field,
+  check_first_field,
+  check_updates,
+  require_params,
+  require_vector_field,
+)
+
+
+def _split_output(out: Any, params: Any) -> tuple[Any, Players]:
+  """``(value, field)`` from ``fn(params, i)``: a ``Players`` field alone, or ``(value, field)``."""
+  if isinstance(out, Players):
+    return None, check_field(out, params, "field_fn(params, 0)")
+  if isinstance(out, (tuple, list)) and len(out) == 2:
+    return out[0], check_field(out[1], params, "field_fn(params, 0)")
+  raise ValueError(
+    "field_fn(params, i) must return the descent field (minmaxlab.Players) or"
+    f" (value, field) as minmaxlab.value_and_vector_field does, got {type(out).__name__}"
+  )
+
+
+def game_step(
+  tx: optax.GradientTransformation,
+  field_fn: Callable[[Players, int], Any],
+  params: Players,
+  opt_state: Any,
+) -> tuple[Players, Any, Any]:
+  r"""One full game step: the field at ``params``, ``tx.update``, ``apply_updates``.
+
+  ``field_fn(params, i)`` returns the descent field at ``params`` for the
+  ``i``-th field evaluation of the step (``i = 0`` at the step's params; the
+  schemes that evaluate the game at new points ask for ``i = 1, 2, ...``, so a
+  caller can give each evaluation its own minibatch), either as a ``Players``
+  or as ``(value, field)`` (the output of :func:`value_and_vector_field`); the
+  value of evaluation 0 (e.g. the losses) is returned for logging.
+
+  Every field is checked against the params' structure, and a transform chained
+  IN FRONT of a scheme that fetches more fields
+  (``optax.chain(clip, extragradient(adam))``, whose clip the fetched fields
+  would skip) raises, naming the fix: processing goes inside the scheme
+  (``extragradient(optax.chain(clip, adam))``) or around it
+  (:func:`with_field_processing`).
+
+  Example:
+    >>> vaf = minmaxlab.value_and_vector_field(loss_fn)    # loss_fn(params, batch)
+    >>> tx = minmaxlab.extragradient(optax.adam(1e-3))
+    >>> params, opt_state, losses = minmaxlab.game_step(
+    ...     tx, lambda p, i: vaf(p, batches[i]), params, opt_state)
+
+  With flax's ``TrainState`` (whose ``apply_gradients`` has no way to pass
+  ``vector_field``) use :func:`apply_game_step`.
+
+  Args:
+    tx: any optax transform over ``Players`` (a game scheme or a plain optimizer).
+    field_fn: ``field_fn(params, i) -> Players`` or ``-> (value, Players)``.
+    params: the current ``Players``.
+    opt_state: ``tx``'s state.
+
+  Returns:
+    ``(new_params, new_opt_state, value)``; ``value`` is ``None`` when
+    ``field_fn`` returns the field alone.
+  """
+  if not callable(field_fn):
+    raise ValueError(f"field_fn must be callable as field_fn(params, i), got {field_fn!r}")
+  tx = as_transform(tx, "tx")
+  value, field = _split_output(field_fn(params, 0), params)
+
+  def later(p, i):
+    return _split_output(field_fn(p, i), p)[1]
+
+  vector_field = FieldFn(later, first=field)
+  updates, opt_state = tx.update(field, opt_state, params, vector_field=vector_field)
+  return optax.apply_updates(params, updates), opt_state, value
+
+
+def apply_game_step(train_state: Any, field_fn: Callable[[Players, int], Any]) -> tuple[Any, Any]:
+  """:func:`game_step` on a flax ``TrainState`` (or any object with ``step``,
+  ``params``, ``tx``, ``opt_state`` and ``replace``).
+
+  Example:
+    >>> from flax.training import train_state
+    >>> state = train_state.TrainState.create(apply_fn=None, params=params, tx=tx)
+    >>> state, losses = minmaxlab.apply_game_step(state, lambda p, i: vaf(p, batches[i]))
+
+  Returns:
+    ``(new_train_state, value)`` with ``step`` advanced by one.
+  """
+  for name in ("step", "params", "tx", "opt_state", "replace"):
+    if not hasattr(train_state, name):
+      raise ValueError(
+        "apply_game_step needs a flax TrainState-like object with step, params, tx,"
+        f" opt_state and replace; {type(train_state).__name__} has no {name!r}"
+      )
+  params, opt_state, value = game_step(
+    train_state.tx, field_fn, train_state.params, train_state.opt_state
+  )
+  new = train_state.replace(step=train_state.step + 1, params=params, opt_state=opt_state)
+  return new, value
+
+
+def with_field_processing(
+  tx: optax.GradientTransformation, processing: optax.GradientTransformation
+) -> optax.GradientTransformationExtraArgs:
+  r"""Pass EVERY field a step uses through ``processing`` before ``tx`` sees it.
+
+  ``processing`` is applied to the whole :class:`Players` field at each point
+  where the game is evaluated: to the ``updates`` argument and to every field
+  ``tx`` fetches through ``vector_field``. It is therefore joint over the two
+  players: ``with_field_processing(alternating(sgd), clip_by_global_norm(c))``
+  clips the norm of both players' fields at each evaluation point (inside
+  ``alternating``'s ``inner`` the clip would be per player).
+
+  ``processing`` must be stateless (``clip``, ``clip_by_global_norm``,
+  ``masked`` of those, ``scale``, ...): with several evaluations per step a
+  state (a schedule's count, ``apply_if_finite``'s counters) would have no
+  single meaning. Stateful processing belongs in the scheme's ``inner``
+  transform, where each optimizer state sees its own stream of fields.
+
+  Args:
+    tx: the scheme (or any transform over ``Players``).
+    processing: a stateless optax transform.
+
+  Returns:
+    An ``optax.GradientTransformationExtraArgs`` with ``tx``'s state.
+  """
+  tx = as_transform(tx, "tx")
+  processing = as_transform(processing, "processing")
+
+  def empty_state(params):
+    state = processing.init(params)
+    if jax.tree.leaves(state):
+      raise ValueError(
+        "with_field_processing needs a stateless processing (clip,"
+        " clip_by_global_norm, masked(clip), ...), got one whose state holds"
+        f" {len(jax.tree.leaves(state))} arrays: {type(state).__name__}. Put stateful"
+        " processing (schedules, apply_if_finite, MultiSteps, inject_hyperparams) into"
+        " the scheme's inner transform, e.g. extragradient(optax.chain(processing, adam))"
+      )
+    return state
+
+  def init_fn(params):
+    params = require_params(params, "with_field_processing")
+    empty_state(params)
+    return tx.init(params)
+
+  def update_fn(updates, state, params=None, *, vector_field=None, **extra_args):
+    updates = check_updates(updates, "with_field_processing")
+    params = require_params(params, "with_field_processing")
+    empty = empty_state(params)
+
+    def process(field, at):
+      return processing.update(field, empty, at)[0]
+
+    first = process(updates, params)
+    if vector_field is not None:
+      raw = require_vector_field(vector_field, "with_field_processing")
+
+      def fetched(p, i):
+        # Checked only when ``tx`` fetches a field: a transform in front of this
+        # wrapper is harmless over GDA, but the fetched fields would skip it.
+        check_first_field(updates, raw, "with_field_processing")
+        return process(raw(p, i), p)
+
+      extra_args["vector_field"] = FieldFn(fetched, first=first)
+    return tx.update(first, state, params, **extra_args)
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def hyperparam(opt_state: Any, name: str = "learning_rate") -> jax.Array:
+  """The value of an injected hyperparameter (``optax.inject_hyperparams``) in a game state.
+
+  Game schemes keep several copies of the inner state (``extragradient``: one
+  for the extrapolation and one for the update; ``alternating``: one per
+  player), so ``optax.tree_utils.tree_get(state, name)`` finds several and
+  raises; ``optax.tree_utils.tree_set(state, **{name: v})`` sets every copy.
+  This returns the value when every copy holds the same one (checked when the
+  values are concrete) and raises, naming the copies, when they differ (e.g.
+  per-player learning rates: read them from ``state.inner_state.min`` /
+  ``.max``, write them with ``minmaxlab.transforms.set_learning_rates``).
+  """
+  found = []
+
+  def visit(path, leaf):
+    last = path[-1] if path else None
+    if isinstance(last, jax.tree_util.DictKey) and last.key == name:
+      found.append((jax.tree_util.keystr(path), leaf))
+
+  jax.tree_util.tree_map_with_path(visit, opt_state)
+  if not found:
+    raise ValueError(
+      f"opt_state holds no injected hyperparameter {name!r}; build the inner optimizer"
+      f" with optax.inject_hyperparams(...)({name}=...)"
+    )
+  value = found[0][1]
+  concrete = not any(isinstance(v, jax.core.Tracer) for _, v in found)
+  if concrete and any(not bool(jnp.all(jnp.asarray(v) == jnp.asarray(value))) for _, v in found):
+    where = ", ".join(f"{path} = {v}" for path, v in found)
+    raise ValueError(f"the copies of {name!r} in opt_state differ: {where}")
+  return jnp.asarray(value)
