@@ -1,0 +1,205 @@
+r"""Issue-12 study 1: do larger Lipizzaner grids lower the class TVD of the best mixture
+(RQ1) without mode collapse (RQ2)? Fashion-MNIST with Lipizzaner's MNIST protocol.
+
+  nice python -m experiments.coevolution.lipizzaner_grids --grids 1,2,3 --seeds 0,1,2 \
+      --generations 30 [--steps 600] [--control]       # run (or resume) the study
+  python -m experiments.coevolution.lipizzaner_grids --table
+
+Every run is ``configs/fashion_mnist_3x3.py`` with Lipizzaner's settings made explicit:
+the MLP pair, batch 100, ``steps`` batches per cell and generation (600 = a full epoch),
+the generator on every batch and the discriminator on every second one against the
+updated generator (``schedule="lipizzaner"``, ``d_every=2``), Adam 2e-4 (0.5, 0.999)
+without Lookahead, learning-rate mutation, tournament 2 with one replacement, the
+mixture (1+1)-ES (sigma 0.01) scored by classifier-FID. ``--control`` adds a 1x1 grid
+with the largest grid's total number of steps per generation (same total compute).
+
+Each (grid, seed) runs in ``<runs>/<n>x<n>_s<seed>`` (``train.train``: a killed run
+resumes from its checkpoint, a finished one is skipped). Writes
+``<out>/lipizzaner_grids.json`` (every run's best-mixture curves against generations and
+seconds) and ``<out>/lipizzaner_grids.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent
+METRICS = ("fid", "class_tvd", "inception_score")
+
+
+def run_config(args, n: int, seed: int, steps: int):
+  from experiments.coevolution.configs import fashion_mnist_3x3
+
+  c = fashion_mnist_3x3.get_config()
+  if "schedule" not in c:
+    raise SystemExit("this study needs the coevolution config field 'schedule' (issue 11)")
+  c.rows = c.cols = n
+  c.seed = seed
+  c.lookahead = False
+  c.schedule, c.d_every = "lipizzaner", 2
+  c.learning_rate, c.b1, c.b2, c.batch_size = 2e-4, 0.5, 0.999, 100
+  c.tournament_size, c.n_replacements, c.mixture_sigma = 2, 1, 0.01
+  c.steps_per_generation = steps
+  c.generations = args.generations
+  c.eval_every = c.checkpoint_every = args.eval_every
+  c.plot_every = 0
+  c.tensorboard = c.progress = False
+  for item in args.set or ():  # "field=json value" or "field=text", dotted fields allowed
+    name, value = item.split("=", 1)
+    *parents, leaf = name.split(".")
+    node = c
+    for part in parents:
+      node = node[part]
+    node[leaf] = value if isinstance(node[leaf], str) else type(node[leaf])(json.loads(value))
+  return c
+
+
+def run_one(config, workdir: Path, log=print) -> dict:
+  from experiments.coevolution import train
+  from minmaxlab import runner
+
+  workdir = Path(workdir)
+  if not (workdir / "summary.json").exists():
+    t0 = time.process_time()
+    train.train(config, workdir, resume=(workdir / "checkpoints").exists())
+    cpu = time.process_time() - t0
+    (workdir / "cpu_s.json").write_text(json.dumps(cpu))  # of the last (resumed) segment
+  rows = runner.read_jsonl(workdir / "metrics.jsonl")
+  wall = np.cumsum([r.get("seconds", 0.0) for r in rows])
+  curves = [
+    {"generation": r["step"], "seconds": float(s), **{k: r[f"mixture/{k}"] for k in METRICS}}
+    for r, s in zip(rows, wall)
+    if "mixture/fid" in r
+  ]
+  cpu_file = workdir / "cpu_s.json"
+  log(f"{workdir.name}: final " + ", ".join(f"{k} {curves[-1][k]:.3f}" for k in METRICS))
+  return {
+    "rows": config.rows,
+    "steps_per_generation": config.steps_per_generation,
+    "seed": config.seed,
+    "curves": curves,
+    "cpu_s_last_segment": json.loads(cpu_file.read_text()) if cpu_file.exists() else None,
+    "final_weights": rows[-1].get("mixture/weights"),
+  }
+
+
+def run_study(args, log=print) -> dict:
+  grids = [int(g) for g in args.grids.split(",")]
+  seeds = [int(s) for s in args.seeds.split(",")]
+  jobs = [(f"{n}x{n}", n, args.steps) for n in grids]
+  if args.control:
+    big = max(grids)
+    jobs.append((f"1x1_x{big * big}", 1, args.steps * big * big))
+  out_dir = Path(args.out)
+  out_dir.mkdir(parents=True, exist_ok=True)
+  path = out_dir / "lipizzaner_grids.json"
+  data = {"protocol": None, "runs": []}
+  for seed in seeds:  # seed-major: a stopped study has every grid at the same seeds
+    for name, n, steps in jobs:
+      config = run_config(args, n, seed, steps)
+      if data["protocol"] is None:
+        data["protocol"] = {
+          k: v for k, v in config.to_dict().items() if k not in ("rows", "cols", "seed")
+        }
+      r = run_one(config, Path(args.runs) / f"{name}_s{seed}", log)
+      data["runs"].append({"grid": name, **r})
+      tmp = path.with_suffix(".tmp")
+      tmp.write_text(json.dumps(data, separators=(",", ":")))
+      tmp.replace(path)
+      plot(data, out_dir / "lipizzaner_grids.png")
+  return data
+
+
+def _groups(data):
+  out: dict[str, list] = {}
+  for r in data["runs"]:
+    out.setdefault(r["grid"], []).append(r)
+  return out
+
+
+def plot(data: dict, path: Path) -> None:
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, axes = plt.subplots(1, 3, figsize=(12, 3.4))
+  for i, (grid, runs) in enumerate(_groups(data).items()):
+    n = min(len(r["curves"]) for r in runs)
+    if n == 0:
+      continue
+    gen = np.array([c["generation"] for c in runs[0]["curves"][:n]])
+    for ax, key in zip(axes[:2], ("class_tvd", "fid")):
+      y = np.array([[c[key] for c in r["curves"][:n]] for r in runs])
+      ax.plot(gen, y.mean(0), color=f"C{i}", label=f"{grid} ({len(runs)} seeds)")
+      ax.fill_between(gen, y.min(0), y.max(0), color=f"C{i}", alpha=0.15)
+      ax.set_title(f"best mixture: {key} (mean, band min..max)", fontsize=9)
+      ax.set_xlabel("generation")
+    for r in runs:
+      axes[2].plot(
+        [c["seconds"] for c in r["curves"]],
+        [c["class_tvd"] for c in r["curves"]],
+        color=f"C{i}",
+        alpha=0.6,
+      )
+  axes[2].set_title("class TVD vs wall seconds of training", fontsize=9)
+  axes[2].set_xlabel("seconds")
+  axes[0].legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=70)
+  plt.close(fig)
+
+
+def table(data: dict) -> str:
+  lines = [
+    "| grid | seeds | generations | class TVD | classifier-FID | IS |",
+    "|---|---|---|---|---|---|",
+  ]
+  for grid, runs in _groups(data).items():
+    runs = [r for r in runs if r["curves"]]
+    cells = [
+      grid,
+      ",".join(str(r["seed"]) for r in runs),
+      "/".join(sorted({str(r["curves"][-1]["generation"]) for r in runs})),
+    ]
+    for key in ("class_tvd", "fid", "inception_score"):
+      v = np.array([r["curves"][-1][key] for r in runs], float)
+      sd = v.std(ddof=1) if len(v) > 1 else 0.0
+      cells.append(f"{v.mean():.3g} ± {sd:.2g} ({', '.join(f'{x:.3g}' for x in v)})")
+    lines.append("| " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+  p.add_argument("--table", action="store_true", help="only print the table of the JSON")
+  p.add_argument("--grids", default="1,2,3")
+  p.add_argument("--seeds", default="0,1,2")
+  p.add_argument("--generations", type=int, default=30)
+  p.add_argument("--eval-every", type=int, default=5)
+  p.add_argument("--steps", type=int, default=600, help="batches per cell and generation")
+  p.add_argument("--control", action="store_true", help="add the same-total-compute 1x1 run")
+  p.add_argument("--set", action="append", help="any config field: --set fitness_samples=500")
+  p.add_argument("--runs", default="runs/coev_lipizzaner_grids")
+  p.add_argument("--out", default=str(ROOT / "results"))
+  return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+  args = parse_args(argv)
+  if args.table:
+    print(table(json.loads((Path(args.out) / "lipizzaner_grids.json").read_text())))
+    return
+  from absl import logging
+
+  logging.set_verbosity(logging.WARNING)
+  print(table(run_study(args, log=lambda s: print(s, flush=True))))
+
+
+if __name__ == "__main__":
+  main()

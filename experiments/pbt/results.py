@@ -1,0 +1,373 @@
+r"""Result study of ``experiments/pbt`` (issue 12): PBT vs random search at equal budget
+on LA-AltGAN Fashion-MNIST tuned by classifier-FID, then a replay from scratch.
+
+  python -m experiments.pbt.results pbt_vs_rs --seeds 0,1,2     # run (or resume) the study
+  python -m experiments.pbt.results pbt_vs_rs --table           # tables of the committed JSON
+
+Per seed, the ``fashion_mnist_lagan`` task (``fashion.py``: lr_G, lr_D, the lookahead
+slow step size and sync period explored) is tuned twice with the same controller,
+population, trials and steps: ``exploit="tournament"`` (PBT, Li et al. 2019) and
+``exploit="none"`` (random search: every member keeps its first draw). Trials are
+scored at the lookahead SLOW weights (the paper's evaluation point; ``fashion.py``
+scores the fast weights, which differ from the slow ones between syncs).
+
+Replay (the warm-start/schedule claim): the best PBT lineage's hyperparameter schedule
+and the best random-search trial's static hyperparameters are each re-trained from
+scratch, for the same number of trials (the PBT lineage's length), with fresh seeds
+(the same seeds for both), and scored after every trial.
+
+Each (method, seed) runs in ``<runs>/pbt_vs_rs/<method>_s<seed>`` (the controller's
+SQLite store: a killed run resumes with the same command; a finished one is skipped);
+the replays of a seed are cached in ``replay_s<seed>.json``. Writes
+``<out>/pbt_vs_rs.json`` and ``<out>/pbt_vs_rs.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent
+METHODS = {"pbt": "tournament", "random_search": "none"}
+
+
+def study_config(args, seed: int, method: str):
+  from experiments.pbt.configs import fashion_mnist_lagan
+
+  c = fashion_mnist_lagan.get_config()
+  c.seed, c.exploit = seed, METHODS[method]
+  c.population_size, c.num_trials = args.population, args.trials
+  c.steps_per_trial, c.batch_size, c.eval_samples = (
+    args.steps_per_trial,
+    args.batch_size,
+    (args.eval_samples),
+  )
+  for item in args.set or ():  # "field=json value" or "field=text", dotted fields allowed
+    name, value = item.split("=", 1)
+    *parents, leaf = name.split(".")
+    node = c
+    for part in parents:
+      node = node[part]
+    node[leaf] = value if isinstance(node[leaf], str) else type(node[leaf])(json.loads(value))
+  return c
+
+
+def _slow_eval_task(config):
+  """``fashion.FashionLAGANTask`` scoring the lookahead slow weights (same training)."""
+  import jax
+  import jax.numpy as jnp
+
+  import minmaxlab
+  from experiments.pbt.fashion import FashionLAGANTask
+
+  class SlowEvalTask(FashionLAGANTask):
+    def train(self, hparams, state, trial):
+      if int(state["step"]) != trial.start_step:
+        raise ValueError(f"trial {trial.id}: checkpoint at step {int(state['step'])}")
+      _, chunk, generate, images, evaluator = self._programs()
+      k_train, k_eval = jax.random.split(jax.random.key(trial.seed))
+      h = {k: jnp.float32(v) for k, v in hparams.items() if k != "sync_period_index"}
+      h["sync_period_index"] = jnp.int32(hparams["sync_period_index"])
+      state = chunk(k_train, state, h, images)
+      slow = minmaxlab.lookahead_slow_params(state["opt_state"]).min
+      fake = np.asarray(generate(k_eval, slow))
+      fid = float(evaluator(fake)["fid"]) if np.all(np.isfinite(fake)) else math.inf
+      return (-fid if math.isfinite(fid) else -1e9), state
+
+  return SlowEvalTask(config)
+
+
+def run_search(config, workdir: Path, log=print) -> dict:
+  """Run (or resume, or skip when finished) one PBT / random-search run; its result."""
+  from experiments.pbt import train
+
+  workdir = Path(workdir)
+  done = workdir / "result.json"
+  if done.exists():
+    return json.loads(done.read_text())
+  workdir.mkdir(parents=True, exist_ok=True)
+  cpu_file = workdir / "cpu_s.json"
+  cpu_before = json.loads(cpu_file.read_text()) if cpu_file.exists() else 0.0
+  task = _slow_eval_task(config)
+  t0 = time.process_time()
+
+  def progress(status):
+    cpu_file.write_text(json.dumps(cpu_before + time.process_time() - t0))
+    log(f"{workdir.name}: {train.status_line(status, config.num_trials)}")
+
+  controller = train._controller(config, workdir, task, 0)
+  try:
+    controller.run(on_progress=progress)
+    trials = sorted(controller.store.trials(), key=lambda t: t.id)
+    best = controller.store.best()
+    chain = controller.store.lineage(best.id)
+    population = controller.store.population()
+  finally:
+    controller.close()
+  cpu = cpu_before + time.process_time() - t0
+  result = {
+    "seed": int(config.seed),
+    "cpu_s": cpu,
+    "trials": [
+      {
+        "trial": t.id,
+        "member": t.member,
+        "parent": t.parent_id,
+        "start_step": t.start_step,
+        "fid": -t.fitness,
+        **task.describe(t.hparams),
+      }
+      for t in trials
+    ],
+    "best_trial": best.id,
+    "best_fid": -best.fitness,
+    "best_lineage": [{"trial": t.id, "hparams": dict(t.hparams)} for t in chain],
+    "final_population_fids": [-t.fitness for t in trials if t.id in set(population.values())],
+  }
+  done.write_text(json.dumps(result))
+  return result
+
+
+def replay(config, schedule: list[dict], seed: int) -> list[float]:
+  """Train from scratch following ``schedule`` (one hyperparameter dict per trial of
+  ``config.steps_per_trial`` steps) with fresh seeds; the FID after every trial."""
+  from minmaxlab import pbt
+
+  task = _slow_eval_task(config)
+  fids, state = [], None
+  for i, h in enumerate(schedule):
+    trial = pbt.Trial(
+      id=i + 1,
+      member=0,
+      parent_id=None if i == 0 else i,
+      parent_ckpt=None,
+      hparams=dict(h),
+      start_step=i * config.steps_per_trial,
+      steps=config.steps_per_trial,
+      seed=1_000_003 * (seed + 1) + 7919 * i,
+      status="running",
+      attempt=1,
+      worker="replay",
+      fitness=None,
+      ckpt=None,
+      ckpt_deleted=False,
+      processed=False,
+    )
+    if state is None:
+      state = task.init(trial)
+    fitness, state = task.train(dict(h), state, trial)
+    fids.append(-fitness)
+  return fids
+
+
+def run_replays(args, seed: int, pbt_run: dict, rs_run: dict, folder: Path, log=print) -> dict:
+  path = Path(folder) / f"replay_s{seed}.json"
+  out = json.loads(path.read_text()) if path.exists() else {}
+  config = study_config(args, seed, "pbt")
+  schedule = [t["hparams"] for t in pbt_run["best_lineage"]]
+  rs_best = next(t for t in rs_run["best_lineage"] if t["trial"] == rs_run["best_trial"])
+  static = [rs_best["hparams"]] * len(schedule)
+  task = _slow_eval_task(config)
+  out.setdefault("pbt_schedule", [task.describe(h) for h in schedule])
+  out.setdefault("rs_static", task.describe(rs_best["hparams"]))
+  for r in range(args.replay_seeds):
+    for name, sched in (("pbt_schedule", schedule), ("rs_static", static)):
+      key = f"{name}/{r}"
+      if key in out:
+        continue
+      t0 = time.process_time()
+      out[key] = {"fids": replay(config, sched, r), "cpu_s": time.process_time() - t0}
+      log(f"replay seed {seed}/{r} {name}: final FID {out[key]['fids'][-1]:.1f}")
+      tmp = path.with_suffix(".tmp")
+      tmp.write_text(json.dumps(out))
+      tmp.replace(path)
+  return out
+
+
+def run_study(args, log=print) -> dict:
+  seeds = [int(s) for s in args.seeds.split(",")]
+  folder = Path(args.runs) / "pbt_vs_rs"
+  out_dir = Path(args.out)
+  out_dir.mkdir(parents=True, exist_ok=True)
+  path = out_dir / "pbt_vs_rs.json"
+  data = json.loads(path.read_text()) if path.exists() else {"runs": [], "replays": []}
+  cfg = study_config(args, seeds[0], "pbt")
+  data["protocol"] = {
+    k: cfg[k]
+    for k in (
+      "population_size",
+      "num_trials",
+      "steps_per_trial",
+      "batch_size",
+      "eval_samples",
+      "lr_G_bounds",
+      "lr_D_bounds",
+      "slow_step_size_bounds",
+      "sync_period_choices",
+      "hidden",
+      "latent_dim",
+      "loss",
+      "b1",
+      "resample_probability",
+      "top_k",
+    )
+  }
+  data["protocol"]["replay_seeds"] = args.replay_seeds
+
+  def save():
+    data["runs"].sort(key=lambda r: (r["seed"], r["method"]))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, separators=(",", ":")))
+    tmp.replace(path)
+    plot(data, out_dir / "pbt_vs_rs.png")
+
+  for seed in seeds:
+    got = {}
+    for method in METHODS:
+      r = run_search(study_config(args, seed, method), folder / f"{method}_s{seed}", log)
+      got[method] = r
+      data["runs"] = [x for x in data["runs"] if (x["seed"], x["method"]) != (seed, method)]
+      data["runs"].append({"method": method, **r})
+      save()
+    if args.replay_seeds:
+      rep = run_replays(args, seed, got["pbt"], got["random_search"], folder, log)
+      data["replays"] = [x for x in data["replays"] if x["seed"] != seed]
+      data["replays"].append({"seed": seed, **rep})
+      save()
+  return data
+
+
+def _best_so_far(run: dict) -> np.ndarray:
+  return np.minimum.accumulate(np.array([t["fid"] for t in run["trials"]], float))
+
+
+def plot(data: dict, path: Path) -> None:
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+  colors = {"pbt": "C0", "random_search": "C1"}
+  steps = data["protocol"]["steps_per_trial"]
+  for r in data["runs"]:
+    y = _best_so_far(r)
+    axes[0].plot(
+      np.arange(1, len(y) + 1) * steps,
+      y,
+      color=colors[r["method"]],
+      alpha=0.8,
+      label=f"{r['method']} s{r['seed']}",
+    )
+  axes[0].set_title("best FID so far vs total GAN steps", fontsize=9)
+  axes[0].set_xlabel("GAN steps (all trials)")
+  axes[0].set_ylabel("classifier-FID (slow weights)")
+  axes[0].set_yscale("log")
+  axes[0].legend(fontsize=6, ncol=2)
+  for rep in data.get("replays", []):
+    for key, val in rep.items():
+      if "/" not in key:
+        continue
+      name = key.split("/")[0]
+      y = np.array(val["fids"])
+      axes[1].plot(
+        np.arange(1, len(y) + 1) * steps,
+        y,
+        color="C0" if name == "pbt_schedule" else "C1",
+        alpha=0.6,
+      )
+  axes[1].plot([], [], color="C0", label="best PBT schedule")
+  axes[1].plot([], [], color="C1", label="best random-search static")
+  axes[1].set_title("replay from scratch (fresh seeds)", fontsize=9)
+  axes[1].set_xlabel("GAN steps")
+  axes[1].set_yscale("log")
+  axes[1].legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=70)
+  plt.close(fig)
+
+
+def _ms(v) -> str:
+  v = np.asarray(v, float)
+  sd = v.std(ddof=1) if len(v) > 1 else 0.0
+  return f"{v.mean():.1f} ± {sd:.1f} ({', '.join(f'{x:.1f}' for x in v)})"
+
+
+def table(data: dict) -> str:
+  """Markdown: best FID per method (mean ± std over seeds, every seed), best so far at
+  quarters of the budget, and the replay comparison."""
+  lines = [
+    "| method | seeds | best FID | best so far at 25% / 50% / 75% of the trials | CPU s |",
+    "|---|---|---|---|---|",
+  ]
+  for method in METHODS:
+    runs = [r for r in data["runs"] if r["method"] == method]
+    if not runs:
+      continue
+    curves = [_best_so_far(r) for r in runs]
+    q = [
+      _ms([c[max(0, int(len(c) * f) - 1)] for c in curves]).split(" (")[0]
+      for f in (0.25, 0.5, 0.75)
+    ]
+    lines.append(
+      f"| {method} | {','.join(str(r['seed']) for r in runs)} | "
+      f"{_ms([r['best_fid'] for r in runs])} | {' / '.join(q)} | "
+      f"{sum(r['cpu_s'] for r in runs):.0f} |"
+    )
+  reps = data.get("replays", [])
+  if reps:
+    lines += [
+      "",
+      "| replay from scratch | study seeds | final FID (every replay) | "
+      "best FID along the replay |",
+      "|---|---|---|---|",
+    ]
+    for name in ("pbt_schedule", "rs_static"):
+      finals, bests = [], []
+      for rep in reps:
+        for key, val in rep.items():
+          if key.startswith(name + "/"):
+            finals.append(val["fids"][-1])
+            bests.append(min(val["fids"]))
+      lines.append(
+        f"| {name} | {','.join(str(r['seed']) for r in reps)} | {_ms(finals)} | {_ms(bests)} |"
+      )
+  return "\n".join(lines)
+
+
+def parse_args(argv=None):
+  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+  p.add_argument("study", choices=["pbt_vs_rs"])
+  p.add_argument("--table", action="store_true", help="only print the tables of the JSON")
+  p.add_argument("--seeds", default="0,1,2")
+  p.add_argument("--population", type=int, default=4)
+  p.add_argument("--trials", type=int, default=40, help="trials per run (lineages: /population)")
+  p.add_argument("--steps-per-trial", type=int, default=100)
+  p.add_argument("--batch-size", type=int, default=50)
+  p.add_argument("--eval-samples", type=int, default=1000)
+  p.add_argument("--replay-seeds", type=int, default=2, help="fresh seeds per replayed schedule")
+  p.add_argument("--set", action="append", help="any config field: --set train_examples=2000")
+  p.add_argument("--runs", default="runs/pbt_results")
+  p.add_argument("--out", default=str(ROOT / "results"))
+  return p.parse_args(argv)
+
+
+def main(argv=None) -> None:
+  args = parse_args(argv)
+  if args.table:
+    print(table(json.loads((Path(args.out) / "pbt_vs_rs.json").read_text())))
+    return
+  from absl import logging
+
+  logging.set_verbosity(logging.WARNING)
+  data = run_study(args, log=lambda s: print(s, flush=True))
+  print(table(data))
+
+
+if __name__ == "__main__":
+  main()
