@@ -3,21 +3,25 @@
 
   python3 dev.py main  [flags...]  the main demo: spatial coevolution on the 8-Gaussian ring
                                   (writes runs/coevolution_ring8; flags go to
-                                  experiments.coevolution.main)
+                                  experiments.coevolution.main). Run it again: an
+                                  unfinished run resumes, a finished one is reported.
   python3 dev.py test  [pytest args...]
   python3 dev.py bench             the benchmarks under experiments/benchmarks
-  python3 dev.py setup             only create/update the environment
+  python3 dev.py setup             only create/update the full environment
 
 Needs only Python >= 3.11 with pip and venv. The environment lives in .venv and
-is reinstalled when pyproject.toml changes. As root on Debian, `test` also
-installs the real Fashion-MNIST files (package dataset-fashion-mnist) when
-they are missing; tests that need them skip otherwise.
+is reinstalled when pyproject.toml changes. `main` installs only the library's
+own dependencies (no MPI, tensorflow-datasets or dev tools); `test`, `bench` and
+`setup` add the dev and tfds extras and the MPI stack to the same .venv. As root
+on Debian, `test` also installs the real Fashion-MNIST files (package
+dataset-fashion-mnist) when they are missing; tests that need them skip otherwise.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
-STAMP = VENV / ".minmaxlab-installed"
+STAMP = VENV / ".minmaxlab-installed"  # the full environment (test, bench, setup)
+MAIN_STAMP = VENV / ".minmaxlab-main"  # the library's own dependencies only (main)
 EXTRAS = "dev,tfds"
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 
@@ -36,17 +41,29 @@ def run(cmd, **kw):
   return subprocess.run(cmd, **kw)
 
 
-def ensure_venv() -> None:
-  recipe = (EXTRAS + "|mpich,mpi4py,mpi4jax").encode()  # change it to force a reinstall
-  want = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + recipe).hexdigest()
-  if STAMP.exists() and STAMP.read_text() == want and PY.exists():
+def _digest(full: bool) -> str:
+  recipe = (EXTRAS + "|mpich,mpi4py,mpi4jax").encode() if full else b"base"  # change to reinstall
+  return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + recipe).hexdigest()
+
+
+def _stamped(stamp: Path, full: bool) -> bool:
+  return stamp.exists() and stamp.read_text() == _digest(full) and PY.exists()
+
+
+def ensure_venv(full: bool = True) -> None:
+  """Create or update .venv: the full environment, or (``full=False``, for ``main``)
+  the project with only its own dependencies. A full environment serves both."""
+  if _stamped(STAMP, True) or (not full and _stamped(MAIN_STAMP, False)):
     return
   if not PY.exists():
     run([sys.executable, "-m", "venv", str(VENV)], check=True)
   run([str(PY), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
-  run([str(PY), "-m", "pip", "install", "-q", "-e", f".[{EXTRAS}]"], check=True, cwd=ROOT)
-  install_mpi()
-  STAMP.write_text(want)
+  target = f".[{EXTRAS}]" if full else "."
+  run([str(PY), "-m", "pip", "install", "-q", "-e", target], check=True, cwd=ROOT)
+  if full:
+    install_mpi()
+    STAMP.write_text(_digest(True))
+  MAIN_STAMP.write_text(_digest(False))
 
 
 def cuda_root() -> str | None:
@@ -72,13 +89,17 @@ def install_mpi() -> None:
   and compiles against the venv's mpicc (--no-cache-dir: never reuse a wheel built
   against another MPI)."""
   run([str(PY), "-m", "pip", "install", "-q", "mpich", "mpi4py>=4"], check=True)
-  env = dict(os.environ, PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-             MPI4JAX_BUILD_MPICC=str(VENV / "bin" / "mpicc"))
+  env = dict(
+    os.environ,
+    PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    MPI4JAX_BUILD_MPICC=str(VENV / "bin" / "mpicc"),
+  )
   root = cuda_root()
   if root:
     env["CUDA_PATH"] = root
-  run([str(PY), "-m", "pip", "install", "-q", "--no-cache-dir", "mpi4jax>=0.8"], check=True,
-      env=env)
+  run(
+    [str(PY), "-m", "pip", "install", "-q", "--no-cache-dir", "mpi4jax>=0.8"], check=True, env=env
+  )
 
 
 def ensure_fashion_mnist() -> None:
@@ -89,29 +110,44 @@ def ensure_fashion_mnist() -> None:
     run(["apt-get", "install", "-y", "-qq", "dataset-fashion-mnist"], env=env)
 
 
+def run_child(cmd: list[str], env: dict | None = None) -> int:
+  """Run ``cmd`` and return its status. Ctrl-C reaches the child as well (same process
+  group): it is left to the child to finish and report, so this process prints no
+  traceback of its own."""
+  print("+", " ".join(map(str, cmd)), flush=True)
+  child = subprocess.Popen(cmd, cwd=ROOT, env=env)
+  while True:
+    try:
+      return child.wait()
+    except KeyboardInterrupt:
+      continue
+
+
 def main(argv: list[str]) -> int:
   if not argv or argv[0] not in {"main", "test", "bench", "setup"}:
     print(__doc__)
     return 2
   cmd, rest = argv[0], argv[1:]
-  ensure_venv()
+  ensure_venv(full=cmd != "main")
   if cmd == "setup":
     return 0
   if cmd == "main":
     # The main demo: spatial coevolution on the 8-Gaussian ring (embedded data, no download).
+    typed = " ".join(["python3", "dev.py", *map(shlex.quote, argv)])
     if not any(a.startswith("--config=") or a == "--config" for a in rest):
       rest = ["--config", "experiments/coevolution/configs/ring8_3x3.py", *rest]
     if not any(a.startswith("--workdir") for a in rest):
       rest = ["--workdir", "runs/coevolution_ring8", *rest]
-    return run([str(PY), "-m", "experiments.coevolution.main", *rest], cwd=ROOT).returncode
+    env = dict(os.environ, MINMAXLAB_RERUN=typed)
+    return run_child([str(PY), "-m", "experiments.coevolution.main", *rest], env=env)
   if cmd == "bench":
     rc = 0
     for script in sorted((ROOT / "experiments" / "benchmarks").glob("*.py")):
-      rc |= run([str(PY), str(script), *rest], cwd=ROOT).returncode
+      rc |= run_child([str(PY), str(script), *rest])
     return rc
   ensure_fashion_mnist()
   workers = ["-n", "2"] if "-n" not in rest else []
-  rc = run([str(PY), "-m", "pytest", "-q", *workers, *rest], cwd=ROOT).returncode
+  rc = run_child([str(PY), "-m", "pytest", "-q", *workers, *rest])
   if rc == 5:  # pytest: no tests collected
     print("pytest collected no tests", flush=True)
     return 0
@@ -119,4 +155,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-  sys.exit(main(sys.argv[1:]))
+  try:
+    sys.exit(main(sys.argv[1:]))
+  except KeyboardInterrupt:
+    print(f"\ninterrupted while setting up {VENV.name}; run the same command again", flush=True)
+    sys.exit(130)

@@ -78,10 +78,24 @@ def _check_outputs(workdir, row):
     assert 0 <= r["mixture/modes_covered"] <= 8 and 0.0 <= r["mixture/high_quality_rate"] <= 1.0
     np.testing.assert_allclose(sum(r["mixture/weights"]), 1.0, atol=1e-3)
   assert row["step"] == config.generations
-  # TensorBoard: grid means in tensorboard/, every cell in tensorboard/cells/.
+  # TensorBoard: grid means and pictures in tensorboard/, every cell a run of its own
+  # (tensorboard/cells/r<i>c<j>, same tags: the curves overlay).
   scalars = _scalars(workdir / "tensorboard")
   assert [s for s, _ in scalars["best_score"]] == list(range(1, config.generations + 1))
-  cells = _scalars(workdir / "tensorboard" / "cells")
+  images = [
+    (s, tag)
+    for f in (workdir / "tensorboard").glob("events.out.tfevents.*")
+    for s, tag, kind, _ in runner.read_events(f)
+    if kind == "image"
+  ]
+  assert {(config.generations, "samples/mixture"), (config.generations, "samples/cells")} <= set(
+    images
+  )
+  cells = {
+    f"{tag}/{d.name}": v
+    for d in sorted((workdir / "tensorboard" / "cells").iterdir())
+    for tag, v in _scalars(d).items()
+  }
   assert {"g_loss/r0c0", "g_loss/r1c1", "mixture_score/r0c1"} <= set(cells)
   np.testing.assert_allclose(cells["g_loss/r1c0"][-1][1], rows[-1]["cells/g_loss"][1][0], rtol=1e-6)
   # Pictures, curves, checkpoints (generation 0, every checkpoint_every, the end), summary.

@@ -40,11 +40,11 @@ def test_smoke_end_to_end_and_exact_resume(tmp_path):
   last = train.train(config, full)
   rows = runner.read_jsonl(full / "metrics.jsonl")
   assert [r["step"] for r in rows] == [10, 20, 30, 40]
-  assert {"loss_min", "loss_max"} <= set(rows[0])
+  assert {"g_loss", "d_loss"} <= set(rows[0])
   for k in ("modes_covered", "high_quality_rate", "mode_kl", "ema/modes_covered"):
     assert k in rows[1] and k in rows[3]
   assert last == rows[-1]
-  assert all(np.isfinite(r["loss_min"]) and np.isfinite(r["loss_max"]) for r in rows)
+  assert all(np.isfinite(r["g_loss"]) and np.isfinite(r["d_loss"]) for r in rows)
   for name in (
     "config.json",
     "summary.json",
@@ -56,6 +56,10 @@ def test_smoke_end_to_end_and_exact_resume(tmp_path):
   assert runner.CheckpointManager(full / "checkpoints").steps() == [0, 20, 40]
   (events,) = (full / "tensorboard").glob("events.out.tfevents.*")
   assert (40, "mode_kl", pytest.approx(rows[3]["mode_kl"])) in runner.read_scalars(events)
+  images = {(s, tag) for s, tag, kind, _ in runner.read_events(events) if kind == "image"}
+  assert {(20, "samples"), (40, "ema/samples")} <= images
+  run = json.loads((full / "config.json").read_text())["run"]  # where the code came from
+  assert run["minmaxlab"] and run["module"] == "experiments.gan.train" and "git_commit" in run
   assert json.loads((full / "summary.json").read_text())["steps"] == 40
 
   # A run killed after step 30 (its last checkpoint is step 20) ...

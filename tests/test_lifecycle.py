@@ -17,6 +17,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from minmaxlab import runner
 
@@ -266,3 +267,67 @@ def test_cache_dir_from_environment(monkeypatch, tmp_path):
   monkeypatch.delenv("MINMAXLAB_CACHE_DIR")
   monkeypatch.setenv("MINMAXLAB_CACHE", str(tmp_path / "root"))
   assert runner.compilation_cache_dir() == tmp_path / "root" / "jax"
+
+
+def _readme_block(marker: str) -> str:
+  text = (ROOT / "README.md").read_text()
+  blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
+  (block,) = [b for b in blocks if marker in b]
+  return block
+
+
+def test_readme_load_run_example_samples_the_best_mixture(tmp_path, monkeypatch):
+  """The README's load_run example on a smoke run's checkpoint at its last generation (the
+  initial grid: restoring and sampling need no training)."""
+  import numpy as np
+
+  from experiments.coevolution import train
+  from experiments.coevolution.configs import smoke
+
+  config = smoke.get_config()
+  config.progress = False
+  workdir = tmp_path / "runs" / "coevolution_ring8"
+  progs = train._programs(train.program_key(config))
+  state = progs.init(train.keys(config)[0])
+  run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
+  runner.CheckpointManager(workdir / "checkpoints").save(
+    config.generations, {"state": jax.device_get(state), "key": run_key}
+  )
+  runner.write_config(workdir, config, module="experiments.coevolution.train")
+  row = {"step": config.generations, "mixture/modes_covered": 3}
+  (workdir / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+  monkeypatch.chdir(tmp_path)
+  exec(compile(_readme_block("runner.load_run("), "README.md", "exec"), {})
+  assert (tmp_path / "best_mixture.png").stat().st_size > 1000
+  run = runner.load_run(workdir)
+  assert run.step == config.generations and run.module is train
+  assert run.config.rows == 2 and "run" not in run.config
+  jax.tree.map(np.testing.assert_array_equal, run.state["state"], jax.device_get(state))
+  x = train.sample_best_mixture(run, 300, seed=1)
+  assert x.shape == (300, 2) and np.all(np.isfinite(x))
+  np.testing.assert_array_equal(x, train.sample_best_mixture(run, 300, seed=1))
+
+
+def test_tfds_offline_fails_fast_with_one_line_and_creates_nothing(tmp_path):
+  pytest.importorskip("tensorflow_datasets")
+  home, data_dir = tmp_path / "home", tmp_path / "data"
+  home.mkdir()
+  code = "import sys; from minmaxlab.gan import data; data.load('tfds:mnist', data_dir=sys.argv[1])"
+  env = _env(tmp_path, HOME=str(home), MINMAXLAB_OFFLINE="1")
+  t0 = time.perf_counter()
+  out = subprocess.run(
+    [sys.executable, "-c", code, str(data_dir)],
+    cwd=tmp_path,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  took = time.perf_counter() - t0
+  assert out.returncode == 1
+  last = out.stderr.strip().splitlines()[-1]
+  assert last.startswith(f"RuntimeError: tfds data set 'mnist' is not prepared in {data_dir}")
+  assert "tfds.builder('mnist', data_dir=" in last and ".download_and_prepare()" in last
+  assert took < 120  # imports only: no download retries
+  assert list(home.iterdir()) == []  # no ~/tensorflow_datasets
+  assert sorted(p.name for p in tmp_path.iterdir() if p.name != "data") == ["home"]

@@ -2,7 +2,6 @@
 
 import io
 import json
-import struct
 from pathlib import Path
 
 import jax
@@ -118,44 +117,39 @@ def test_kill_mid_write_leaves_last_good_checkpoint(tmp_path, monkeypatch):
   assert fresh.steps() == [5, 8]
 
 
-def _crc32c_bitwise(data: bytes) -> int:
-  crc = 0xFFFFFFFF
-  for byte in data:
-    crc ^= byte
-    for _ in range(8):
-      crc = (crc >> 1) ^ (0x82F63B78 * (crc & 1))
-  return crc ^ 0xFFFFFFFF
-
-
-def test_crc32c_check_value():
-  assert runner.crc32c(b"123456789") == 0xE3069283 == _crc32c_bitwise(b"123456789")
-
-
 def test_metric_writer_jsonl_and_tensorboard(tmp_path):
   with runner.MetricWriter(tmp_path) as w:
-    w.write(10, {"loss_min": np.float32(0.5), "fid": jnp.asarray(12.25), "note": "x"})
-    w.write(20, {"loss_min": 0.25, "fid": float("nan")})
+    w.write(10, {"g_loss": np.float32(0.5), "fid": jnp.asarray(12.25), "note": "x"})
+    w.write(20, {"g_loss": 0.25, "fid": float("nan"), "w": [1.0, float("inf")]})
+    w.write_runs(20, {"cells/r0c0": {"g_loss": 0.125}, "cells/r0c1": {"g_loss": 0.375}})
+    w.image(20, "samples", np.linspace(0.0, 1.0, 6 * 8).reshape(6, 8))
+  # NaN and infinities are JSON null (strict parsers reject NaN tokens).
+  text = (tmp_path / "metrics.jsonl").read_text()
+  assert "NaN" not in text and "Infinity" not in text
   rows = runner.read_jsonl(tmp_path / "metrics.jsonl")
   assert rows == [
-    {"step": 10, "loss_min": 0.5, "fid": 12.25, "note": "x"},
-    {"step": 20, "loss_min": 0.25, "fid": "nan"},
+    {"step": 10, "g_loss": 0.5, "fid": 12.25, "note": "x"},
+    {"step": 20, "g_loss": 0.25, "fid": None, "w": [1.0, None]},
   ]
   (event_file,) = (tmp_path / "tensorboard").glob("events.out.tfevents.*")
   scalars = runner.read_scalars(event_file)
-  assert (10, "loss_min", 0.5) in scalars and (10, "fid", 12.25) in scalars
-  assert (20, "loss_min", 0.25) in scalars
+  assert (10, "g_loss", 0.5) in scalars and (10, "fid", 12.25) in scalars
+  assert (20, "g_loss", 0.25) in scalars
   assert all(tag != "note" for _, tag, _ in scalars)
-  # Independent check of the TFRecord framing (lengths and masked CRC-32C).
-  data, i, n_records = event_file.read_bytes(), 0, 0
-  mask = lambda c: (((c >> 15) | (c << 17)) + 0xA282EAD8) & 0xFFFFFFFF  # noqa: E731
-  while i < len(data):
-    (n,) = struct.unpack("<Q", data[i : i + 8])
-    assert struct.unpack("<I", data[i + 8 : i + 12])[0] == mask(_crc32c_bitwise(data[i : i + 8]))
-    body = data[i + 12 : i + 12 + n]
-    assert struct.unpack("<I", data[i + 12 + n : i + 16 + n])[0] == mask(_crc32c_bitwise(body))
-    i, n_records = i + 16 + n, n_records + 1
-  assert n_records == 3  # file version + two summaries
-  assert b"brain.Event:2" in data and b"loss_min" in data and struct.pack("<f", 12.25) in data
+  # The real TensorBoard reads the same: scalars, the image, and the cells as runs whose
+  # `g_loss` overlays the main run's.
+  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+  main = EventAccumulator(str(tmp_path / "tensorboard"))
+  main.Reload()
+  assert [(e.step, e.value) for e in main.Scalars("g_loss")] == [(10, 0.5), (20, 0.25)]
+  (img,) = main.Images("samples")
+  assert (img.step, img.height, img.width) == (20, 6, 8)
+  assert img.encoded_image_string.startswith(b"\x89PNG")
+  for cell, value in (("r0c0", 0.125), ("r0c1", 0.375)):
+    acc = EventAccumulator(str(tmp_path / "tensorboard" / "cells" / cell))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("g_loss")] == [(20, value)]
 
 
 def test_metric_writer_resume_drops_rows_after_checkpoint(tmp_path):
@@ -187,10 +181,16 @@ def test_progress_bar_plain_and_tty():
   assert len(lines) == 2 and "\r" not in plain.getvalue()
   assert lines[0].startswith("step 50/100") and "steps/s" in lines[0] and "fid=3" in lines[0]
   assert "fid=3" in lines[1]  # the latest metric stays on show
+  assert "ETA" not in lines[0] and "ETA 00:00" in lines[1]  # paced from the first update
+  bar = runner.ProgressBar(40, start=0, stream=io.StringIO())
+  bar.update(10)
+  bar._first = (10, 100.0)  # the first update (with compilation) at t = 100 s
+  assert bar.eta(20, now=120.0) == pytest.approx(40.0)  # 2 s per step since, 20 steps left
   tty = _Tty()
-  bar = runner.ProgressBar(10, stream=tty)
+  bar = runner.ProgressBar(10, stream=tty)  # a tqdm bar on terminals
   bar.update(5, {"loss_max": 1.0})
-  assert tty.getvalue().startswith("\r[" + "#" * 12)
+  bar.close()
+  assert "5/10" in tty.getvalue() and "loss_max=1" in tty.getvalue()
 
 
 def test_plots_write_pngs(tmp_path):

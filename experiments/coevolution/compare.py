@@ -9,7 +9,7 @@ from pathlib import Path
 
 BASELINE_DIR = "baseline_1x1"  # under --workdir: the lone GAN with the grid's total steps
 # Fields that do not change what a baseline run computes (a cached one is reused across them).
-_NOT_COMPARED = ("progress", "tensorboard", "baseline", "plot_every", "keep_checkpoints")
+_NOT_COMPARED = ("progress", "tensorboard", "baseline", "plot_every", "keep_checkpoints", "run")
 
 
 def baseline_config(config):

@@ -50,6 +50,7 @@ MAY_CHANGE = (
   "mpi_blocks",
   "distributed",
   "cell_strategy",
+  "baseline",
 )
 
 
@@ -84,6 +85,10 @@ def main(argv):
   writer = _is_rank_zero() if run.status == "finished" else train.is_writer(config)
   if os.path.exists(summary) and writer:
     print(train.report(row, summary))
+    from experiments.coevolution import compare
+
+    for line in compare.compare(config, workdir, row):
+      print(line)
     print(f"pictures: {workdir}/samples/, curves: {workdir}/metrics.png")
 
 

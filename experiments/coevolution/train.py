@@ -297,13 +297,14 @@ def summarise(step_metrics: dict[str, np.ndarray], cols: int) -> dict[str, Any]:
   return row
 
 
-def cell_scalars(step_metrics: dict[str, np.ndarray]) -> dict[str, float]:
-  """Per-cell TensorBoard scalars ``<metric>/r<row>c<col>``."""
-  out = {}
+def cell_scalars(step_metrics: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
+  """Per-cell TensorBoard runs ``{"cells/r<row>c<col>": {metric: value}}``: each cell is
+  a run of its own, so its curves overlay the grid means' (same tags) in TensorBoard."""
+  out: dict[str, dict[str, float]] = {}
   for k in CELL_METRICS:
     v = np.asarray(step_metrics[k], np.float64)
     for (r, c), x in np.ndenumerate(v):
-      out[f"{k}/r{r}c{c}"] = float(x)
+      out.setdefault(f"cells/r{r}c{c}", {})[k] = float(x)
   return out
 
 
@@ -344,7 +345,8 @@ def train(
   """Coevolve the grid of ``config`` in ``workdir``; returns the last metrics row.
 
   Writes ``config.json``, ``metrics.jsonl`` (one row per generation),
-  ``tensorboard/`` (grid means) and ``tensorboard/cells/`` (every cell),
+  ``tensorboard/`` (grid means, sample pictures) and ``tensorboard/cells/r<i>c<j>`` (every
+  cell as a run of its own: its curves overlay the means'),
   ``checkpoints/step_<g>`` (the whole grid state and the run key; atomic
   orbax, generation 0, every ``checkpoint_every`` generations and the end),
   ``samples/cells_gen_<g>.png`` (every cell's best generator),
@@ -387,15 +389,10 @@ def train(
     start = int(restored["state"].generation)
   writes = backend.writer
   if writes:
-    (workdir / "config.json").write_text(config.to_json(indent=2))
+    runner.write_config(workdir, config, module=__name__)
   writer = runner.MetricWriter(
     workdir, tensorboard=config.tensorboard and writes, resume_step=start if resume else None
   ) if writes else None
-  cells_tb = (
-    runner.EventFileWriter(workdir / "tensorboard" / "cells")
-    if config.tensorboard and writes
-    else None
-  )
   if start == 0:
     host = backend.to_host(state)
     if writes:
@@ -438,7 +435,9 @@ def train(
         evals, x, cell = evaluate(progs, config, host, generation)
         row.update(evals)
         title = f"generation {generation}: mixture of cell ({cell // cols}, {cell % cols})"
-        _save_mixture(workdir / "samples" / f"mixture_gen_{generation}.png", x, exp, title)
+        png = workdir / "samples" / f"mixture_gen_{generation}.png"
+        _save_mixture(png, x, exp, title)
+        writer.image(generation, "samples/mixture", png)
       if do_plot:
         key = jax.random.fold_in(keys(config)[2], 0)  # the same latents every generation
         samples = np.asarray(progs.cell_samples(key, host))
@@ -459,10 +458,10 @@ def train(
           best_cell=int(m["best_cell"]),
           title=f"generation {generation}",
         )
+        cells_png = workdir / "samples" / f"cells_gen_{generation}.png"
+        writer.image(generation, "samples/cells", cells_png)
       row = writer.write(generation, row)
-      if cells_tb is not None:
-        cells_tb.scalars(generation, cell_scalars(m))
-        cells_tb.flush()
+      writer.write_runs(generation, cell_scalars(m))
       if do_ckpt:
         ckpt.save(generation, {"state": host, "key": run_key})
       if bar is not None:
@@ -479,8 +478,6 @@ def train(
     if writer is not None:
       writer.close()
       rows_written = writer.rows
-    if cells_tb is not None:
-      cells_tb.close()
     keys_plotted = [
       k
       for k in (
@@ -518,6 +515,33 @@ def train(
   )
   (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
   return row
+
+
+def checkpoint_target(config) -> dict:
+  """The abstract pytree of this trainer's checkpoints (for :func:`minmaxlab.runner.load_run`):
+  ``{"state": the whole grid's CoevolutionState, "key": the run key}``; nothing compiles."""
+  coev = _programs(program_key(config)).exp.coev
+  state = jax.eval_shape(coev.init, jax.random.key(0))
+  run_key = jax.ShapeDtypeStruct(jax.random.key_data(jax.random.key(0)).shape, np.uint32)
+  return {"state": _whole_grid_shapes(state, coev), "key": run_key}
+
+
+def sample_best_mixture(run, n: int | None = None, seed: int = 0) -> np.ndarray:
+  """``n`` samples (default ``config.num_eval_samples``) of the best cell's generator
+  mixture in a run opened by :func:`minmaxlab.runner.load_run`."""
+  progs = _programs(program_key(run.config))
+  coev = progs.exp.coev
+  state = jax.tree.map(jnp.asarray, run.state["state"])
+  gens, weights = coev.mixture(state)
+  n = int(run.config.num_eval_samples if n is None else n)
+  sample = jax.jit(coev.sample_mixture, static_argnums=3)
+  return np.asarray(sample(jax.random.key(seed), gens, weights, n))
+
+
+def modes(config) -> np.ndarray | None:
+  """The mixture's modes of a 2-D data set (``None`` for images), for pictures."""
+  mixture = _programs(program_key(config)).exp.mixture
+  return None if mixture is None else np.asarray(mixture.modes)
 
 
 def _whole_grid_shapes(state, coev: co.Coevolution):

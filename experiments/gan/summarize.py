@@ -17,7 +17,7 @@ import numpy as np
 
 from minmaxlab.runner import read_jsonl
 
-_SKIP = ("step", "loss_min", "loss_max")
+_SKIP = ("step", "g_loss", "d_loss")
 
 
 def load(run: str, last: int = 1) -> dict:

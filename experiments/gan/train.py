@@ -321,7 +321,7 @@ def train(
       raise ValueError(f"{workdir} holds a run of another config ({diff}); use a fresh --workdir")
     state, _ = ckpt.restore(jax.eval_shape(lambda: state))
     start = int(state.step)
-  (workdir / "config.json").write_text(config.to_json(indent=2))
+  runner.write_config(workdir, config, module=__name__)
   writer = runner.MetricWriter(
     workdir, tensorboard=config.tensorboard, resume_step=start if resume else None
   )
@@ -348,28 +348,24 @@ def train(
           f"(lower the learning rates or change the loss, then --resume)"
         )
       state, step = new_state, step + config.log_every
-      row = {
-        "loss_min": float(step_losses[:, 0].mean()),
-        "loss_max": float(step_losses[:, 1].mean()),
+      row = {  # the generator is the min player, the discriminator the max player
+        "g_loss": float(step_losses[:, 0].mean()),
+        "d_loss": float(step_losses[:, 1].mean()),
       }
       evals = {}
       if step % config.eval_every == 0 or step == config.num_steps:
         for prefix, g in generator_params(config, state).items():
           m, x = evaluator(g, step)
           evals.update({prefix + k: v for k, v in m.items()})
-          _save_samples(
-            workdir / "samples" / f"{prefix.replace('/', '_')}step_{step}.png",
-            x,
-            exp,
-            config.grid_samples,
-            f"{prefix}step {step}",
-          )
+          png = workdir / "samples" / f"{prefix.replace('/', '_')}step_{step}.png"
+          _save_samples(png, x, exp, config.grid_samples, f"{prefix}step {step}")
+          writer.image(step, f"{prefix}samples", png)
       row = writer.write(step, {**row, **evals})
       if step % config.checkpoint_every == 0 or step == config.num_steps:
         ckpt.save(step, state)
       if bar is not None:
         shown = {k: v for k, v in evals.items() if not k.endswith("_std")}
-        bar.update(step, {"loss_min": row["loss_min"], "loss_max": row["loss_max"]}, shown)
+        bar.update(step, {"g_loss": row["g_loss"], "d_loss": row["d_loss"]}, shown)
       if on_log is not None:
         on_log(step, row)
   finally:

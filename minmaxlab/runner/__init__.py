@@ -1,7 +1,7 @@
 """``minmaxlab.runner``: the I/O edge for experiments.
 
 Atomic orbax checkpoints (:class:`CheckpointManager`), metrics to JSONL and
-TensorBoard (:class:`MetricWriter`, a protobuf-free :class:`EventFileWriter`),
+TensorBoard (:class:`MetricWriter`; :class:`EventFileWriter` over tensorboardX),
 a live :class:`ProgressBar`, and PNG plots (sample grids, 2-D scatter, metric
 curves). The library itself never touches disk except through this package.
 """
@@ -17,20 +17,24 @@ from minmaxlab.runner._lifecycle import (
   interrupted_line,
   report_compilation,
   rerun_command,
+  run_record,
   run_status,
   start_run,
+  write_config,
 )
+from minmaxlab.runner._load import Run, load_run
 from minmaxlab.runner._metrics_log import MetricWriter, read_jsonl
 from minmaxlab.runner._plots import image_grid, save_image_grid, save_metric_curves, save_scatter
 from minmaxlab.runner._program_key import program_key
 from minmaxlab.runner._progress import ProgressBar
-from minmaxlab.runner._tfevents import EventFileWriter, crc32c, read_scalars
+from minmaxlab.runner._tensorboard import EventFileWriter, read_events, read_scalars
 
 __all__ = [
   "CheckpointManager",
   "EventFileWriter",
   "MetricWriter",
   "ProgressBar",
+  "Run",
   "checkpoint_steps",
   "compilation_cache_dir",
   "config_changes",
@@ -38,13 +42,16 @@ __all__ = [
   "exit_on_interrupt",
   "finished_run",
   "interrupted_line",
+  "load_run",
   "report_compilation",
   "rerun_command",
+  "run_record",
   "run_status",
   "start_run",
-  "crc32c",
+  "write_config",
   "image_grid",
   "program_key",
+  "read_events",
   "read_jsonl",
   "read_scalars",
   "save_image_grid",

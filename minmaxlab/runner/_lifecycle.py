@@ -324,3 +324,51 @@ def start_run(
     enable_compilation_cache()
     report_compilation(stream=open(os.devnull, "w") if quiet else None)
   return run
+
+
+def run_record(module: str | None = None) -> dict:
+  """Where a run's code came from: the minmaxlab and JAX versions, the git commit of
+  the source tree (and whether it had uncommitted changes), the command line and the
+  module that wrote the run (:func:`load_run` uses it)."""
+  import importlib.metadata
+  import subprocess
+
+  def version(name):
+    try:
+      return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      return None
+
+  src = Path(__file__).resolve().parents[2]
+
+  def git(*args):
+    try:
+      out = subprocess.run(["git", *args], cwd=src, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+      return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+  commit = git("rev-parse", "HEAD")
+  status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+  return {
+    "minmaxlab": version("minmaxlab"),
+    "jax": jax.__version__,
+    "git_commit": commit,
+    "git_dirty": bool(status) if status is not None else None,
+    "command": " ".join(map(shlex.quote, sys.argv)),
+    "module": module,
+  }
+
+
+def write_config(workdir: str | os.PathLike, config, module: str | None = None) -> Path:
+  """Write ``workdir/config.json``: the config's fields and a ``run`` record
+  (:func:`run_record`, e.g. the package version and git commit)."""
+  import json
+
+  d = json.loads(config.to_json() if hasattr(config, "to_json") else json.dumps(dict(config)))
+  d["run"] = run_record(module)
+  path = Path(workdir) / "config.json"
+  tmp = path.with_suffix(".json.tmp")
+  tmp.write_text(json.dumps(d, indent=2))
+  os.replace(tmp, path)
+  return path

@@ -10,16 +10,19 @@ from typing import Any
 
 import numpy as np
 
-from minmaxlab.runner._tfevents import EventFileWriter
+from minmaxlab.runner._tensorboard import EventFileWriter
 
 
 def _plain(value: Any) -> Any:
-  """A JSON-able Python scalar (non-finite floats become null-safe strings)."""
+  """A JSON-able Python value; NaN and infinities become ``None`` (JSON ``null``: JSON
+  has no literal for them, and ``NaN`` tokens break strict parsers)."""
   if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__array__"):
     value = np.asarray(value)
     value = value.item() if value.size == 1 else value.tolist()
   if isinstance(value, float) and not math.isfinite(value):
-    return str(value)  # "nan"/"inf": JSON has no literal for them
+    return None
+  if isinstance(value, list):
+    return [_plain(v) for v in value]
   return value
 
 
@@ -40,8 +43,11 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
 class MetricWriter:
   """Write ``{"step": s, **metrics}`` rows to ``workdir/metrics.jsonl`` and TensorBoard.
 
-  Each ``write`` appends one JSON line (flushed) and, with ``tensorboard``,
-  one event to a fresh event file in ``workdir/tensorboard``. To continue a
+  Each ``write`` appends one JSON line (flushed; NaN/inf as ``null``) and, with
+  ``tensorboard``, the numbers as TensorBoard scalars in ``workdir/tensorboard``
+  (tensorboardX). :meth:`write_runs` adds scalars of named sub-runs (e.g. one per
+  grid cell, overlaid in TensorBoard with the main run's curves of the same tag) and
+  :meth:`image` an image. To continue a
   run from a checkpoint at step ``s``, pass ``resume_step=s``: rows after
   ``s`` (written by the killed run after its last checkpoint) are dropped, so
   the file of a resumed run equals that of an uninterrupted one.
@@ -74,6 +80,7 @@ class MetricWriter:
     self.rows = rows
     self._f = open(self.path, "a")
     self._tb = EventFileWriter(self.workdir / "tensorboard") if tensorboard else None
+    self._runs: dict[str, EventFileWriter] = {}
 
   def write(self, step: int, metrics: dict[str, Any]) -> dict:
     """Append one row; returns it (plain Python values)."""
@@ -91,11 +98,30 @@ class MetricWriter:
       self._tb.flush()
     return row
 
+  def write_runs(self, step: int, runs: dict[str, dict[str, float]]) -> None:
+    """TensorBoard scalars of sub-runs ``{run: {tag: value}}``, each run in
+    ``tensorboard/<run>`` (e.g. ``cells/r0c1``); nothing without ``tensorboard``."""
+    if self._tb is None:
+      return
+    for name, values in runs.items():
+      if name not in self._runs:
+        self._runs[name] = EventFileWriter(self._tb.logdir / name)
+      self._runs[name].scalars(step, values)
+      self._runs[name].flush()
+
+  def image(self, step: int, tag: str, image) -> None:
+    """A TensorBoard image (an array or a PNG path, see ``EventFileWriter.image``)."""
+    if self._tb is not None:
+      self._tb.image(step, tag, image)
+      self._tb.flush()
+
   def close(self) -> None:
     if not self._f.closed:
       self._f.close()
     if self._tb is not None:
       self._tb.close()
+    for w in self._runs.values():
+      w.close()
 
   def __enter__(self):
     return self

@@ -1,4 +1,4 @@
-"""A live progress line: step (or generation), losses, throughput and the latest metric."""
+"""Progress of a training loop: step (or generation), losses, throughput, ETA, latest metric."""
 
 from __future__ import annotations
 
@@ -14,31 +14,57 @@ def _fmt(v: Any) -> str:
 
 
 class ProgressBar:
-  """Progress for a loop of ``total`` steps.
+  """Progress for a loop of ``total`` steps, with the time left (ETA).
 
-  On a terminal it redraws one line (``\\r``) with a bar; otherwise (logs,
-  CI, pipes) it prints one plain line per ``update``. ``steps/s`` is measured
-  between updates (so the first, compiling, chunk shows as slow).
+  On a terminal it is a `tqdm <https://github.com/tqdm/tqdm>`_ bar (redrawn in place,
+  rate and ETA by tqdm); otherwise (logs, CI, pipes) it prints one plain line per
+  ``update``. The plain line's ETA extrapolates the time per step measured since the
+  first update, so the first, compiling, chunk does not inflate it; ``steps/s`` is
+  measured between updates (the first chunk shows as slow).
 
   Args:
     total: the last step.
     start: the first step (when resuming).
     stream: where to write (default ``sys.stderr``).
-    width: characters of the bar on a terminal.
+    width: unused (kept for callers); tqdm sizes the bar to the terminal.
     unit: what one step is called (``"step"``, ``"generation"``).
     rate_unit: what the rate counts (default ``unit + "s"``).
     work_per_unit: rate units per step (e.g. cell-steps per generation).
   """
 
-  def __init__(self, total: int, start: int = 0, stream: TextIO | None = None, width: int = 24,
-               unit: str = "step", rate_unit: str | None = None, work_per_unit: float = 1):
+  def __init__(
+    self,
+    total: int,
+    start: int = 0,
+    stream: TextIO | None = None,
+    width: int = 24,
+    unit: str = "step",
+    rate_unit: str | None = None,
+    work_per_unit: float = 1,
+  ):
     self.total, self.width = int(total), width
     self.unit, self.work_per_unit = unit, work_per_unit
     self.rate_unit = rate_unit if rate_unit is not None else unit + "s"
     self.stream = stream if stream is not None else sys.stderr
     self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
     self._last_step, self._last_time = int(start), time.perf_counter()
+    self._first: tuple[int, float] | None = None  # (step, time) of the first update
     self.latest: dict[str, Any] = {}
+    self._bar = None
+    if self.tty:
+      from tqdm import tqdm
+
+      self._bar = tqdm(
+        total=self.total, initial=int(start), file=self.stream, unit=unit, dynamic_ncols=True
+      )
+
+  def eta(self, step: int, now: float | None = None) -> float | None:
+    """Seconds left at ``step`` by the pace since the first update (``None`` before it)."""
+    if self._first is None or step <= self._first[0]:
+      return None
+    now = time.perf_counter() if now is None else now
+    per_step = (now - self._first[1]) / (step - self._first[0])
+    return max(self.total - step, 0) * per_step
 
   def update(
     self,
@@ -52,26 +78,33 @@ class ProgressBar:
     ``seconds``: the measured compute time since the last update (shown, and used
     for the rate instead of the wall time between updates).
     """
+    from tqdm import tqdm
+
     now = time.perf_counter()
     elapsed = (now - self._last_time) if seconds is None else seconds
     rate = (step - self._last_step) * self.work_per_unit / max(elapsed, 1e-9)
+    eta = self.eta(step, now)
+    if self._first is None:
+      self._first = (int(step), now)
+    done = step - self._last_step
     self._last_step, self._last_time = step, now
     if metrics:
       self.latest = dict(metrics)
     parts = [f"{k}={_fmt(v)}" for k, v in {**(values or {}), **self.latest}.items()]
     timing = "" if seconds is None else f"{seconds:.2f} s | "
-    text = (f"{self.unit} {step}/{self.total} | {timing}{rate:.1f} {self.rate_unit}/s | "
-            + " ".join(parts))
-    if self.tty:
-      done = int(self.width * min(step / max(self.total, 1), 1.0))
-      bar = "#" * done + "-" * (self.width - done)
-      self.stream.write(f"\r[{bar}] {text}\x1b[K")
+    eta_text = "" if eta is None else f" | ETA {tqdm.format_interval(eta)}"
+    text = (
+      f"{self.unit} {step}/{self.total} | {timing}{rate:.1f} {self.rate_unit}/s{eta_text} | "
+      + " ".join(parts)
+    )
+    if self._bar is not None:
+      self._bar.set_postfix_str(" ".join(parts), refresh=False)
+      self._bar.update(done)
     else:
       self.stream.write(text + "\n")
-    self.stream.flush()
+      self.stream.flush()
     return text
 
   def close(self) -> None:
-    if self.tty:
-      self.stream.write("\n")
-      self.stream.flush()
+    if self._bar is not None:
+      self._bar.close()

@@ -7,6 +7,7 @@ so the library does not need the optional ``tfds`` extra.
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import numpy as np
@@ -97,6 +98,31 @@ def _read_all(source) -> list:
   return [source[i] for i in range(n)]
 
 
+DOWNLOAD_HOST = ("storage.googleapis.com", 443)  # where tfds downloads (and checks) data
+
+
+def _online(timeout: float = 3.0) -> bool:
+  """Whether tfds' download host answers within ``timeout`` seconds (instead of tfds'
+  minutes of retries offline). ``MINMAXLAB_OFFLINE=1`` says no without trying."""
+  if os.environ.get("MINMAXLAB_OFFLINE", "") not in ("", "0"):
+    return False
+  try:
+    socket.create_connection(DOWNLOAD_HOST, timeout=timeout).close()
+  except OSError:
+    return False
+  return True
+
+
+def _offline_message(name: str, data_dir) -> str:
+  where = f", data_dir={os.fspath(data_dir)!r}" if data_dir is not None else ""
+  return (
+    f"tfds data set {name!r} is not prepared{' in ' + os.fspath(data_dir) if data_dir else ''}"
+    f" and there is no network: prepare it once on a machine with network access,"
+    f' python -c "import tensorflow_datasets as tfds; tfds.builder({name!r}{where},'
+    f" file_format='array_record').download_and_prepare()\", and copy the data directory here"
+  )
+
+
 def load_tfds(
   name: str, split: str, data_dir: str | os.PathLike | None, full_name: str | None = None
 ) -> ArrayDataset:
@@ -107,12 +133,14 @@ def load_tfds(
   except Exception as e:  # unknown names, builders that need TensorFlow, ...
     raise ValueError(f"tfds cannot build {name!r}: {type(e).__name__}: {e}") from e
   if not builder.is_prepared():
+    if not _online():
+      raise RuntimeError(_offline_message(name, data_dir))
     try:
       builder.download_and_prepare()
     except Exception as e:
       raise RuntimeError(
         f"tfds could not download/prepare {name!r} into {builder.data_dir}"
-        f" (offline, or a builder that needs TensorFlow?): {type(e).__name__}: {e}"
+        f" (a builder that needs TensorFlow?): {type(e).__name__}: {e}"
       ) from e
   try:
     source = builder.as_data_source(split=split)
