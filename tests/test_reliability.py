@@ -271,9 +271,9 @@ def test_a_worker_of_a_replaced_controller_claims_nothing(tmp_path):
 
 
 # --- one-line CLI errors ---------------------------------------------------------------------
-def _cli(*args, env=None):
+def _cli(*args, env=None, timeout=300):
   env = {**os.environ, "JAX_PLATFORMS": "cpu", "MINMAXLAB_DEBUG": "", **(env or {})}
-  return _procs.run([sys.executable, "-m", *args], timeout=300, cwd=ROOT, env=env)
+  return _procs.run([sys.executable, "-m", *args], timeout=timeout, cwd=ROOT, env=env)
 
 
 GAN_SMOKE = ["experiments.gan.main", "--config", "experiments/gan/configs/smoke.py"]
@@ -340,3 +340,29 @@ def test_gan_resume_with_another_seed_refuses(tmp_path):
     train.train(config, tmp_path, resume=True)
   assert "seed: 0 -> 1" in str(e.value) and "\n" not in str(e.value)
   assert '"seed": 0' in (tmp_path / "config.json").read_text()  # not rewritten
+
+
+# --- coevolution divergence ------------------------------------------------------------------
+def test_divergence_rule_warns_and_stops_after_patience():
+  from experiments.coevolution.train import AllCellsDiverged, divergence_check
+
+  streak, warning = divergence_check(1, 4, 1, 0, 3)
+  assert streak == 0 and warning.startswith("warning: generation 1: 1/4 cells diverged")
+  assert divergence_check(0, 4, 2, 0, 3) == (0, None)
+  streak, _ = divergence_check(4, 4, 3, 0, 3)
+  streak, _ = divergence_check(4, 4, 4, streak, 3)
+  assert streak == 2
+  with pytest.raises(AllCellsDiverged, match="every cell diverged .* 3 generations"):
+    divergence_check(4, 4, 5, streak, 3)
+  assert divergence_check(4, 4, 5, 99, 0)[0] == 100  # patience 0: never stops
+
+
+def test_coevolution_with_every_cell_diverging_stops_nonzero(tmp_path):
+  cmd = ["experiments.coevolution.main", "--config", "experiments/coevolution/configs/smoke.py"]
+  cmd += ["--workdir", str(tmp_path), "--config.learning_rate=1e6", "--config.generations=20"]
+  cmd += ["--config.progress=False", "--config.diverged_patience=2"]
+  r = _cli(*cmd, timeout=900)
+  assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-2000:]
+  assert "cells diverged (non-finite)" in r.stderr
+  last = r.stderr.strip().splitlines()[-1]
+  assert last.startswith("ERROR: AllCellsDiverged: every cell diverged") and "2 generations" in last

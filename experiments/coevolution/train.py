@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -278,6 +279,34 @@ def _programs(config_json: str) -> Programs:
   )
 
 
+class AllCellsDiverged(RuntimeError):
+  """Every cell of the grid diverged for ``config.diverged_patience`` generations in a row."""
+
+
+def divergence_check(diverged: int, num_cells: int, generation: int, streak: int, patience: int):
+  """The divergence rule: ``(streak, warning)`` after a generation in which
+  ``diverged`` cells were non-finite (and re-seeded from their best neighbour).
+
+  ``warning`` is one line when any cell diverged (else ``None``); ``streak``
+  counts consecutive generations in which EVERY cell diverged, and reaching
+  ``patience`` (> 0) raises :class:`AllCellsDiverged`: no cell has a finite
+  neighbour left to be re-seeded from, so the run cannot recover.
+  """
+  streak = streak + 1 if num_cells and diverged >= num_cells else 0
+  if patience > 0 and streak >= patience:
+    raise AllCellsDiverged(
+      f"every cell diverged (non-finite) in {streak} generations in a row, up to generation"
+      f" {generation}: stopping (lower the learning rate; config.diverged_patience={patience})"
+    )
+  warning = None
+  if diverged:
+    warning = (
+      f"warning: generation {generation}: {diverged}/{num_cells} cells diverged (non-finite),"
+      " re-seeded from their best neighbours"
+    )
+  return streak, warning
+
+
 def summarise(step_metrics: dict[str, np.ndarray], cols: int) -> dict[str, Any]:
   """One JSONL row from a generation's metrics: grid means (and best/worst) of the
   per-cell arrays, counts of the per-cell events, the per-cell arrays as nested
@@ -415,6 +444,7 @@ def train(
   seconds = []
   rows_written: list[dict] = []
   g = start
+  streak = 0  # generations in a row in which every cell diverged
   try:
     while g < config.generations:
       t0 = time.perf_counter()
@@ -424,6 +454,12 @@ def train(
       g = generation = g + 1
       row = summarise(m, cols)
       row["seconds"] = seconds[-1]
+      streak, warning = divergence_check(  # the same on every process: raises everywhere
+        row["diverged"], coev.config.num_cells, generation, streak,
+        config.get("diverged_patience", 3),
+      )
+      if warning and writes:
+        print(warning, file=sys.stderr, flush=True)
       last = generation == config.generations
       do_eval = generation % config.eval_every == 0 or last
       do_plot = (config.plot_every and generation % config.plot_every == 0) or last

@@ -56,6 +56,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.b2 = 0.999
   # Loop (counted in generations).
   c.generations = 10
+  c.diverged_patience = 3  # stop (exit 1) once every cell diverged this many generations in a row
   c.eval_every = 1  # best-mixture metrics
   c.plot_every = 1  # PNG of every cell's samples (0 = only the last generation)
   c.checkpoint_every = 1
