@@ -81,9 +81,8 @@ def compare(config, workdir, row: dict, run_baseline: bool | None = None) -> lis
   read from a cached finished run in ``<workdir>/baseline_1x1``), two comparison lines and
   ``<workdir>/comparison.png`` (the grid's mixture and pooled samples beside the lone
   GAN's). Returns the lines (one line with a hint when there is no baseline)."""
-  import numpy as np
 
-  from experiments.coevolution import plots, train
+  from experiments.coevolution import train
 
   workdir = Path(workdir)
   if run_baseline is None:
@@ -109,14 +108,27 @@ def compare(config, workdir, row: dict, run_baseline: bool | None = None) -> lis
       flush=True,
     )
     base_row = train.train(b, bdir, resume=resume)
+  bdir = workdir / BASELINE_DIR
+  return picture(config, workdir, row, b, bdir, base_row, workdir / "comparison.png")
+
+
+def picture(config, workdir, row, single_config, single_dir, single_row, png) -> list[str]:
+  """The two comparison lines and the side-by-side PNG ``png`` of a finished grid run and a
+  finished single-GAN run (samples recomputed from their last checkpoints)."""
+  import numpy as np
+
+  from experiments.coevolution import plots, train
+
+  cells = config.rows * config.cols
   steps = config.steps_per_generation
   lines = [
     f"grid {config.rows}x{config.cols} ({cells} GANs x {steps} steps per generation): "
     f"best mixture {_quality(row)}; all cells pooled {_quality(row, pooled=True)}",
-    f"one GAN with the same total steps ({cells * steps} per generation): {_quality(base_row)}",
+    f"one GAN with the same total steps ({single_config.steps_per_generation} per generation): "
+    f"{_quality(single_row)}",
   ]
   mix, pooled = final_samples(config, workdir)
-  lone, _ = final_samples(b, workdir / BASELINE_DIR)
+  lone, _ = final_samples(single_config, single_dir)
   exp = train._programs(train.program_key(config)).exp
   modes = None if exp.mixture is None else np.asarray(exp.mixture.modes)
   if modes is not None:
@@ -124,19 +136,19 @@ def compare(config, workdir, row: dict, run_baseline: bool | None = None) -> lis
     panels = [
       (mix[:n], f"{config.rows}x{config.cols} grid, best mixture\n{_quality(row)}"),
       (pooled, f"{config.rows}x{config.cols} grid, all cells pooled\n{_quality(row, True)}"),
-      (lone, f"one GAN, same total steps\n{_quality(base_row)}"),
+      (lone, f"one GAN, same total steps\n{_quality(single_row)}"),
     ]
   else:
     panels = [
       (mix, f"{config.rows}x{config.cols} grid, best mixture\n{_quality(row)}"),
-      (lone, f"one GAN, same total steps\n{_quality(base_row)}"),
+      (lone, f"one GAN, same total steps\n{_quality(single_row)}"),
     ]
   plots.save_comparison(
-    workdir / "comparison.png",
+    png,
     panels,
     modes=modes,
     title=f"{config.generations} generations, {cells * steps * config.generations} "
     "gradient steps on each side",
   )
-  lines.append(f"comparison picture: {workdir / 'comparison.png'}")
+  lines.append(f"comparison picture: {png}")
   return lines

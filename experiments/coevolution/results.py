@@ -54,7 +54,8 @@ def _run(name, module, overrides, out, config_file):
     print("  (done before; kept)", flush=True)
     return
   t0 = time.perf_counter()
-  row = train.train(config, workdir)
+  # An interrupted run (checkpoints, no summary) continues from its latest checkpoint.
+  row = train.train(config, workdir, resume=(workdir / "checkpoints").exists())
   keys = [k for k in row if k.startswith(("mixture/", "grid/")) and k != "mixture/weights"]
   print(
     f"  {time.perf_counter() - t0:.0f} s: " + ", ".join(f"{k}={row[k]:.4g}" for k in keys),
@@ -163,6 +164,17 @@ RING8_VARIANTS = {
   },
   "t2_nb": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "opponents": "neighbourhood"},
   "pop2": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "population_size": 2},
+  # steps per generation: 5x longer generations (run with 5x fewer --gens: same total steps)
+  "t1_long": {
+    "dataset_kwargs": {"radius": 2.0, "std": 0.02},
+    "tournament_size": 1,
+    "steps_per_generation": 1250,
+  },
+  "nosel_long": {
+    "dataset_kwargs": {"radius": 2.0, "std": 0.02},
+    "selection": False,
+    "steps_per_generation": 1250,
+  },
   "r2_1x1": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "rows": 1, "cols": 1},
   # Lipizzaner's 2-D settings (ring radius 0.8, std 0.025, latent 32, batch 50, Adam 2e-4)
   "lip_t1": {**LIP2D, "tournament_size": 1},
@@ -239,6 +251,22 @@ def study_table(args):
       f" | {gm.mean():.1f} +- {gm.std():.1f} ({' '.join(f'{x:.0f}' for x in gm)})"
       f" | {gh.mean():.2f} +- {gh.std():.2f} | {ok}/{len(runs)} | {okp}/{len(runs)} | {wall:.0f} |"
     )
+
+
+def figure(args):
+  """The side-by-side picture of a finished grid run (``--grid``) and a finished single-GAN
+  run (``--single``), recomputed from their last checkpoints (as the main job draws it)."""
+  import ml_collections
+
+  from experiments.coevolution import compare
+
+  grid_dir, single_dir = Path(args.grid), Path(args.single)
+  cfg = ml_collections.ConfigDict(json.loads((grid_dir / "config.json").read_text()))
+  single = ml_collections.ConfigDict(json.loads((single_dir / "config.json").read_text()))
+  row = runner.read_jsonl(grid_dir / "metrics.jsonl")[-1]
+  base_row = runner.read_jsonl(single_dir / "metrics.jsonl")[-1]
+  lines = compare.picture(cfg, grid_dir, row, single, single_dir, base_row, Path(args.png))
+  print("\n".join(lines))
 
 
 def table(args):
@@ -320,9 +348,13 @@ def main():
       "fashion_grids",
       "ring8_study",
       "study_table",
+      "figure",
       "table",
     ],
   )
+  ap.add_argument("--grid", default="", help="figure: a finished grid run folder")
+  ap.add_argument("--single", default="", help="figure: a finished single-GAN run folder")
+  ap.add_argument("--png", default="", help="figure: the picture to write")
   ap.add_argument(
     "--variants",
     default="",
@@ -354,6 +386,7 @@ def main():
     "fashion3x3": fashion3x3,
     "ring8_study": ring8_study,
     "study_table": study_table,
+    "figure": figure,
     "table": table,
   }
   studies[args.what](args)
