@@ -218,26 +218,28 @@ def serve_trials(
 
       thread = threading.Thread(target=heartbeat, daemon=True)
       thread.start()
+      broken, failure = False, None
       try:
         fitness, ckpt = run_trial(trial, ckpt_root, init_fn, train_fn)
       except BrokenCheckpointError:
-        store.report_broken_parent(trial.id, name)
-        continue
+        broken = True
       except Exception as e:  # the task failed: report it, go on with the next trial
-        line = _error_line(e)
+        failure = _error_line(e)
         print(
-          f"[pbt worker {name}] trial {trial.id} (attempt {trial.attempt}) failed: {line}",
+          f"[pbt worker {name}] trial {trial.id} (attempt {trial.attempt}) failed: {failure}",
           file=sys.stderr,
           flush=True,
         )
         if os.environ.get("MINMAXLAB_DEBUG"):
           traceback.print_exc()
-        store.fail(trial.id, name, line)
-        continue
       finally:
         stop.set()
-        thread.join()
-      if store.complete(trial.id, name, fitness, ckpt):
+        thread.join()  # before any report: the lease thread's calls never overlap ours
+      if broken:
+        store.report_broken_parent(trial.id, name)
+      elif failure is not None:
+        store.fail(trial.id, name, failure)
+      elif store.complete(trial.id, name, fitness, ckpt):
         done += 1
   finally:
     store.close()
