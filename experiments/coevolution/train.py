@@ -411,7 +411,9 @@ def train(
     # Checkpoints hold the whole grid, whatever backend wrote them.
     whole = _whole_grid_shapes(state, coev)
     target = {"state": whole, "key": run_key}
-    restored, _ = ckpt.restore(jax.eval_shape(lambda: target), step=latest)
+    # The newest intact checkpoint (a damaged latest one is named in one line and skipped;
+    # every process reads the same files, so all pick the same one).
+    restored, _ = ckpt.restore(jax.eval_shape(lambda: target))
     if not np.array_equal(np.asarray(restored["key"]), run_key):
       raise ValueError(f"the checkpoint in {ckpt.directory} was written with another seed")
     state = backend.from_host(restored["state"])  # uncommitted on one device: no recompile
