@@ -194,7 +194,6 @@ def run_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float, log=pri
 
   chunk = _chunk(exp, config)
   train_keys = jax.numpy.stack([k[1] for k in keys])
-  evaluate_images = _image_evaluator(config)
   generate = jax.jit(exp.pair.generator.apply)
   ckpt = runner.CheckpointManager(run_dir / "checkpoints", max_to_keep=1)
   rows_file = run_dir / "evals.jsonl"
@@ -220,6 +219,7 @@ def run_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float, log=pri
         jax.random.fold_in(keys[i][2], step), (config.num_eval_samples, exp.pair.latent_dim)
       )
       one = jax.tree.map(lambda x, i=i: x[i], state)
+      evaluate_images = _image_evaluator(config)  # loaded once per process, at first use
       for name, g in _points(config, one).items():
         x = np.concatenate([np.asarray(generate(g, z[j : j + 500])) for j in range(0, len(z), 500)])
         m = evaluate_images(x) if np.all(np.isfinite(x)) else {k: math.inf for k in METRICS}
