@@ -7,6 +7,8 @@ r"""Population based training of a GAN with stateless workers.
   # killed? the same command resumes from runs/p/pbt.sqlite
 """
 
+import os
+
 from absl import app, flags, logging
 from ml_collections import config_flags
 
@@ -40,6 +42,28 @@ def main(argv):
   workers = parse_workers(_WORKERS.value)
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint at INFO
+  import re
+
+  from minmaxlab import runner
+
+  done = {"trials": 0}
+
+  def interrupted():
+    return (
+      f"interrupted after {done['trials']}/{_CONFIG.value.num_trials} trials; continue with:"
+      f" {runner.rerun_command('experiments.pbt.main')}"
+    )
+
+  if workers != "mpi" or os.environ.get("PMI_RANK", "0") == "0":
+    runner.exit_on_interrupt(interrupted)
+  runner.enable_compilation_cache()
+
+  def log(text: str) -> None:
+    m = re.match(r"trials done (\d+)/", text)
+    if m:
+      done["trials"] = int(m.group(1))
+    _log(text)
+
   from experiments.pbt import train  # after flag parsing: JAX starts here
 
   if workers == "mpi":
@@ -49,7 +73,7 @@ def main(argv):
       pbt.mpi_world()  # fewer than 2 ranks: a clear error before any work
     except ValueError as e:
       raise SystemExit(f"ERROR: {e}") from None
-  s = train.train(_CONFIG.value, _WORKDIR.value, workers=workers, timeout=_TIMEOUT.value, log=_log)
+  s = train.train(_CONFIG.value, _WORKDIR.value, workers=workers, timeout=_TIMEOUT.value, log=log)
   if s is None:
     return  # an MPI worker rank
   best = s["best_lineage"][-1]

@@ -47,4 +47,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-  raise SystemExit(main())
+  try:
+    raise SystemExit(main())
+  except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the controller says
+    raise SystemExit(130) from None  # what happened and how to continue, workers stay quiet
