@@ -218,6 +218,7 @@ def run_study(args, log=print) -> dict:
     )
   }
   data["protocol"]["replay_seeds"] = args.replay_seeds
+  data["protocol"] = json.loads(json.dumps(data["protocol"]))  # tuples as JSON lists
 
   def save():
     data["runs"].sort(key=lambda r: (r["seed"], r["method"]))
