@@ -166,6 +166,24 @@ def test_metric_writer_resume_drops_rows_after_checkpoint(tmp_path):
   assert runner.read_jsonl(tmp_path / "metrics.jsonl") == []
 
 
+def test_resumed_tensorboard_purges_the_replayed_steps(tmp_path):
+  from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+  with runner.MetricWriter(tmp_path) as w:
+    for s in (10, 20, 30, 40):  # a run killed after step 40, checkpoint at 20
+      w.write(s, {"g_loss": float(s)})
+      w.write_runs(s, {"cells/r0c0": {"g_loss": float(s)}})
+  with runner.MetricWriter(tmp_path, resume_step=20) as w:
+    for s in (30, 40, 50):  # the resumed run writes 30 and 40 again
+      w.write(s, {"g_loss": s + 0.5})
+      w.write_runs(s, {"cells/r0c0": {"g_loss": s + 0.5}})
+  want = [(10, 10.0), (20, 20.0), (30, 30.5), (40, 40.5), (50, 50.5)]
+  for run in ("", "cells/r0c0"):
+    acc = EventAccumulator(str(tmp_path / "tensorboard" / run))
+    acc.Reload()
+    assert [(e.step, e.value) for e in acc.Scalars("g_loss")] == want
+
+
 class _Tty(io.StringIO):
   def isatty(self):
     return True

@@ -79,7 +79,9 @@ class MetricWriter:
     os.replace(tmp, self.path)
     self.rows = rows
     self._f = open(self.path, "a")
-    self._tb = EventFileWriter(self.workdir / "tensorboard") if tensorboard else None
+    # A resumed run writes the steps after its checkpoint again: TensorBoard purges the old ones.
+    self._purge = None if resume_step is None else int(resume_step) + 1
+    self._tb = EventFileWriter(self.workdir / "tensorboard", self._purge) if tensorboard else None
     self._runs: dict[str, EventFileWriter] = {}
 
   def write(self, step: int, metrics: dict[str, Any]) -> dict:
@@ -105,7 +107,7 @@ class MetricWriter:
       return
     for name, values in runs.items():
       if name not in self._runs:
-        self._runs[name] = EventFileWriter(self._tb.logdir / name)
+        self._runs[name] = EventFileWriter(self._tb.logdir / name, self._purge)
       self._runs[name].scalars(step, values)
       self._runs[name].flush()
 

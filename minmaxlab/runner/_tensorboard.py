@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +23,22 @@ class EventFileWriter:
     >>> w.scalars(100, {"g_loss": 0.7, "fid": 12.3}); w.image(100, "samples", grid); w.close()
   """
 
-  def __init__(self, logdir: str | os.PathLike):
+  def __init__(self, logdir: str | os.PathLike, purge_step: int | None = None):
+    """``purge_step``: a resumed run's first new step; TensorBoard hides the events
+    of earlier files at this step or later (they are written again)."""
     from tensorboardX import SummaryWriter  # imported lazily: protobuf runtime
 
     self.logdir = Path(logdir)
     self.logdir.mkdir(parents=True, exist_ok=True)
-    self._w = SummaryWriter(logdir=os.fspath(self.logdir), flush_secs=10)
+    # tensorboardX names a file by the second it was opened: a writer opened within the same
+    # second (a quick resume) would truncate the previous file. A nanosecond suffix keeps both,
+    # in order (TensorBoard reads a run's files sorted by name).
+    self._w = SummaryWriter(
+      logdir=os.fspath(self.logdir),
+      flush_secs=10,
+      purge_step=purge_step,
+      filename_suffix=f".{time.time_ns()}",
+    )
 
   def scalars(self, step: int, values: dict[str, float]) -> None:
     """Write every ``tag -> number`` of ``values`` at ``step`` (NaN/inf included)."""
