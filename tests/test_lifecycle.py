@@ -331,3 +331,38 @@ def test_tfds_offline_fails_fast_with_one_line_and_creates_nothing(tmp_path):
   assert took < 120  # imports only: no download retries
   assert list(home.iterdir()) == []  # no ~/tensorflow_datasets
   assert sorted(p.name for p in tmp_path.iterdir() if p.name != "data") == ["home"]
+
+
+def test_dev_py_main_installs_base_only_and_test_upgrades(tmp_path, monkeypatch):
+  sys.path.insert(0, str(ROOT))
+  try:
+    import dev
+  finally:
+    sys.path.remove(str(ROOT))
+  venv = tmp_path / ".venv"
+  monkeypatch.setattr(dev, "VENV", venv)
+  monkeypatch.setattr(dev, "PY", venv / "bin" / "python")
+  monkeypatch.setattr(dev, "STAMP", venv / ".minmaxlab-installed")
+  monkeypatch.setattr(dev, "MAIN_STAMP", venv / ".minmaxlab-main")
+  calls = []
+
+  def fake_run(cmd, **kw):
+    calls.append(" ".join(map(str, cmd)))
+    if cmd[1:3] == ["-m", "venv"]:
+      (venv / "bin").mkdir(parents=True)
+      (venv / "bin" / "python").touch()
+    return subprocess.CompletedProcess(cmd, 0)
+
+  monkeypatch.setattr(dev, "run", fake_run)
+  dev.ensure_venv(full=False)  # main: the project alone
+  assert any(c.endswith("pip install -q -e .") for c in calls)
+  assert not any("mpi4jax" in c or "[dev" in c for c in calls)
+  calls.clear()
+  dev.ensure_venv(full=False)  # again: nothing to do
+  assert calls == []
+  dev.ensure_venv(full=True)  # test: extras and MPI added to the same venv
+  assert any("-e .[dev,tfds]" in c for c in calls) and any("mpi4jax" in c for c in calls)
+  calls.clear()
+  dev.ensure_venv(full=False)  # a full environment serves main too
+  dev.ensure_venv(full=True)
+  assert calls == []
