@@ -25,7 +25,7 @@ import minmaxlab
 from minmaxlab import runner
 from minmaxlab.gan import data, losses, metrics, models
 
-SCHEMES = ("gda", "alternating", "extragradient", "optimistic")
+SCHEMES = ("gda", "alternating", "extragradient", "optimistic", "unrolled")
 MIXTURES = ("ring8", "grid25")
 
 
@@ -54,9 +54,11 @@ class Experiment(NamedTuple):
 
 def make_optimizer(config) -> optax.GradientTransformationExtraArgs:
   """The game optimizer of ``config``: scheme over per-player Adam, then lookahead, then EMA."""
+  # eps_root > 0: the unrolled scheme differentiates through the discriminator's Adam.
+  eps_root = 1e-8 if config.scheme == "unrolled" else 0.0
   inner = minmaxlab.per_player(
-    min=optax.adam(config.lr_min, b1=config.b1, b2=config.b2),
-    max=optax.adam(config.lr_max, b1=config.b1, b2=config.b2),
+    min=optax.adam(config.lr_min, b1=config.b1, b2=config.b2, eps_root=eps_root),
+    max=optax.adam(config.lr_max, b1=config.b1, b2=config.b2, eps_root=eps_root),
   )
   if config.scheme == "gda":
     tx = inner
@@ -66,18 +68,26 @@ def make_optimizer(config) -> optax.GradientTransformationExtraArgs:
     tx = minmaxlab.extragradient(inner)
   elif config.scheme == "optimistic":
     tx = minmaxlab.optimistic(inner)
+  elif config.scheme == "unrolled":
+    tx = minmaxlab.unrolled(inner, unroll_steps=config.unroll_steps)
   else:
     raise ValueError(f"scheme must be one of {SCHEMES}, got {config.scheme!r}")
   if config.lookahead:
     tx = minmaxlab.lookahead_minmax(tx, config.sync_period, config.slow_step_size)
   if config.ema_decay > 0:
-    tx = minmaxlab.averaging.ema(tx, config.ema_decay)
+    # ema_slow: an EMA of the lookahead slow weights, updated at syncs (the paper's G_ema_slow).
+    average = minmaxlab.averaging.slow_ema if config.ema_slow else minmaxlab.averaging.ema
+    tx = average(tx, config.ema_decay)
   return optax.with_extra_args_support(tx)
 
 
 def num_field_evaluations(config) -> int:
   """Minibatches one game step consumes (see the ``vector_field(params, i)`` convention)."""
-  return {"alternating": config.max_steps + 1, "extragradient": 2}.get(config.scheme, 1)
+  return {
+    "alternating": config.max_steps + 1,
+    "extragradient": 2,
+    "unrolled": config.unroll_steps + 1,
+  }.get(config.scheme, 1)
 
 
 # Config fields a resume may change (the loop's length and its logging), as the command line's.
@@ -209,9 +219,10 @@ def make_chunk(exp: Experiment, config) -> Callable:
     step_key = jax.random.fold_in(train_key, state.step)
     batches = [minibatch(step_key, i) for i in range(exp.num_evals)]
     (loss_min, loss_max), field = vaf(state.params, *batches[0])
-    updates, opt_state = exp.tx.update(
-      field, state.opt_state, state.params, vector_field=lambda p, i: vaf(p, *batches[i])[1]
-    )
+    extra = {"vector_field": lambda p, i: vaf(p, *batches[i])[1]}
+    if config.scheme == "unrolled":  # differentiates the generator's loss itself
+      extra["loss_fn"] = lambda p, i: exp.loss_fn(p, *batches[i])
+    updates, opt_state = exp.tx.update(field, state.opt_state, state.params, **extra)
     params = optax.apply_updates(state.params, updates)
     return TrainState(state.step + 1, params, opt_state), jnp.stack([loss_min, loss_max])
 

@@ -21,10 +21,12 @@ def get_config() -> ml_collections.ConfigDict:
   # Game scheme: gda | alternating | extragradient | optimistic; optional lookahead and EMA.
   c.scheme = "alternating"
   c.max_steps = 1  # discriminator steps per generator step (alternating)
+  c.unroll_steps = 5  # simulated discriminator steps the generator differentiates (unrolled)
   c.lookahead = False
   c.sync_period = 5
   c.slow_step_size = 0.5
   c.ema_decay = 0.0  # > 0: also evaluate an EMA of the generator ("ema/" metrics)
+  c.ema_slow = False  # True: the EMA averages the lookahead slow weights at syncs instead
   # Adam of each player (min = generator, max = discriminator).
   c.lr_min = 2e-4
   c.lr_max = 2e-4
