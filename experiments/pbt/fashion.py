@@ -119,7 +119,8 @@ def _build(cfg: dict):
 
 class FashionLAGANTask:
   """``init(trial)`` / ``train(hparams, state, trial)`` for :class:`minmaxlab.pbt.Controller`
-  (picklable: worker processes and MPI ranks rebuild the programs from the config)."""
+  (built by the named task ``experiments.pbt.train:task_from_config`` from the config's JSON in
+  every worker process and MPI rank, which compile the programs themselves)."""
 
   KEYS = (
     "data_dir",
