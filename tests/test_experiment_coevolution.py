@@ -167,3 +167,59 @@ def test_cli_parses_overrides_and_rejects_bad_grid(tmp_path):
   proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
   assert proc.returncode != 0
   assert "rows must be an integer >= 1, got 0" in proc.stderr
+
+
+def test_main_job_comparison_with_single_gan_baseline(tmp_path):
+  # The end of the main job: the grid against one GAN with the grid's total steps (run here,
+  # then read back from the cache), two comparison lines and the side-by-side picture.
+  from experiments.coevolution import compare
+
+  config = _config()
+  base = compare.baseline_config(config)
+  assert (base.rows, base.cols) == (1, 1)
+  assert base.steps_per_generation == 4 * config.steps_per_generation
+  assert base.generations == config.generations and base.seed == config.seed
+  row = train.train(config, tmp_path)
+  assert compare.compare(config, tmp_path, row)[0].startswith("(no single-GAN baseline")
+  lines = compare.compare(config, tmp_path, row, run_baseline=True)
+  assert lines[0].startswith("grid 2x2 (4 GANs x 5 steps per generation): best mixture ")
+  assert "all cells pooled" in lines[0] and "/8 modes, high-quality " in lines[0]
+  assert lines[1].startswith("one GAN with the same total steps (20 per generation): ")
+  assert "/8 modes, high-quality " in lines[1]
+  picture = tmp_path / "comparison.png"
+  assert picture.stat().st_size > 5000 and lines[2].endswith(str(picture))
+  base_rows = runner.read_jsonl(tmp_path / compare.BASELINE_DIR / "metrics.jsonl")
+  assert [r["step"] for r in base_rows] == list(range(1, config.generations + 1))
+  assert f"{base_rows[-1]['mixture/modes_covered']}/8 modes" in lines[1]
+  assert f"{row['mixture/modes_covered']}/8 modes" in lines[0]
+  # Cached: a second call reads the finished baseline (same lines, no new run).
+  picture.unlink()
+  assert compare.compare(config, tmp_path, row) == lines and picture.exists()
+  assert len(runner.read_jsonl(tmp_path / compare.BASELINE_DIR / "metrics.jsonl")) == len(base_rows)
+  # A baseline of another config is not reused.
+  assert compare.cached_baseline(_config(seed=1), tmp_path) is None
+
+
+def test_without_selection_the_trained_individuals_are_kept():
+  # Lipizzaner with enable_selection off trains each cell's own pair in place and only
+  # re-scores it; a replacement test that threw the training away when the re-score was
+  # worse froze the discriminators of the issue-18 study's "no selection" runs.
+  from minmaxlab import coevolution as co
+  from minmaxlab.gan import data, models
+
+  ring = data.ring8()
+  cfg = co.CoevolutionConfig(
+    rows=1, cols=2, selection=False, batch_size=16, steps_per_generation=2,
+    fitness_samples=16, mixture_samples=16, mutation_probability=0.0, learning_rate=1e-2,
+  )  # fmt: skip
+  pair = models.make_pair("mlp", (2,), latent_dim=4, hidden=(8,))
+  coev = co.Coevolution(cfg, pair, sample_real=lambda d, k, n: d.sample(k, n),
+                        score_fn=co.mode_tvd_score)  # fmt: skip
+  step = jax.jit(coev.step)
+  state = coev.init(jax.random.key(0))
+  for g in range(4):
+    new, m = step(jax.random.key(g), state, ring)
+    assert np.all(np.asarray(m["replaced_g"]) == 1) and np.all(np.asarray(m["replaced_d"]) == 1)
+    for old, now in zip(jax.tree.leaves(state.params), jax.tree.leaves(new.params)):
+      assert not np.any(np.all(np.isclose(old, now).reshape(2, -1), axis=1))  # every cell moved
+    state = new
