@@ -230,3 +230,57 @@ def test_every_field_gets_the_processing_or_it_raises(
   if nan_at is not None and nan_at < evals:
     expected -= 1
   assert len(log) == expected
+
+
+def test_issue_table_rerun():
+  """Issue 13's table: a bound of 1.0 on every field used, or a clear error."""
+  from experiments.bilinear import composition_table  # noqa: PLC0415
+
+  rows = {
+    r["composition"]: r
+    for r in map(lambda kv: composition_table.run(*kv), composition_table.compositions().items())
+  }
+  for name, row in rows.items():
+    if name.startswith("optax.chain(clip, extragradient") or name.startswith(
+      "optax.chain(clip, alternating"
+    ):
+      assert "chained in front" in row["error"], row
+    else:
+      assert row["max_field_norm_used"] <= 1.0 + 1e-5, row
+  assert rows["extragradient(optax.chain(clip, sgd))"]["update_norm"] == pytest.approx(1.0)
+  # alternating: per player the clip bounds each half (joint norm up to sqrt(2)); the joint
+  # wrapper bounds both halves of every field together.
+  assert rows["alternating(optax.chain(clip, sgd)) (per player)"]["update_norm"] == pytest.approx(
+    2**0.5, abs=1e-3
+  )
+  assert rows["with_field_processing(alternating(sgd), clip) (joint)"]["update_norm"] < 1.2
+
+
+def test_joint_clip_in_alternating_matches_a_hand_computed_step():
+  """with_field_processing(alternating(sgd), clip_by_global_norm(1)): each player's step
+  uses its half of the field clipped by the JOINT norm at that point; inside alternating's
+  inner the clip is per player."""
+  lr = 0.1
+
+  def field_fn(p, i):
+    return mml.Players(30.0 + p.max[:2], jnp.full(3, -40.0) - p.min[0])
+
+  def joint_clip(v):
+    scale = max(1.0, float(np.linalg.norm(np.concatenate(v))))
+    return [part / scale for part in v]
+
+  x, y = np.zeros(2), np.zeros(3)
+  y1 = y - lr * joint_clip([30.0 + y[:2], -40.0 - x[0] * np.ones(3)])[1]
+  x1 = x - lr * joint_clip([30.0 + y1[:2], -40.0 - x[0] * np.ones(3)])[0]
+
+  clip = optax.clip_by_global_norm(1.0)
+  params = mml.Players(jnp.zeros(2), jnp.zeros(3))
+  joint = mml.with_field_processing(mml.alternating(optax.sgd(lr)), clip)
+  new, _, _ = mml.game_step(joint, field_fn, params, joint.init(params))
+  np.testing.assert_allclose(new.min, x1, rtol=1e-5)
+  np.testing.assert_allclose(new.max, y1, rtol=1e-5)
+
+  per_player = mml.alternating(optax.chain(clip, optax.sgd(lr)))
+  new, _, _ = mml.game_step(per_player, field_fn, params, per_player.init(params))
+  np.testing.assert_allclose(np.linalg.norm(new.max), lr, rtol=1e-5)  # its own half, norm 1
+  np.testing.assert_allclose(np.linalg.norm(new.min), lr, rtol=1e-5)

@@ -39,6 +39,7 @@ def game_step(
   field_fn: Callable[[Players, int], Any],
   params: Players,
   opt_state: Any,
+  **extra_args: Any,
 ) -> tuple[Players, Any, Any]:
   r"""One full game step: the field at ``params``, ``tx.update``, ``apply_updates``.
 
@@ -70,6 +71,7 @@ def game_step(
     field_fn: ``field_fn(params, i) -> Players`` or ``-> (value, Players)``.
     params: the current ``Players``.
     opt_state: ``tx``'s state.
+    **extra_args: more keyword arguments for ``tx.update`` (e.g. ``unrolled``'s ``loss_fn``).
 
   Returns:
     ``(new_params, new_opt_state, value)``; ``value`` is ``None`` when
@@ -84,7 +86,7 @@ def game_step(
     return _split_output(field_fn(p, i), p)[1]
 
   vector_field = FieldFn(later, first=field)
-  updates, opt_state = tx.update(field, opt_state, params, vector_field=vector_field)
+  updates, opt_state = tx.update(field, opt_state, params, vector_field=vector_field, **extra_args)
   return optax.apply_updates(params, updates), opt_state, value
 
 
