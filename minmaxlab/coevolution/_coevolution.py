@@ -413,8 +413,13 @@ class Coevolution:
     fit_g_tr = aggregate_fitness(lg_tr, valid_d, c.fitness_mode)
     fit_d_tr = aggregate_fitness(ld_tr, valid_g, c.fitness_mode)
 
-    src_g = replacement_sources(fit_g[:P], fit_g_tr, c.n_replacements)
-    src_d = replacement_sources(fit_d[:P], fit_d_tr, c.n_replacements)
+    if c.selection:
+      src_g = replacement_sources(fit_g[:P], fit_g_tr, c.n_replacements)
+      src_d = replacement_sources(fit_d[:P], fit_d_tr, c.n_replacements)
+    else:
+      # Without selection Lipizzaner trains the local individuals in place and only
+      # re-scores them: the trained ones are always kept (no replacement test).
+      src_g = src_d = jnp.arange(P, dtype=jnp.int32)
     local = lambda t: _take(t, slice(0, P))
     pick = lambda src, tr, loc: _where(
         (src >= 0).reshape((P,) + (1,) * (jnp.ndim(loc) - 1)), _take(tr, jnp.maximum(src, 0)), loc)

@@ -20,7 +20,8 @@ class CoevolutionConfig:
     neighbourhood: ``"von_neumann"`` (cell + 4, the default) or ``"moore"`` (cell + 8).
     population_size: generators and discriminators kept per cell.
     selection: tournament selection over the neighbourhood (Lipizzaner's
-      ``enable_selection``); off: each cell trains its own individuals.
+      ``enable_selection``); off: each cell trains its own individuals in place
+      and keeps them (as Lipizzaner: no replacement test).
     tournament_size: candidates per tournament.
     n_replacements: worst local individuals replaced by better trained ones.
     fitness_mode: aggregate of an individual's losses over its opponents:
