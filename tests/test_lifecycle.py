@@ -70,6 +70,8 @@ def test_config_changes_and_interrupted_line(tmp_path):
   (tmp_path / "config.json").write_text(config.to_json())
   config.seed, config.num_steps = 3, 80
   assert runner.config_changes(tmp_path, config, may_change=("num_steps",)) == {"seed": (0, 3)}
+  config.new_field = 1  # added to the code after the run: not a change of this run
+  assert runner.config_changes(tmp_path, config, may_change=("num_steps",)) == {"seed": (0, 3)}
   line = runner.interrupted_line("generation", 7, 40, 5, "python3 dev.py main")
   assert line == (
     "interrupted at generation 7/40 (saved: generation 5); continue with: python3 dev.py main"

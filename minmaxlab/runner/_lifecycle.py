@@ -238,8 +238,9 @@ def finished_run(workdir: str | os.PathLike, total: int) -> dict | None:
 
 def config_changes(workdir: str | os.PathLike, config, may_change=()) -> dict[str, tuple]:
   """Fields of ``config`` that differ from the run's ``workdir/config.json``, as
-  ``{field: (saved, now)}``, leaving out ``may_change`` (and the ``run`` record of
-  :func:`run_record`). Empty when there is no saved config."""
+  ``{field: (saved, now)}``, leaving out ``may_change``, the ``run`` record of
+  :func:`run_record` and fields the saved config lacks (added to the code since). Empty
+  when there is no saved config."""
   import json
 
   path = Path(workdir) / "config.json"
@@ -247,8 +248,9 @@ def config_changes(workdir: str | os.PathLike, config, may_change=()) -> dict[st
     return {}
   saved = json.loads(path.read_text())
   now = json.loads(config.to_json() if hasattr(config, "to_json") else json.dumps(dict(config)))
+  # Fields the saved config lacks were added to the code since: not a change of this run.
   skip = {"run", *may_change}
-  keys = (set(saved) | set(now)) - skip
+  keys = set(saved) - skip
   return {k: (saved.get(k), now.get(k)) for k in sorted(keys) if saved.get(k) != now.get(k)}
 
 
