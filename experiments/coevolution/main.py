@@ -85,6 +85,10 @@ def main(argv):
   writer = _is_rank_zero() if run.status == "finished" else train.is_writer(config)
   if os.path.exists(summary) and writer:
     print(train.report(row, summary))
+    from experiments.coevolution import compare  # the grid vs one GAN with its total steps
+
+    for line in compare.compare(config, _WORKDIR.value, row):
+      print(line)
     from experiments.coevolution import compare
 
     for line in compare.compare(config, workdir, row):

@@ -10,4 +10,5 @@ def get_config():
   c.dataset = "grid25"
   c.dataset_kwargs = ml_collections.ConfigDict()  # data.grid25's defaults
   c.hidden = (128, 128)
+  c.baseline = False  # results.py grid25 runs the single-GAN side itself
   return c
