@@ -508,3 +508,183 @@ def test_tournament_child_is_the_winner_with_mutated_hyperparameters(tmp_path, i
       assert clipped or np.isclose(ratio, 0.8) or np.isclose(ratio, 1.2), (name, ratio)
     assert child != winner.hparams  # mutated: at least lr moved (never clipped here)
   c.close()
+
+
+# --- the controller's parts, each alone ---------------------------------------------------------
+from minmaxlab.pbt import _gc, _selection, _supervisor  # noqa: E402
+from minmaxlab.pbt._worker import HEARTBEAT  # noqa: E402
+
+
+def test_initial_population_is_a_pure_function_of_the_seed():
+  a = _selection.initial_population(3, SPACE, 5, {"decay": 0.95})
+  assert a == _selection.initial_population(3, SPACE, 5, {"decay": 0.95})
+  assert a != _selection.initial_population(4, SPACE, 5, {"decay": 0.95})
+  assert len(a) == 5 and len({s for _, s in a}) == 5
+  for hp, _ in a:
+    assert hp["decay"] == 0.95 and SPACE["lr"].low <= hp["lr"] <= SPACE["lr"].high
+
+
+def _table(fitnesses, hparams=None):
+  hp = hparams or {"lr": 0.1, "decay": 0.95}
+  return {m: _done_trial(10 + m, m, f, dict(hp)) for m, f in enumerate(fitnesses)}
+
+
+def test_truncation_policy_bottom_copies_top_and_top_keeps_itself():
+  policy = _selection.Policy(SPACE, "truncation", 0.25, 0.0, (0.8, 1.2)).validate(8)
+  population = _table([8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0])
+  tops = {population[0].id, population[1].id}  # n = ceil(8 * 0.25) = 2
+  for seed in range(10):
+    rng = np.random.default_rng(seed)
+    parent, hp = _selection.choose_parent(rng, population[7], population, policy)
+    assert parent.id in tops and hp != parent.hparams  # explored
+    parent, hp = _selection.choose_parent(rng, population[3], population, policy)
+    assert parent.id == population[3].id and hp == population[3].hparams
+
+
+def test_none_policy_continues_every_lineage_unchanged():
+  policy = _selection.Policy(SPACE, "none")
+  population = _table([1.0, 5.0, 3.0])
+  for t in population.values():
+    child = _selection.next_child(0, t, population, policy)
+    assert child.parent is t and child.hparams == t.hparams
+
+
+def test_next_child_depends_only_on_the_seed_and_the_initiator():
+  policy = _selection.Policy(SPACE, "tournament", resample_probability=0.5)
+  population = _table([1.0, 2.0, 3.0, 4.0])
+  a = _selection.next_child(7, population[0], population, policy)
+  assert a == _selection.next_child(7, population[0], dict(population), policy)
+  draws = {_selection.next_child(s, population[0], population, policy).seed for s in range(8)}
+  assert len(draws) == 8
+
+
+def test_policy_validation():
+  with pytest.raises(ValueError, match="exploit"):
+    _selection.Policy(SPACE, "roulette").validate(4)
+  with pytest.raises(ValueError, match="truncation"):
+    _selection.Policy(SPACE, "truncation", truncation_fraction=0.9).validate(4)
+
+
+def _store_with(tmp_path, rows):
+  """A store holding ``rows`` = (member, parent_id, status, fitness) with checkpoints on disk."""
+  store = pbt.Store(tmp_path / "pbt.sqlite")
+  root = tmp_path / "checkpoints"
+  root.mkdir()
+  with store.transaction() as db:
+    for member, parent_id, _, _ in rows:
+      parent = None if parent_id is None else store.trial(parent_id)
+      store.add_trial(db, member, parent, {"lr": 0.1}, 0, 1, 0)
+  for tid, (_, _, status, fitness) in enumerate(rows, start=1):
+    if status == "pending":
+      continue
+    assert store.claim(f"w{tid}", 60.0).id == tid
+    if status == "done":
+      ckpt = root / f"trial_{tid:06d}_a1"
+      ckpt.mkdir()
+      assert store.complete(tid, f"w{tid}", fitness, str(ckpt))
+  return store, root
+
+
+def test_garbage_collector_keeps_population_parents_top_k_and_unprocessed(tmp_path):
+  rows = [
+    (0, None, "done", 1.0),  # 1: parent of pending 7 (left the population)
+    (1, None, "done", 9.0),  # 2: the fittest (top_k=1)
+    (0, None, "done", 2.0),  # 3: member 0's current trial
+    (1, None, "done", 3.0),  # 4: superseded, not needed -> deleted
+    (1, None, "done", 4.0),  # 5: member 1's current trial
+    (2, None, "done", 0.5),  # 6: finished, not processed yet
+    (0, 1, "pending", None),  # 7
+  ]
+  store, root = _store_with(tmp_path, rows)
+  with store.transaction() as db:
+    store.mark_processed(db, [1, 2, 3, 4, 5])
+    store.set_member(db, 0, 3)
+    store.set_member(db, 1, 5)
+  assert _gc.needed_trials(store.trials(), store.population(), 1) == {1, 2, 3, 5, 6}
+  assert _gc.collect_garbage(store, top_k=1) == [4]
+  assert store.trial(4).ckpt_deleted and not Path(store.trial(4).ckpt).exists()
+  kept = {p.name for p in root.iterdir()}
+  assert kept == {f"trial_{i:06d}_a1" for i in (1, 2, 3, 5, 6)}
+  assert _gc.collect_garbage(store, top_k=1) == []  # idempotent
+  store.close()
+
+
+def test_remove_strays_keeps_live_and_running_checkpoints_only(tmp_path):
+  store, root = _store_with(tmp_path, [(0, None, "done", 1.0), (1, None, "running", None)])
+  (root / "trial_000002_a1").mkdir()  # being written by the running trial
+  (root / "trial_000001_a0").mkdir()  # a lost earlier attempt
+  (root / ".trash-trial_000009_a1-abc").mkdir()  # a crash in the middle of a removal
+  _gc.remove_strays(store, root)
+  assert {p.name for p in root.iterdir()} == {"trial_000001_a1", "trial_000002_a1"}
+  store.close()
+
+
+class _ScriptedSupervisor(_supervisor.Supervisor):
+  """Starts ``python -c CODE`` instead of a real worker."""
+
+  code = "import sys; sys.exit(3)"
+
+  def command(self, name):
+    return [sys.executable, "-c", self.code]
+
+
+def test_supervisor_fails_a_dead_workers_trial_and_restarts_it(tmp_path):
+  store, _ = _store_with(tmp_path, [(0, None, "pending", None)])
+  sup = _ScriptedSupervisor(tmp_path, store, "epoch")
+  name = sup.start()
+  assert store.claim(name, 60.0).id == 1
+  sup.procs[name].wait(timeout=_procs.scaled(60))
+  assert sup.reap(work_left=True) == [name] and sup.restarted == 1 and len(sup.procs) == 1
+  t = store.trial(1)
+  assert t.status == "pending" and t.failures == 1 and "exited with status 3" in t.error
+  (other,) = sup.procs
+  sup.procs[other].wait(timeout=_procs.scaled(60))
+  assert sup.reap(work_left=False) == [other] and not sup.procs and sup.restarted == 1
+  sup.stop()
+  store.close()
+
+
+def test_supervisor_stop_terminates_a_worker_that_does_not_exit(tmp_path):
+  store = pbt.Store(tmp_path / "pbt.sqlite")
+  sup = _ScriptedSupervisor(tmp_path, store, "epoch")
+  sup.code = "import time; time.sleep(600)"
+  proc = sup.procs[sup.start()]
+  sup.stop(wait_s=0.2, term_s=_procs.scaled(30))
+  assert proc.returncode is not None and not sup.procs
+  store.close()
+
+
+def test_heartbeat_rewrites_the_store_until_stopped(tmp_path):
+  store = pbt.Store(tmp_path / "pbt.sqlite")
+  beat = _supervisor.Heartbeat(store.path, 0.01).start()
+  deadline = time.monotonic() + _procs.scaled(30)
+  first = None
+  while time.monotonic() < deadline:
+    value = store.get(HEARTBEAT)
+    first = first if first is not None else value
+    if first is not None and value != first:
+      break
+    time.sleep(0.01)
+  assert first is not None and store.get(HEARTBEAT) != first  # beats, repeatedly
+  beat.stop()
+  last = store.get(HEARTBEAT)
+  time.sleep(0.05)
+  assert store.get(HEARTBEAT) == last
+  store.close()
+
+
+def test_no_sql_outside_the_store():
+  """All SQL of minmaxlab.pbt lives in _store.py (no SQL keyword in a string elsewhere)."""
+  import ast
+  import re
+
+  sql = re.compile(r"\b(SELECT|UPDATE|INSERT|DELETE FROM|CREATE TABLE)\b|\w+=\?")
+  src = Path(pbt.__file__).parent
+  found = []
+  for f in sorted(src.glob("*.py")):
+    if f.name == "_store.py":
+      continue
+    for node in ast.walk(ast.parse(f.read_text())):
+      if isinstance(node, ast.Constant) and isinstance(node.value, str) and sql.search(node.value):
+        found.append(f"{f.name}:{node.lineno}")
+  assert not found, found

@@ -22,7 +22,6 @@ from minmaxlab.pbt._controller import (
   CampaignFailed,
   ConfigMismatch,
   Controller,
-  join_run,
   needed_trials,
   replay,
 )
@@ -49,7 +48,7 @@ from minmaxlab.pbt._vectorized import (
   truncation_size,
   vectorized_pbt,
 )
-from minmaxlab.pbt._worker import load_checkpoint, run_trial, serve_trials, worker_loop
+from minmaxlab.pbt._worker import join_run, load_checkpoint, run_trial, serve_trials, worker_loop
 
 __all__ = [
   "CampaignFailed",

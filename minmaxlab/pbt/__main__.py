@@ -27,9 +27,8 @@ def main(argv=None) -> int:
 
   if args.parent_pid is not None:
     die_with_parent(args.parent_pid)  # a local worker ends with its controller
-  from minmaxlab.pbt._controller import join_run
   from minmaxlab.pbt._store import ControllerGone
-  from minmaxlab.pbt._worker import ORPHAN_EXIT
+  from minmaxlab.pbt._worker import ORPHAN_EXIT, join_run
 
   try:
     done = join_run(args.workdir, name=args.name, wait_s=args.wait, epoch=args.epoch)

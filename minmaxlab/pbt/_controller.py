@@ -8,37 +8,14 @@ a controller alone owns selection. Workers claim trials from the SQLite store
 (asynchronous), and every decision is a transaction in the store: a killed
 controller resumes from it, a killed worker's trial is re-queued.
 
-Evolution (each finished trial is an *initiator*, so every trial takes part in
-at least one reproduction):
-
-- ``"tournament"`` (Li et al. 2019, initiator-based binary tournament): the
-  initiator meets a uniformly drawn other member of the current population;
-  the fitter of the two (the initiator on a tie) is the winner, and the child
-  warm-starts from the WINNER's checkpoint with the winner's hyperparameters
-  explored (x0.8/x1.2 or resampled, clipped). An initiator that wins is
-  therefore mutated too: every reproduction explores, as in the paper, not
-  only those that copy another member.
-- ``"truncation"``: an initiator in the bottom ``truncation_fraction`` of the
-  current population copies a uniformly drawn top member and explores.
-- ``"none"``: every member continues its own lineage with its initial
-  hyperparameters: random search with the same trials, steps and checkpoints
-  (the baseline PBT is compared against).
-
-Each decision draws from ``numpy.random.default_rng([seed, trial_id])``, so it
-does not depend on how many times the controller was restarted.
-
-Lineage-aware garbage collection (:func:`needed_trials`): a trial's checkpoint
-is kept while it parents a pending or running trial, is a member of the
-current population, is among the ``top_k`` fittest, or is finished but not yet
-processed; a child is reported done only after its own checkpoint is durable,
-so a parent is never deleted before its child's checkpoint exists. Disk use is
-bounded: each member has at most one pending or running trial, so at most
-``2 * population_size + top_k`` checkpoints are kept (a member's current one
-and its child's parent, which may have left the population since the child
-was created), plus those of finished trials not yet processed (at most one
-per worker) and those being written. In practice it stays near
-``population_size + top_k`` (measured: 12 for 8 members and top_k 2, see
-experiments/pbt/README.md).
+The controller composes four parts, each in its own module: the selection
+policies (:mod:`minmaxlab.pbt._selection`, pure functions of the population
+table and a seed: ``"tournament"``, ``"truncation"``, ``"none"``), the store
+(:mod:`minmaxlab.pbt._store`, which owns all SQL), the lineage-aware checkpoint
+garbage collector (:mod:`minmaxlab.pbt._gc`, with its bound on the checkpoints
+kept) and the worker supervisor (:mod:`minmaxlab.pbt._supervisor`: local
+worker processes and the controller's heartbeat). Every finished trial is an
+*initiator*, so every trial takes part in at least one reproduction.
 
 References:
   Li et al., "A Generalized Framework for Population Based Training", KDD 2019,
@@ -47,100 +24,47 @@ References:
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from minmaxlab.pbt._space import Space, explore_values, sample_values, validate_space
-from minmaxlab.pbt._store import DONE, EPOCH, FAILED, MAX_ATTEMPTS, PENDING, RUNNING, Store, Trial
+from minmaxlab.pbt._fingerprint import ConfigMismatch, check_fingerprint, space_json
+from minmaxlab.pbt._gc import collect_garbage, needed_trials, remove_strays
+from minmaxlab.pbt._replay import replay
+from minmaxlab.pbt._selection import Policy, choose_parent, initial_population, next_child
+from minmaxlab.pbt._space import Space, validate_space
+from minmaxlab.pbt._status import campaign_status, population_rows
+from minmaxlab.pbt._store import (
+  CONFIG,
+  DONE,
+  EPOCH,
+  FAILED,
+  MAX_ATTEMPTS,
+  PENDING,
+  RUNNING,
+  STORE_FILE,
+  TASK,
+  Store,
+  Trial,
+)
+from minmaxlab.pbt._supervisor import Heartbeat, Supervisor
 from minmaxlab.pbt._task import TaskSpec, resolve_task, task_spec
-from minmaxlab.pbt._vectorized import truncation_size
 from minmaxlab.pbt._worker import (
   FINISHED,
-  HEARTBEAT,
   BrokenCheckpointError,
   _error_line,
   run_trial,
-  worker_loop,
 )
 
-STORE_FILE = "pbt.sqlite"
-TASK = "task"
-CONFIG = "config"
-
-
-class ConfigMismatch(ValueError):
-  """The store in a workdir belongs to a campaign with another configuration."""
+__all__ = ["CampaignFailed", "ConfigMismatch", "Controller", "needed_trials", "replay"]
 
 
 class CampaignFailed(RuntimeError):
   """More trials failed than the campaign's ``max_failed_trials`` allows."""
-
-
-def needed_trials(trials: Iterable[Trial], population: Mapping[int, int], top_k: int) -> set[int]:
-  """Ids of the trials whose checkpoints must be kept.
-
-  A trial is needed if it parents a pending or running trial, is in the
-  current population, is among the ``top_k`` fittest finished trials, or is
-  finished but not yet processed by the controller.
-  """
-  trials = list(trials)
-  needed = set(population.values())
-  for t in trials:
-    if t.status in (PENDING, RUNNING) and t.parent_id is not None:
-      needed.add(t.parent_id)
-    if t.status == DONE and not t.processed:
-      needed.add(t.id)
-  done = [t for t in trials if t.status == DONE and t.fitness is not None]
-  done.sort(key=lambda t: (-t.fitness, t.id))
-  needed.update(t.id for t in done[: max(int(top_k), 0)])
-  return needed
-
-
-def _remove(path: str | os.PathLike) -> None:
-  p = Path(path)
-  if p.exists():
-    trash = p.with_name(f".trash-{p.name}-{uuid.uuid4().hex[:6]}")
-    p.rename(trash)  # atomic: a reader sees the checkpoint or nothing
-    shutil.rmtree(trash, ignore_errors=True)
-
-
-def _space_json(space: Space) -> dict:
-  return {k: {"type": type(d).__name__, **d._asdict()} for k, d in sorted(space.items())}
-
-
-def config_changes(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-  """``"field old -> new"`` for every field that differs (fields only one side
-  has are compared too: a store written by an older version lacks some)."""
-  out = []
-  for k in sorted(set(stored) & set(current)):
-    if json.dumps(stored[k], sort_keys=True) != json.dumps(current[k], sort_keys=True):
-      old, new = json.dumps(stored[k], sort_keys=True), json.dumps(current[k], sort_keys=True)
-      if len(old) + len(new) > 80:
-        out.append(k)
-      else:
-        out.append(f"{k} {old} -> {new}")
-  return out
-
-
-def _worker_env() -> dict[str, str]:
-  """The environment of a local worker: this process's import path (so the
-  worker imports the same installed code) and JAX on the CPU unless set."""
-  env = dict(os.environ)
-  paths = [os.path.abspath(p or os.curdir) for p in sys.path if os.path.isdir(p or os.curdir)]
-  env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-  env.setdefault("JAX_PLATFORMS", "cpu")
-  return env
 
 
 class Controller:
@@ -262,10 +186,9 @@ class Controller:
       raise ValueError(f"num_trials must be >= population_size, got {num_trials!r}")
     if int(steps_per_trial) < 1 or int(workers) < 0 or int(top_k) < 0:
       raise ValueError("steps_per_trial must be >= 1, workers and top_k >= 0")
-    if exploit not in ("tournament", "truncation", "none"):
-      raise ValueError(f"exploit must be 'tournament', 'truncation' or 'none', got {exploit!r}")
-    if exploit == "truncation":
-      truncation_size(int(population_size), truncation_fraction)
+    self.policy = Policy(
+      dict(space), exploit, truncation_fraction, resample_probability, tuple(perturb_factors)
+    ).validate(int(population_size))
     self.workdir = Path(workdir).expanduser().resolve()
     self.ckpt_root = self.workdir / "checkpoints"
     self.ckpt_root.mkdir(parents=True, exist_ok=True)
@@ -281,8 +204,7 @@ class Controller:
     self.external_workers = bool(external_workers)
     self.synchronous = bool(synchronous)
     self.store = Store(self.store_path)
-    self._procs: dict[str, subprocess.Popen] = {}
-    self.restarted_workers = 0
+    self.supervisor: Supervisor | None = None
     self.epoch = ""
     self.failed_seen: list[Trial] = []
     self._check_config()
@@ -305,7 +227,7 @@ class Controller:
     """Everything that changes what the campaign computes (JSON data); stored
     with the campaign and compared on every rerun."""
     return {
-      "space": _space_json(self.space),
+      "space": space_json(self.space),
       "task": None if self.task is None else self.task.to_json(),
       "population_size": self.population_size,
       "num_trials": self.num_trials,
@@ -320,149 +242,71 @@ class Controller:
     }
 
   def _check_config(self) -> None:
-    stored = self.store.get(CONFIG)
-    if stored is None or not self.store.get("initialized", False):
-      return
-    changed = config_changes(stored, json.loads(json.dumps(self.fingerprint())))
-    if changed:
+    try:
+      check_fingerprint(self.store, self.fingerprint(), self.workdir)
+    except ConfigMismatch:
       self.store.close()
-      raise ConfigMismatch(
-        f"{self.workdir} holds a PBT campaign with another configuration ({'; '.join(changed)});"
-        " rerun with the same configuration or use a new workdir"
-      )
+      raise
 
   # --- decisions ----------------------------------------------------------------------------
   def _initialize(self) -> None:
     if self.store.get("initialized", False):
       return
-    rng = np.random.default_rng([self.seed, 0])
+    first = initial_population(self.seed, self.space, self.population_size, self.initial_hparams)
     with self.store.transaction() as db:
-      for m in range(self.population_size):
-        hp = {**sample_values(rng, self.space), **self.initial_hparams}
-        self.store.add_trial(db, m, None, hp, 0, self.steps_per_trial, int(rng.integers(2**31)))
+      for m, (hp, trial_seed) in enumerate(first):
+        self.store.add_trial(db, m, None, hp, 0, self.steps_per_trial, trial_seed)
       self.store.put(db, "initialized", True)
       self.store.put(db, CONFIG, self.fingerprint())
 
   def _choose_parent(self, rng, t: Trial, population: dict[int, Trial]) -> tuple[Trial, dict]:
-    others = [p for m, p in sorted(population.items()) if m != t.member and p.fitness is not None]
-    if not others or self.exploit == "none":
-      return t, dict(t.hparams)
-    if self.exploit == "tournament":
-      opponent = others[int(rng.integers(len(others)))]
-      winner = opponent if opponent.fitness > t.fitness else t
-      return winner, self._explore(rng, winner.hparams)
-    members = sorted(population.values(), key=lambda p: (-p.fitness, p.id))
-    n = truncation_size(len(members), self.truncation_fraction) if len(members) >= 2 else 0
-    if n and t.id in {p.id for p in members[len(members) - n :]}:
-      top = members[:n]
-      source = top[int(rng.integers(n))]
-      return source, self._explore(rng, source.hparams)
-    return t, dict(t.hparams)
-
-  def _explore(self, rng, hparams):
-    return explore_values(rng, hparams, self.space, self.resample_probability, self.perturb_factors)
+    """:func:`minmaxlab.pbt._selection.choose_parent` with this controller's policy."""
+    return choose_parent(rng, t, population, self.policy)
 
   def _process(self, finished: list[Trial]) -> None:
     """Use finished trials (one transaction): enter them into the population,
     then create one child per trial (each trial is an initiator)."""
     with self.store.transaction() as db:
+      self.store.mark_processed(db, [t.id for t in finished])
       for t in finished:
-        db.execute("UPDATE trials SET processed=1 WHERE id=?", (t.id,))
         self.store.set_member(db, t.member, t.id)
       population = {m: self.store.trial(i) for m, i in self.store.population().items()}
       for t in finished:
-        rng = np.random.default_rng([self.seed, t.id])
-        created = db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
-        if created >= self.num_trials:
+        if self.store.num_trials() >= self.num_trials:
           break
-        parent, hp = self._choose_parent(rng, t, population)
+        child = next_child(self.seed, t, population, self.policy)
+        start = child.parent.start_step + child.parent.steps
         self.store.add_trial(
-          db,
-          t.member,
-          parent,
-          hp,
-          parent.start_step + parent.steps,
-          self.steps_per_trial,
-          int(rng.integers(2**31)),
+          db, t.member, child.parent, child.hparams, start, self.steps_per_trial, child.seed
         )
 
   def collect_garbage(self) -> list[int]:
-    """Delete the checkpoints no trial can need any more; return their trial ids."""
-    with self.store.transaction() as db:
-      needed = needed_trials(self.store.trials(), self.store.population(), self.top_k)
-      doomed = [
-        t
-        for t in self.store.trials("status=? AND ckpt IS NOT NULL AND ckpt_deleted=0", (DONE,))
-        if t.id not in needed
-      ]
-      db.executemany("UPDATE trials SET ckpt_deleted=1 WHERE id=?", [(t.id,) for t in doomed])
-    for t in doomed:  # marked first: a crash here only leaves an unreferenced directory
-      _remove(t.ckpt)
-    return [t.id for t in doomed]
-
-  def _remove_strays(self) -> None:
-    """Directories of lost attempts and of deleted checkpoints (after a crash)."""
-    keep = {str(Path(t.ckpt)) for t in self.store.trials("ckpt IS NOT NULL AND ckpt_deleted=0")}
-    busy = {t.id for t in self.store.trials("status=?", (RUNNING,))}
-    for p in self.ckpt_root.iterdir():
-      if str(p) in keep:
-        continue
-      if p.name.startswith("trial_") and int(p.name.split("_")[1]) in busy:
-        continue
-      if p.is_dir():
-        shutil.rmtree(p, ignore_errors=True)
+    """Delete the checkpoints no trial can need any more; return their trial ids
+    (:func:`minmaxlab.pbt._gc.collect_garbage`)."""
+    return collect_garbage(self.store, self.top_k)
 
   # --- workers ------------------------------------------------------------------------------
-  def _start_worker(self) -> None:
-    """A local worker: ``python -m minmaxlab.pbt worker`` bound to this
-    controller (its epoch and pid); it reads the named task from the store."""
-    name = f"w{len(self._procs) + self.restarted_workers}-{uuid.uuid4().hex[:6]}"
-    cmd = [sys.executable, "-m", "minmaxlab.pbt", "worker", "--workdir", str(self.workdir)]
-    cmd += ["--name", name, "--epoch", self.epoch, "--parent-pid", str(os.getpid())]
-    self._procs[name] = subprocess.Popen(cmd, env=_worker_env(), stdin=subprocess.DEVNULL)
-
-  def _reap_workers(self, work_left: bool) -> None:
-    for name, proc in list(self._procs.items()):
-      if proc.poll() is None:
-        continue
-      del self._procs[name]
-      with self.store.transaction() as db:
-        self.store.fail_running(
-          db, "worker=?", (name,), f"worker process {name} exited with status {proc.returncode}"
-        )
-      if work_left:
-        self.restarted_workers += 1
-        self._start_worker()
+  @property
+  def restarted_workers(self) -> int:
+    return 0 if self.supervisor is None else self.supervisor.restarted
 
   def _requeue_lapsed(self) -> None:
     with self.store.transaction() as db:
-      self.store.fail_running(db, "lease_until < ?", (time.time(),), "the worker's lease lapsed")
-
-  def _beat(self, stop: threading.Event) -> None:
-    """The controller's heartbeat: rewritten until ``stop`` (own connection)."""
-    store = Store(self.store_path)
-    try:
-      while True:
-        with store.transaction() as db:
-          store.put(db, HEARTBEAT, time.time())
-        if stop.wait(self.orphan_s / 6):
-          break
-    finally:
-      store.close()
+      self.store.fail_lapsed(db, time.time(), "the worker's lease lapsed")
 
   def _handle_failed(self) -> None:
     """Record newly failed trials (one line each) and apply ``max_failed_trials``."""
-    new = self.store.trials("status=? AND processed=0", (FAILED,))
+    new = self.store.unprocessed(FAILED)
     if new:
       with self.store.transaction() as db:
-        db.executemany("UPDATE trials SET processed=1 WHERE id=?", [(t.id,) for t in new])
+        self.store.mark_processed(db, [t.id for t in new])
       for t in new:
         print(
           f"PBT: trial {t.id} (member {t.member}) failed after {t.failures} attempts: {t.error}",
           file=sys.stderr,
           flush=True,
         )
-    failed = self.store.trials("status=?", (FAILED,))
+    failed = self.store.with_status(FAILED)
     self.failed_seen = failed
     if self.max_failed_trials is not None and len(failed) >= self.max_failed_trials:
       first = failed[0]
@@ -474,42 +318,12 @@ class Controller:
 
   # --- the loop -----------------------------------------------------------------------------
   def status(self) -> dict[str, Any]:
-    counts = self.store.counts()
-    best = self.store.best()
-    return {
-      **counts,
-      "failed_trials": [t.id for t in self.failed_seen],
-      "best_fitness": None if best is None else best.fitness,
-      "best_trial": None if best is None else best.id,
-      "checkpoints": sum(1 for p in self.ckpt_root.iterdir() if p.name.startswith("trial_")),
-    }
+    """Trial counts per status, failed trials, the best trial and the checkpoints on disk."""
+    return campaign_status(self.store, self.ckpt_root, [t.id for t in self.failed_seen])
 
   def population_rows(self) -> list[dict[str, Any]]:
-    """One row per member for a live table: its newest trial and its last result.
-
-    Keys: ``member``, ``trial`` (the member's newest trial), ``parent``,
-    ``status`` (of that trial), ``hparams`` (that trial's), ``fitness`` (of the
-    member's current population entry, ``None`` before its first result) and
-    ``fitness_trial`` (the trial that fitness belongs to).
-    """
-    population = self.store.population()
-    newest = self.store.trials("id IN (SELECT MAX(id) FROM trials GROUP BY member)")
-    rows = []
-    for t in sorted(newest, key=lambda t: t.member):
-      current = population.get(t.member)
-      fit = None if current is None else self.store.trial(current).fitness
-      rows.append(
-        {
-          "member": t.member,
-          "trial": t.id,
-          "parent": t.parent_id,
-          "status": t.status,
-          "hparams": dict(t.hparams),
-          "fitness": fit,
-          "fitness_trial": current,
-        }
-      )
-    return rows
+    """One row per member for a live table (:func:`minmaxlab.pbt._status.population_rows`)."""
+    return population_rows(self.store)
 
   def run(
     self,
@@ -532,7 +346,7 @@ class Controller:
     self._initialize()
     self.epoch = uuid.uuid4().hex
     with self.store.transaction() as db:
-      self.store.requeue(db, "1")
+      self.store.requeue_running(db)
       self.store.put(db, FINISHED, False)
       self.store.put(db, EPOCH, self.epoch)  # workers of an earlier controller stop
       self.store.put(db, MAX_ATTEMPTS, self.max_attempts)
@@ -547,54 +361,42 @@ class Controller:
           "orphan_s": self.orphan_s,
         },
       )
-    self._remove_strays()
-    stop_beat = threading.Event()
-    beat = threading.Thread(target=self._beat, args=(stop_beat,), daemon=True)
-    beat.start()
+    remove_strays(self.store, self.ckpt_root)
+    self.supervisor = Supervisor(self.workdir, self.store, self.epoch)
+    beat = Heartbeat(self.store_path, self.orphan_s / 6).start()
     max_ckpts = 0
     try:
       for _ in range(self.workers):
-        self._start_worker()
+        self.supervisor.start()
       while True:
         self._handle_failed()
-        finished = self.store.trials("status=? AND processed=0", (DONE,))
+        finished = self.store.unprocessed(DONE)
         if not self.synchronous:
           for t in finished:
             self._process([t])
-        elif finished and not self.store.trials("status IN (?, ?)", (PENDING, RUNNING)):
+        elif finished and not self.store.with_status(PENDING, RUNNING):
           self._process(finished)  # a whole generation at once
         self.collect_garbage()
         status = self.status()
         max_ckpts = max(max_ckpts, status["checkpoints"])
         if on_progress is not None:
           on_progress(status)
-        if status[PENDING] == 0 and status[RUNNING] == 0 and not self.store.trials("processed=0"):
-          self._remove_strays()
+        if status[PENDING] == 0 and status[RUNNING] == 0 and not self.store.unprocessed():
+          remove_strays(self.store, self.ckpt_root)
           break
         if deadline is not None and time.monotonic() > deadline:
           raise TimeoutError(f"PBT run did not finish in {timeout} s: {status}")
         if self.workers == 0 and not self.external_workers:
           self._run_one_inline()
         else:
-          self._reap_workers(work_left=True)
+          self.supervisor.reap(work_left=True)
           self._requeue_lapsed()
           (serve or time.sleep)(self.poll_s)
     finally:
       with self.store.transaction() as db:
         self.store.put(db, FINISHED, True)
-      for proc in self._procs.values():
-        try:
-          proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-          proc.terminate()
-          try:
-            proc.wait(timeout=10)
-          except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-      self._procs.clear()
-      stop_beat.set()
-      beat.join()
+      self.supervisor.stop()
+      beat.stop()
     return {
       **self.status(),
       "max_checkpoints": max_ckpts,
@@ -617,91 +419,3 @@ class Controller:
 
   def close(self) -> None:
     self.store.close()
-
-
-def replay(
-  workdir: str | os.PathLike,
-  init_fn: Callable | None = None,
-  train_fn: Callable | None = None,
-  trial_id: int | None = None,
-) -> tuple[float, Any, list[Trial]]:
-  """Re-train a lineage from scratch, following the hyperparameters (schedule
-  parameters included) each of its trials used.
-
-  Args:
-    workdir: the run's directory (its ``pbt.sqlite``).
-    init_fn, train_fn: the task's functions (default: the named task recorded
-      in the store, imported here).
-    trial_id: the lineage's last trial (default: the fittest trial).
-
-  Returns:
-    ``(fitness, state, lineage)``: the final fitness and state of the replay and
-    the chain of trials it followed (root first).
-  """
-  store = Store(Path(workdir) / STORE_FILE)
-  try:
-    if trial_id is None:
-      best = store.best()
-      if best is None:
-        raise ValueError(f"no finished trial in {workdir}")
-      trial_id = best.id
-    chain = store.lineage(trial_id)
-    stored = (store.get(CONFIG) or {}).get("task")
-  finally:
-    store.close()
-  if init_fn is None or train_fn is None:
-    if stored is None:
-      raise ValueError(f"{workdir}: no named task recorded; pass init_fn and train_fn")
-    init_fn, train_fn = resolve_task(task_spec(stored["target"], stored["args"]))
-  state = init_fn(chain[0])
-  fitness = None
-  for t in chain:
-    fitness, state = train_fn(dict(t.hparams), state, t)
-  return float(fitness), state, chain
-
-
-def join_run(
-  workdir: str | os.PathLike,
-  name: str | None = None,
-  wait_s: float = 120.0,
-  epoch: str | None = None,
-) -> int:
-  """Work for the controller of ``workdir`` from any process that sees its files.
-
-  Waits up to ``wait_s`` seconds for the controller to publish its task in the
-  store, then claims and runs trials until the run is finished (see
-  :func:`worker_loop`). The store holds only the task's name and JSON
-  arguments; the task is imported here, so the same code must be installed.
-  The worker exits when the controller's heartbeat stops for the run's
-  ``orphan_s`` (or, with ``epoch``, when another controller takes over).
-  Returns the number of trials completed.
-  """
-  workdir = Path(workdir).expanduser().resolve()
-  store_path = workdir / STORE_FILE
-  deadline = time.monotonic() + wait_s
-  while True:
-    if store_path.exists():
-      store = Store(store_path)
-      try:
-        task = store.get(TASK)
-      finally:
-        store.close()
-      if task is not None:
-        break
-    if time.monotonic() > deadline:
-      raise TimeoutError(f"no PBT controller published a task in {workdir} within {wait_s} s")
-    time.sleep(0.1)
-  if not isinstance(task, dict) or not isinstance(task.get("task"), dict):
-    raise ValueError(f"{store_path}: no named task in the store (functions run inline only)")
-  init_fn, train_fn = resolve_task(task_spec(task["task"]["target"], task["task"]["args"]))
-  return worker_loop(
-    str(store_path),
-    str(workdir / "checkpoints"),
-    init_fn,
-    train_fn,
-    name=name,
-    lease_s=float(task["lease_s"]),
-    poll_s=float(task["poll_s"]),
-    epoch=epoch,
-    orphan_s=float(task["orphan_s"]),
-  )

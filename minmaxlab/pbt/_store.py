@@ -19,6 +19,9 @@ from typing import Any, NamedTuple
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 MAX_ATTEMPTS = "max_attempts"  # kv key: attempts before a trial is marked failed
 EPOCH = "controller_epoch"  # kv key: the id of the controller now running the campaign
+TASK = "task"  # kv key: the named task and timing a joining worker reads
+CONFIG = "config"  # kv key: the campaign's configuration fingerprint
+STORE_FILE = "pbt.sqlite"  # the store's file name in a run's workdir
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS trials (
@@ -286,6 +289,52 @@ class Store:
       (PENDING, RUNNING, *args),
     )
     return cur.rowcount
+
+  def fail_worker(self, db, worker: str, error: str) -> int:
+    """:meth:`fail` every running trial held by ``worker`` (its process died)."""
+    return self.fail_running(db, "worker=?", (worker,), error)
+
+  def fail_lapsed(self, db, now: float, error: str) -> int:
+    """:meth:`fail` every running trial whose lease ended before ``now``."""
+    return self.fail_running(db, "lease_until < ?", (now,), error)
+
+  def requeue_running(self, db) -> int:
+    """Put every running trial back to pending (a new controller takes over)."""
+    return self.requeue(db, "1")
+
+  # --- controller queries -----------------------------------------------------------------
+  def num_trials(self) -> int:
+    """How many trials were created."""
+    return self._db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
+
+  def unprocessed(self, status: str | None = None) -> list[Trial]:
+    """Trials the controller has not used yet (with ``status``, those only)."""
+    if status is None:
+      return self.trials("processed=0")
+    return self.trials("status=? AND processed=0", (status,))
+
+  def with_status(self, *statuses: str) -> list[Trial]:
+    """The trials whose status is one of ``statuses``."""
+    return self.trials(f"status IN ({', '.join('?' * len(statuses))})", tuple(statuses))
+
+  def mark_processed(self, db, trial_ids: list[int]) -> None:
+    db.executemany("UPDATE trials SET processed=1 WHERE id=?", [(int(i),) for i in trial_ids])
+
+  def newest_per_member(self) -> list[Trial]:
+    """Each member's newest trial."""
+    return self.trials("id IN (SELECT MAX(id) FROM trials GROUP BY member)")
+
+  # --- checkpoints ------------------------------------------------------------------------
+  def collectable(self) -> list[Trial]:
+    """Done trials whose checkpoint exists (not yet garbage collected)."""
+    return self.trials("status=? AND ckpt IS NOT NULL AND ckpt_deleted=0", (DONE,))
+
+  def live_checkpoints(self) -> list[Trial]:
+    """Trials with a checkpoint that garbage collection has not removed."""
+    return self.trials("ckpt IS NOT NULL AND ckpt_deleted=0")
+
+  def mark_ckpt_deleted(self, db, trial_ids: list[int]) -> None:
+    db.executemany("UPDATE trials SET ckpt_deleted=1 WHERE id=?", [(int(i),) for i in trial_ids])
 
   def population(self) -> dict[int, int]:
     return dict(self._db.execute("SELECT member, trial_id FROM population ORDER BY member"))

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from minmaxlab.pbt._store import EPOCH, ControllerGone, Store, Trial
+from minmaxlab.pbt._store import EPOCH, STORE_FILE, TASK, ControllerGone, Store, Trial
+from minmaxlab.pbt._task import resolve_task, task_spec
 
 FINISHED = "finished"
 HEARTBEAT = "controller_heartbeat"  # kv key: rewritten by the live controller every few seconds
@@ -244,3 +245,50 @@ def serve_trials(
   finally:
     store.close()
   return done
+
+
+def join_run(
+  workdir: str | os.PathLike,
+  name: str | None = None,
+  wait_s: float = 120.0,
+  epoch: str | None = None,
+) -> int:
+  """Work for the controller of ``workdir`` from any process that sees its files.
+
+  Waits up to ``wait_s`` seconds for the controller to publish its task in the
+  store, then claims and runs trials until the run is finished (see
+  :func:`worker_loop`). The store holds only the task's name and JSON
+  arguments; the task is imported here, so the same code must be installed.
+  The worker exits when the controller's heartbeat stops for the run's
+  ``orphan_s`` (or, with ``epoch``, when another controller takes over).
+  Returns the number of trials completed.
+  """
+  workdir = Path(workdir).expanduser().resolve()
+  store_path = workdir / STORE_FILE
+  deadline = time.monotonic() + wait_s
+  while True:
+    if store_path.exists():
+      store = Store(store_path)
+      try:
+        task = store.get(TASK)
+      finally:
+        store.close()
+      if task is not None:
+        break
+    if time.monotonic() > deadline:
+      raise TimeoutError(f"no PBT controller published a task in {workdir} within {wait_s} s")
+    time.sleep(0.1)
+  if not isinstance(task, dict) or not isinstance(task.get("task"), dict):
+    raise ValueError(f"{store_path}: no named task in the store (functions run inline only)")
+  init_fn, train_fn = resolve_task(task_spec(task["task"]["target"], task["task"]["args"]))
+  return worker_loop(
+    str(store_path),
+    str(workdir / "checkpoints"),
+    init_fn,
+    train_fn,
+    name=name,
+    lease_s=float(task["lease_s"]),
+    poll_s=float(task["poll_s"]),
+    epoch=epoch,
+    orphan_s=float(task["orphan_s"]),
+  )
