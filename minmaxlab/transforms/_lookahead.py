@@ -22,7 +22,6 @@ from minmaxlab.transforms._common import (
 )
 
 _SLOW_INITS = ("params", "lazy")
-_MERGE = "mask"
 
 
 class LookaheadMinmaxState(NamedTuple):
@@ -76,33 +75,6 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
       jnp.zeros([], bool),
     )
 
-  def _cond_version(u, inner_state, count, synced, params, state):
-    def sync(_):
-      fast = optax.apply_updates(params, u)
-      slows = list(state.slow)
-      for level, (k, alpha) in enumerate(zip(sync_periods, slow_step_sizes)):
-        k = jnp.asarray(k, jnp.int32)
-        due = count % k == 0
-        moved = jax.tree.map(lambda s, f: s + alpha * (f - s), slows[level], fast)
-        if lazy:
-          moved = tree_where(count == k, fast, moved)
-        new_slow = tree_where(due, moved, slows[level])
-        fast = tree_where(due, new_slow, fast)
-        slows = [tree_where(due, new_slow, s) for s in slows[:level]] + slows[level:]
-        slows[level] = new_slow
-      out = (tree_sub(fast, params), tuple(slows))
-      return out + (inner.init(fast),) if reset_state else out
-
-    def no_sync(_):
-      out = (u, state.slow)
-      return out + (inner_state,) if reset_state else out
-
-    out = jax.lax.cond(synced, sync, no_sync, None)
-    new_updates, slows = out[:2]
-    if reset_state:
-      inner_state = out[2]
-    return new_updates, LookaheadMinmaxState(count, slows, inner_state, synced)
-
   def update_fn(updates, state, params=None, **extra_args):
     check_updates(updates, "lookahead_minmax")
     params = require_params(params, "lookahead_minmax")
@@ -110,29 +82,34 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
     count = optax.safe_int32_increment(state.count)
     # Every period is a multiple of the first, so any sync is a level-0 sync.
     synced = count % jnp.asarray(sync_periods[0], jnp.int32) == 0
-    if _MERGE == "cond":
-      return _cond_version(u, inner_state, count, synced, params, state)
-    # The sync is merged in with masks (as ``optax.lookahead``), not a ``lax.cond``: a
-    # ``cond`` inside a ``scan`` copies the slow weights (and the update) through its
-    # outputs on every step without a sync, which cost more than the few fused
-    # elementwise selects below (issue 11: 8-11% over ``alternating``).
-    fast = optax.apply_updates(params, u)
-    slows = list(state.slow)
-    for level, (k, alpha) in enumerate(zip(sync_periods, slow_step_sizes)):
-      due = count % jnp.asarray(k, jnp.int32) == 0
-      moved = jax.tree.map(lambda s, f: s + alpha * (f - s), slows[level], fast)
-      if lazy:  # the reference GAN code copies the fast weights at the first sync
-        moved = tree_where(count == k, fast, moved)
-      new_slow = tree_where(due, moved, slows[level])
-      fast = tree_where(due, new_slow, fast)
-      # Every faster level restarts from the new slow weights.
-      slows = [tree_where(due, new_slow, s) for s in slows[:level]] + slows[level:]
-      slows[level] = new_slow
-    # Between syncs the update is the inner update itself (bit-exact).
-    new_updates = tree_where(synced, tree_sub(fast, params), u)
-    slows = tuple(slows)
+
+    def sync_slow():
+      fast = optax.apply_updates(params, u)
+      slows = list(state.slow)
+      for level, (k, alpha) in enumerate(zip(sync_periods, slow_step_sizes)):
+        due = count % jnp.asarray(k, jnp.int32) == 0
+        moved = jax.tree.map(lambda s, f: s + alpha * (f - s), slows[level], fast)
+        if lazy:  # the reference GAN code copies the fast weights at the first sync
+          moved = tree_where(count == k, fast, moved)
+        new_slow = tree_where(due, moved, slows[level])
+        fast = tree_where(due, new_slow, fast)
+        # Every faster level restarts from the new slow weights.
+        slows = [tree_where(due, new_slow, s) for s in slows[:level]] + slows[level:]
+        slows[level] = new_slow
+      return tuple(slows)
+
+    # Only the slow weights go through the `cond` (its false branch passes them on
+    # untouched, no arithmetic on the k-1 steps out of k without a sync). The update
+    # is merged with a mask outside it: after any sync the fast weights equal slow[0],
+    # and a select on `u` fuses with the inner optimizer's last elementwise kernel and
+    # the caller's `apply_updates`, while routing `u` through the `cond` made XLA
+    # materialise it as a cond operand and result every step (issue 11: 8-11% over
+    # `alternating`).
+    # Under `vmap` with a batched counter the `cond` becomes a select, as a mask would.
+    slows = jax.lax.cond(synced, sync_slow, lambda: tuple(state.slow))
+    new_updates = tree_where(synced, tree_sub(slows[0], params), u)
     if reset_state:
-      inner_state = jax.lax.cond(synced, lambda: inner.init(fast), lambda: inner_state)
+      inner_state = jax.lax.cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
     return new_updates, LookaheadMinmaxState(count, slows, inner_state, synced)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
