@@ -5,12 +5,12 @@ of the lookahead slow weights, updated at syncs) and ``averaged_params`` to
 read the average out of an optimizer state.
 """
 
-from minmaxlab.transforms._averaging import (
-    AveragingState,
-    averaged_params,
-    ema,
-    slow_ema,
-    uniform,
+from minmaxlab.transforms import (
+  AveragingState,
+  averaged_params,
+  ema,
+  slow_ema,
+  uniform,
 )
 
 __all__ = ["AveragingState", "averaged_params", "ema", "slow_ema", "uniform"]

@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from minmaxlab.games._players import Players
-from minmaxlab.games._players import vector_field as make_vector_field
+from minmaxlab.games import Players
+from minmaxlab.games import vector_field as make_vector_field
 
 
 class Trajectory(NamedTuple):
@@ -36,8 +36,9 @@ class Trajectory(NamedTuple):
   iterates: Players | None
 
 
-def field_evaluations_per_step(tx: optax.GradientTransformation, field: Callable, params: Players,
-                               *args: Any) -> int:
+def field_evaluations_per_step(
+  tx: optax.GradientTransformation, field: Callable, params: Players, *args: Any
+) -> int:
   r"""How many times one ``update`` of ``tx`` evaluates the game's field ("passes").
 
   Counted, not assumed: one evaluation for the ``updates`` argument plus every
@@ -77,10 +78,12 @@ def _run(tx, game, params, num_steps, key, batch_size, point, keep_iterates):
   vf = make_vector_field(game.loss)
 
   if batch_size is None:
+
     def field_at(p, step_key, i):
       del step_key, i
       return vf(p)
   else:
+
     def field_at(p, step_key, i):
       return vf(p, game.sample(jax.random.fold_in(step_key, i), batch_size))
 
@@ -90,8 +93,9 @@ def _run(tx, game, params, num_steps, key, batch_size, point, keep_iterates):
 
   def body(carry, step_key):
     p, state = carry
-    u, state = tx.update(field_at(p, step_key, 0), state, p,
-                         vector_field=lambda q, i: field_at(q, step_key, i))
+    u, state = tx.update(
+      field_at(p, step_key, 0), state, p, vector_field=lambda q, i: field_at(q, step_key, i)
+    )
     p = optax.apply_updates(p, u)
     return (p, state), measured(p, state)
 
@@ -106,15 +110,15 @@ def _run(tx, game, params, num_steps, key, batch_size, point, keep_iterates):
 
 
 def run_game(
-    tx: optax.GradientTransformation,
-    game: Any,
-    params: Players,
-    num_steps: int,
-    *,
-    key: jax.Array | None = None,
-    batch_size: int | None = None,
-    point: str = "params",
-    keep_iterates: bool = False,
+  tx: optax.GradientTransformation,
+  game: Any,
+  params: Players,
+  num_steps: int,
+  *,
+  key: jax.Array | None = None,
+  batch_size: int | None = None,
+  point: str = "params",
+  keep_iterates: bool = False,
 ) -> Trajectory:
   r"""Run ``tx`` on ``game`` for ``num_steps`` full steps under ``lax.scan``.
 
@@ -154,16 +158,16 @@ def run_game(
 
 
 def run_games(
-    tx: optax.GradientTransformation,
-    games: Any,
-    params: Players,
-    num_steps: int,
-    *,
-    keys: jax.Array | None = None,
-    batch_size: int | None = None,
-    point: str = "params",
-    keep_iterates: bool = False,
-    game_axis: int | None = 0,
+  tx: optax.GradientTransformation,
+  games: Any,
+  params: Players,
+  num_steps: int,
+  *,
+  keys: jax.Array | None = None,
+  batch_size: int | None = None,
+  point: str = "params",
+  keep_iterates: bool = False,
+  game_axis: int | None = 0,
 ) -> Trajectory:
   """:func:`run_game` for several seeds at once, under ``jax.vmap`` and ``jit``.
 
@@ -188,7 +192,7 @@ def run_games(
   run = _compiled_run(tx, num_steps, batch_size, point, keep_iterates, (game_axis,))
   out = run(games, params, keys)
   per_step = field_evaluations_per_step(
-      tx, make_vector_field(_first(games, game_axis).loss), _first(params, 0)
+    tx, make_vector_field(_first(games, game_axis).loss), _first(params, 0)
   )
   return out._replace(passes=jnp.arange(num_steps + 1, dtype=jnp.int32) * per_step)
 

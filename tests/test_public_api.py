@@ -1,0 +1,181 @@
+"""The public surface of every subpackage is pinned, and no module reaches into
+another package's private modules.
+
+A change to a package's ``__all__`` must update :data:`PINS` here (a deliberate,
+reviewed API change). Private modules (``_name``) are imported only from inside
+their own package; other packages and the experiments use the public names.
+"""
+
+import ast
+import importlib
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+# package -> its ``__all__`` (whitespace separated)
+PINS = {
+  "games": """
+    BilinearGame DiracGAN Players QuadraticGame StochasticBilinearGame bilinear check_players
+    dirac_gan quadratic random_bilinear random_stochastic_bilinear stochastic_bilinear
+    value_and_vector_field vector_field
+  """,
+  "transforms": """
+    AlternatingState AveragingState ExtragradientState FieldFn LookaheadMinmaxState
+    OptimisticState PerPlayerState PerPlayerTransformation PlayerTransforms UnrolledState
+    VectorFieldFn alternating apply_game_step averaged_params count_learning_rates ema
+    extragradient game_step hyperparam lookahead_minmax lookahead_slow_params merge_by_player
+    nested_lookahead_minmax optimistic per_player player_labels set_learning_rates slow_ema
+    uniform unrolled with_field_processing
+  """,
+  "analysis": """
+    JacobianSummary RadiusGrid Trajectory UpdateOperator altgda_eigenvalues
+    closed_form_eigenvalues decompose eg_eigenvalues eigenvalue_angles
+    field_evaluations_per_step gda_eigenvalues jacobian jvp_operator lookahead_eigenvalues
+    ogda_eigenvalues per_step_rate plot_distance_curves plot_eigenvalues plot_phase_portrait
+    plot_radius_heatmap plot_radius_vs_step_size run_game run_games spectral_radius
+    spectral_radius_grid summarize_jacobian top_eigenvalues update_operator vjp_operator
+  """,
+  "gan.models": """
+    BatchStatNorm GANPair Model dcgan_discriminator dcgan_generator from_linen make_pair
+    mlp_discriminator mlp_generator num_params resnet_discriminator resnet_generator
+    spectral_norm_estimate spectral_normalize
+  """,
+  "gan.losses": """
+    LOSSES game_loss gradient_penalty heuristic hinge lsgan minimax_bce mse_sigmoid ns_bce
+    wasserstein
+  """,
+  "gan.data": """
+    ArrayDataset Batch DIGITS_TRAIN_SIZE FASHION_MNIST_DIR Mixture batches epoch_batch
+    epoch_permutation find_idx_split grid25 load prepare_idx_tfds read_cifar10 read_idx
+    read_idx_split ring8 safe_load_pickle sample_batch uint8_to_unit_range write_idx
+  """,
+  "gan.metrics": """
+    ClassifierNet EvalClassifier FeatureExtractor FunctionExtractor ImageEvaluator class_tvd
+    classifier_evaluator cnn_classifier default_cache_dir frechet_distance gaussian_statistics
+    inception_score load_or_train_classifier mixture_metrics mode_assignments mode_histogram
+    real_statistics train_classifier
+  """,
+  "coevolution": """
+    Coevolution CoevolutionConfig CoevolutionState aggregate_fitness count_learning_rates
+    default_scheme fid_score frechet_distance_jax gather_neighbours member_mask
+    merge_by_player mixture_es_step mode_tvd_score mutate_learning_rates neighbour_indices
+    neighbour_offsets normalise_weights player_labels replacement_sources set_learning_rates
+    tournament weighted_statistics
+  """,
+  "distributed": """
+    MPIExchange MeshExchange check_grid_fits grid_mesh grid_shardings initialize mpi_blocks
+    shard_grid sharded_step
+  """,
+  "pbt": """
+    CampaignFailed Categorical ConfigMismatch Continuous Controller ControllerGone PBTState
+    STORE_FILE Store TaskSpec Trial VectorizedPBT explore explore_values exponential_decay
+    gather_members join_run load_checkpoint mpi_worker mpi_world named_task needed_trials
+    piecewise_constant replay resolve_task run_mpi run_trial sample_prior sample_values
+    serve_trials set_hyperparams task_spec tournament_exploit truncation_exploit
+    truncation_size validate_space vectorized_pbt worker_loop
+  """,
+  "runner": """
+    CheckpointManager EventFileWriter MetricWriter ProgressBar Run checkpoint_steps
+    compilation_cache_dir config_changes enable_compilation_cache exit_on_interrupt
+    finished_run image_grid interrupted_line load_run program_key read_events read_jsonl
+    read_scalars report_compilation rerun_command run_record run_status save_image_grid
+    save_metric_curves save_scatter start_run write_config
+  """,
+}
+
+# Imports of another package's private module that remain, each in a file another engineer is
+# editing (issue 16). Remove an entry once it is fixed; a new violation fails the test.
+KNOWN_PRIVATE_IMPORTS = {
+  ("experiments/benchmarks/gan_models.py", "minmaxlab.gan.models._dcgan"),
+  ("minmaxlab/coevolution/__init__.py", "minmaxlab.transforms._by_player"),
+  ("minmaxlab/coevolution/_coevolution.py", "minmaxlab.games._players"),
+  ("minmaxlab/coevolution/_coevolution.py", "minmaxlab.transforms._by_player"),
+  ("minmaxlab/distributed/_exchange.py", "minmaxlab.coevolution._exchange"),
+  ("minmaxlab/pbt/_vectorized.py", "minmaxlab.transforms._by_player"),
+  ("minmaxlab/transforms/_alternating.py", "minmaxlab.games._players"),
+  ("minmaxlab/transforms/_averaging.py", "minmaxlab.games._players"),
+  ("minmaxlab/transforms/_common.py", "minmaxlab.games._players"),
+  ("minmaxlab/transforms/_lookahead.py", "minmaxlab.games._players"),
+  ("minmaxlab/transforms/_per_player.py", "minmaxlab.games._players"),
+  ("minmaxlab/transforms/_step.py", "minmaxlab.games._players"),
+  ("minmaxlab/transforms/_unrolled.py", "minmaxlab.games._players"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(PINS))
+def test_public_api_is_pinned(package):
+  module = importlib.import_module(f"minmaxlab.{package}")
+  names = list(module.__all__)
+  assert len(names) == len(set(names)), f"{package}: duplicate names in __all__"
+  pinned = set(PINS[package].split())
+  added, removed = sorted(set(names) - pinned), sorted(pinned - set(names))
+  assert not added and not removed, f"{package}: added {added}, removed {removed}"
+  missing = [n for n in names if not hasattr(module, n)]
+  assert not missing, f"{package}: __all__ names it does not define: {missing}"
+
+
+def _private_module(name: str) -> tuple[str, str] | None:
+  """``(package, module)`` if dotted ``name`` goes through a private ``_part``."""
+  parts = name.split(".")
+  for i, part in enumerate(parts):
+    if part.startswith("_") and not part.startswith("__"):
+      return ".".join(parts[:i]), ".".join(parts[: i + 1])
+  return None
+
+
+def private_imports(source: str) -> list[tuple[str, str]]:
+  """``(package, private module)`` of every absolute ``minmaxlab`` import in
+  ``source`` that names a private module (``from minmaxlab.x._y import z``,
+  ``import minmaxlab.x._y``, ``from minmaxlab.x import _y``), lazy ones included."""
+  found = []
+  for node in ast.walk(ast.parse(source)):
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+      if node.module.split(".")[0] != "minmaxlab":
+        continue
+      hit = _private_module(node.module)
+      if hit is not None:
+        found.append(hit)
+      else:
+        found += [
+          (node.module, f"{node.module}.{a.name}") for a in node.names if _private_module(a.name)
+        ]
+    elif isinstance(node, ast.Import):
+      for alias in node.names:
+        hit = _private_module(alias.name)
+        if alias.name.split(".")[0] == "minmaxlab" and hit is not None:
+          found.append(hit)
+  return found
+
+
+def _own_package(path: pathlib.Path) -> str | None:
+  parts = path.relative_to(ROOT).parts
+  return ".".join(parts[:-1]) if parts[0] == "minmaxlab" else None
+
+
+def test_private_import_scanner():
+  src = (
+    "from minmaxlab.gan.models._dcgan import G\n"
+    "import minmaxlab.pbt._store\n"
+    "def f():\n  from minmaxlab.coevolution import _exchange\n"
+    "from minmaxlab.games import Players\nfrom . import _x\nimport _thread\n"
+  )
+  assert private_imports(src) == [
+    ("minmaxlab.gan.models", "minmaxlab.gan.models._dcgan"),
+    ("minmaxlab.pbt", "minmaxlab.pbt._store"),
+    ("minmaxlab.coevolution", "minmaxlab.coevolution._exchange"),
+  ]
+
+
+def test_no_module_imports_another_packages_private_module():
+  files = sorted([*ROOT.glob("minmaxlab/**/*.py"), *ROOT.glob("experiments/**/*.py")])
+  assert len(files) > 50
+  found = set()
+  for path in files:
+    own = _own_package(path)
+    for package, module in private_imports(path.read_text()):
+      if package != own:
+        found.add((str(path.relative_to(ROOT)), module))
+  new = sorted(found - KNOWN_PRIVATE_IMPORTS)
+  assert not new, f"imports of another package's private module: {new}"
