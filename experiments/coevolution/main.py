@@ -89,10 +89,6 @@ def main(argv):
 
     for line in compare.compare(config, _WORKDIR.value, row):
       print(line)
-    from experiments.coevolution import compare
-
-    for line in compare.compare(config, workdir, row):
-      print(line)
     print(f"pictures: {workdir}/samples/, curves: {workdir}/metrics.png")
 
 
