@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# GPU check: install the CUDA extra, run the GPU-relevant tests on the device, time a 4x4 grid of
+# DCGAN coevolution cells and a vectorized PBT round, and write ONE JSON line with the device
+# name and the fraction of its peak FLOP/s reached (experiments/benchmarks/gpu_check.py).
+#
+#   experiments/benchmarks/gpu_check.sh [--dry] [--out FILE]
+#
+# --dry (or GPU_CHECK_DRY=1): no install, no test run, tiny sizes on whatever device JAX has
+# (the CPU in the test suite). Environment: PYTHON (default .venv/bin/python, else python3),
+# CUDA_EXTRA (default cuda13; cuda12 for CUDA 12 drivers), GPU_CHECK_TESTS (the test files),
+# GPU_CHECK_PEAK_FLOPS (override the peak table). The JSON line goes to stdout and is appended
+# to FILE (default runs/gpu_check.jsonl).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+dry="${GPU_CHECK_DRY:-0}"
+out="runs/gpu_check.jsonl"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry) dry=1 ;;
+    --out) out="$2"; shift ;;
+    --out=*) out="${1#--out=}" ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+py="${PYTHON:-}"
+if [ -z "$py" ]; then
+  if [ -x .venv/bin/python ]; then py=.venv/bin/python; else py=python3; fi
+fi
+mkdir -p "$(dirname "$out")"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+helper_args=(--out "$out")
+
+if [ "$dry" = "1" ]; then
+  helper_args+=(--dry)
+else
+  extra="${CUDA_EXTRA:-cuda13}"
+  echo "gpu_check: installing minmaxlab[$extra]" >&2
+  "$py" -m pip install --quiet -e ".[$extra]" >&2
+  export JAX_PLATFORMS=cuda
+  "$py" -c 'import jax; d = jax.devices()[0]; assert d.platform == "gpu", d; print("gpu_check:", d.device_kind, file=__import__("sys").stderr)'
+  tests="${GPU_CHECK_TESTS:-tests/test_gan_resnet.py tests/test_unrolled.py tests/test_gan_models.py tests/test_transforms_suite.py tests/test_coevolution.py tests/test_pbt_vectorized.py}"
+  echo "gpu_check: pytest $tests" >&2
+  set +e
+  # shellcheck disable=SC2086
+  "$py" -m pytest -q -p no:cacheprovider $tests --junitxml="$work/junit.xml" >&2
+  rc=$?
+  set -e
+  "$py" - "$work/junit.xml" "$rc" "$tests" > "$work/tests.json" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+path, rc, files = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+out = {"files": files, "pytest_exit_code": rc}
+try:
+  suites = ET.parse(path).getroot()
+  suites = [suites] if suites.tag == "testsuite" else list(suites)
+  for k in ("tests", "failures", "errors", "skipped"):
+    out[k] = sum(int(s.get(k, 0)) for s in suites)
+  out["seconds"] = sum(float(s.get("time", 0)) for s in suites)
+except (OSError, ET.ParseError) as e:
+  out["junit_error"] = str(e)
+print(json.dumps(out))
+PY
+  helper_args+=(--tests-json "$work/tests.json")
+fi
+
+"$py" experiments/benchmarks/gpu_check.py "${helper_args[@]}"
