@@ -52,6 +52,7 @@ def test_protocol_is_the_papers():
   assert {"AveragingState", "LookaheadMinmaxState", "AlternatingState"} <= found
 
 
+@pytest.mark.slow  # about a minute of CPU: compiling the SN-ResNet step and the evaluator
 def test_smoke_two_steps_on_a_fake_cifar_folder(tmp_path):
   config = cifar10_lagan_smoke.get_config()
   config.data_dir = str(_write_fake_cifar(tmp_path / "cifar-10-batches-py"))
@@ -78,7 +79,8 @@ def test_smoke_two_steps_on_a_fake_cifar_folder(tmp_path):
   slow = minmaxlab.lookahead_slow_params(state.opt_state)
   start = init().params.min
   for a, b in zip(jax.tree.leaves(slow.min), jax.tree.leaves(state.params.min), strict=True):
-    np.testing.assert_array_equal(a, b)  # right after a sync, fast == slow
+    # Right after a sync fast == slow (up to rounding: the fused update computes them apart).
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-10)
   # The evaluated generator: EMA (decay 0.5) of the initial and the synced slow weights.
   ema = minmaxlab.averaging.averaged_params(state.opt_state).min
   for e, s0, s1 in zip(*(jax.tree.leaves(t) for t in (ema, start, slow.min)), strict=True):
