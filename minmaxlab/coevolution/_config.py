@@ -8,6 +8,7 @@ from minmaxlab.coevolution._grid import NEIGHBOURHOODS
 
 FITNESS_MODES = ("average", "worst", "best")
 CELL_STRATEGIES = ("auto", "vmap", "map")
+SCHEDULES = ("simultaneous", "lipizzaner")
 MUSTANGS_LOSSES = ("ns_bce", "lsgan", "heuristic")
 
 
@@ -41,6 +42,13 @@ class CoevolutionConfig:
       2: Lipizzaner's MNIST/CIFAR schedule (``discriminator_skip_each_nth_step:
       1``), about 0.74x the FLOPs per step for its MLP pair. Must be in
       ``[1, steps_per_generation]``.
+    schedule: the order of the two players' updates on a batch where both train:
+      ``"simultaneous"`` (default): one update of both from one shared forward pass
+      (the discriminator plays the fakes of the generator before its step);
+      ``"lipizzaner"``: the generator steps, then the discriminator steps against the
+      UPDATED generator with fresh fakes (Lipizzaner's trainer; each player's update
+      is its own scheme update, and a shared counter such as Lookahead's still counts
+      batches). With ``d_every=2`` this is Lipizzaner's MNIST schedule exactly.
     loss: a name of ``minmaxlab.gan.losses.LOSSES`` or ``"mustangs"`` (each cell
       draws BCE, least squares or heuristic at random every generation).
     mixture_sigma: step of the mixture-weight (1+1)-ES.
@@ -72,6 +80,7 @@ class CoevolutionConfig:
   batch_size: int = 100
   steps_per_generation: int = 600
   d_every: int = 1
+  schedule: str = "simultaneous"
   loss: str = "ns_bce"
   mixture_sigma: float = 0.01
   mixture_samples: int = 1000
@@ -82,8 +91,16 @@ class CoevolutionConfig:
     def bad(name, expected):
       raise ValueError(f"{name} must be {expected}, got {getattr(self, name)!r}")
 
-    for name in ("rows", "cols", "population_size", "tournament_size", "fitness_samples",
-                 "batch_size", "steps_per_generation", "mixture_samples"):
+    for name in (
+      "rows",
+      "cols",
+      "population_size",
+      "tournament_size",
+      "fitness_samples",
+      "batch_size",
+      "steps_per_generation",
+      "mixture_samples",
+    ):
       value = getattr(self, name)
       if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         bad(name, "an integer >= 1")
@@ -99,6 +116,8 @@ class CoevolutionConfig:
       bad("fitness_mode", f"one of {FITNESS_MODES}")
     if self.opponents not in ("auto", "selected", "neighbourhood"):
       bad("opponents", "one of ('auto', 'selected', 'neighbourhood')")
+    if self.schedule not in SCHEDULES:
+      bad("schedule", f"one of {SCHEDULES}")
     if self.cell_strategy not in CELL_STRATEGIES:
       bad("cell_strategy", f"one of {CELL_STRATEGIES}")
     if not 0.0 <= self.mutation_probability <= 1.0:

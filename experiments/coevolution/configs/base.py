@@ -32,6 +32,10 @@ def get_config() -> ml_collections.ConfigDict:
   # The discriminators train on every d_every-th batch only (the generators on every batch):
   # 1 = both every batch; 2 = Lipizzaner's MNIST schedule (with lookahead=False: its parity).
   c.d_every = 1
+  # Order of the players' updates on a batch where both train: "simultaneous" (one update of
+  # both from one forward pass) or "lipizzaner" (the generator steps, then the discriminator
+  # against the updated generator with fresh fakes: Lipizzaner's trainer).
+  c.schedule = "simultaneous"
   c.loss = "ns_bce"  # a minmaxlab.gan.losses name, or "mustangs"
   c.mixture_sigma = 0.01
   c.mixture_samples = 1000
