@@ -13,7 +13,8 @@ compilation cache folder (``MINMAXLAB_CACHE_DIR``); default config: the main job
 
 For each it reports the seconds from starting the process to the line of its first
 generation (``to_first_generation_s``: imports, building, compiling or loading, the
-generation itself), the first generation's own time from ``summary.json`` and the
+generation itself), the first generation's own time from ``summary.json``, the process's
+CPU seconds (``process_cpu_s``, all threads: meaningful on a loaded machine) and the
 compile/cache lines printed. Prints one JSON line.
 """
 
@@ -24,6 +25,7 @@ import json
 import os
 import platform
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -47,6 +49,7 @@ def run_once(config: str, workdir: Path, cache: Path, generations: int) -> dict:
   ]
   env = dict(os.environ, MINMAXLAB_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1")
   env.pop("MINMAXLAB_RERUN", None)
+  cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
   t0 = time.perf_counter()
   proc = subprocess.Popen(
     cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -57,6 +60,7 @@ def run_once(config: str, workdir: Path, cache: Path, generations: int) -> dict:
     if first is None and re.match(r"generation \d+/\d+", line):
       first = time.perf_counter() - t0
   proc.wait()
+  cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
   if proc.returncode:
     raise RuntimeError(f"{' '.join(cmd)} failed:\n" + "\n".join(lines[-20:]))
   summary = json.loads((workdir / "summary.json").read_text())
@@ -64,6 +68,9 @@ def run_once(config: str, workdir: Path, cache: Path, generations: int) -> dict:
     "to_first_generation_s": round(first, 2),
     "first_generation_own_s": round(summary["first_generation_seconds"], 2),
     "process_s": round(time.perf_counter() - t0, 2),
+    # CPU seconds of the whole process (all threads): what the wall times above cost on a
+    # machine shared with other jobs.
+    "process_cpu_s": round((cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime), 2),
     "compile_lines": [x for x in lines if x.startswith(("compiled ", "loaded "))],
   }
 
