@@ -218,19 +218,18 @@ def make_chunk(exp: Experiment, config) -> Callable:
   def step(state, _):
     step_key = jax.random.fold_in(train_key, state.step)
     batches = [minibatch(step_key, i) for i in range(exp.num_evals)]
-    (loss_min, loss_max), field = vaf(state.params, *batches[0])
-    extra = {"vector_field": lambda p, i: vaf(p, *batches[i])[1]}
+    extra = {}
     if config.scheme == "unrolled":  # differentiates the generator's loss itself
       extra["loss_fn"] = lambda p, i: exp.loss_fn(p, *batches[i])
-    updates, opt_state = exp.tx.update(field, state.opt_state, state.params, **extra)
-    params = optax.apply_updates(state.params, updates)
+    params, opt_state, (loss_min, loss_max) = minmaxlab.game_step(
+      exp.tx, lambda p, i: vaf(p, *batches[i]), state.params, state.opt_state, **extra
+    )
     return TrainState(state.step + 1, params, opt_state), jnp.stack([loss_min, loss_max])
 
   @jax.jit
   def chunk(state):
     state, step_losses = jax.lax.scan(step, state, None, length=config.log_every)
-    finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(state.params)]))
-    return state, step_losses, finite
+    return state, step_losses, all_finite(state.params)
 
   return chunk
 
