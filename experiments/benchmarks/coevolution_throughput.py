@@ -19,22 +19,25 @@ Strategies for a ``rows x cols`` grid:
   neighbourhood slots are copies of itself, masked but still evaluated: the fitness
   matrices keep their 5x5 shape), without the neighbour exchange.
 
-Reference (``/work/shared/research/lipizzaner.md`` section 6, quiet machine,
-OMP_NUM_THREADS=1, MNIST MLP, batch 100): seconds per iteration =
-pre (pull + fitness + selection) + ms/batch x batches + post (refit + replacement) +
-mixture FID(s). The script reports the reference's cost at the same number of batches,
-with and without its FIDs, and the ratio to our measured seconds per generation.
-Lipizzaner trains the D only every second batch, so our step does about 1.35x its work
-per batch (581.5 vs 430.6 MFLOP, ``perf_limit.md`` section 2): the ratio is conservative.
+No number measured on another host enters any ratio here: every ratio divides two programs
+timed in the same process, interleaved, on this host (``--floor``), and the JSON states the
+CPU model and the load.
 
   python experiments/benchmarks/coevolution_throughput.py [--steps 20] [--grids 1x1,2x2,3x3]
       [--generations 2] [--strategies vmap,map,loop]
-  python experiments/benchmarks/coevolution_throughput.py --floor [--generations 3] [--with-d1]
+  python experiments/benchmarks/coevolution_throughput.py --floor [--generations 5] [--with-d1]
 
-``--floor`` times exactly the work of ``perf_limit.md`` §6: a 2x2 generation with 600 batches
-per cell, the generator every batch and the discriminator every second batch (``d_every=2``),
-for ``map`` and ``vmap``, repeats interleaved, and prints the ratio to that floor (12.1-13.1 s)
-and to Lipizzaner's 57-63 s per full-epoch 2x2 iteration.
+``--floor`` times a 2x2 Lipizzaner generation (600 batches per cell, ``schedule="lipizzaner"``,
+``d_every=2``: per batch the generator steps, then on every second batch the discriminator
+steps against the updated generator with fresh fakes; the 5x5 fitness matrices on 1000
+samples and the replacement's re-scoring of the trained pair) against a plain-JAX floor
+program doing the same work (hand-written MLP, softplus BCE and Adam, 4 cells one after
+another), repeats interleaved. Both programs' matmul FLOPs per generation come from XLA's
+compiled HLO (every ``dot``, scaled by the known trip counts of the loops around it; XLA's
+own ``cost_analysis()`` counts a loop body once, so its totals are printed too), so the JSON
+shows that the work is equal. It also measures XLA's throughput on each matmul shape of the
+training step in isolation (``lax.scan`` of 200 dots) in the same run, and reports the
+training phase's GFLOP/s as a fraction of that per-shape mix.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import functools
 import json
 import os
 import platform
+import re
 import resource
 import time
 from typing import Any, NamedTuple
@@ -54,14 +58,6 @@ import numpy as np
 
 from minmaxlab import coevolution as co
 from minmaxlab.gan import data, metrics, models
-
-# Lipizzaner, quiet machine, OMP=1 (lipizzaner.md §6 table, midpoints of the ranges):
-# (pre s, train ms/batch/cell, post s, mixture FIDs s per iteration per cell).
-REFERENCE = {
-  "1x1": {"pre": 0.4, "ms_per_batch": 43.5, "post": 0.055, "fid": 0.75},
-  "2x2": {"pre": 1.75, "ms_per_batch": 98.0, "post": 0.7, "fid": 2.75},
-  "3x3": {"pre": 7.95, "ms_per_batch": 212.0, "post": 2.55, "fid": 7.2},
-}
 
 
 class FidData(NamedTuple):
@@ -74,13 +70,14 @@ def _rss_mib() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _coevolution(rows, cols, steps, strategy, pair, d_every=1):
+def _coevolution(rows, cols, steps, strategy, pair, d_every=1, schedule="simultaneous"):
   cfg = co.CoevolutionConfig(
     rows=rows,
     cols=cols,
     batch_size=100,
     steps_per_generation=steps,
     d_every=d_every,
+    schedule=schedule,
     fitness_samples=1000,
     mixture_samples=1,
     cell_strategy=strategy,
@@ -114,21 +111,144 @@ def _time_generations(run, generations):
   return out[1:]
 
 
-# perf_limit.md §6: a 2x2 Lipizzaner generation (600 batches per cell, G every batch, D every
-# second batch, 5x5 fitness matrices on 1000 samples) written as plain JAX on this CPU:
-# 12.1 / 12.3 s (min / median) with one fitness pass, about 13.1 s with the second (re-scoring)
-# pass Lipizzaner makes. Lipizzaner itself (lipizzaner.md §6, quiet, OMP=1): 57-63 s per
-# full-epoch 2x2 iteration, FIDs included; its training alone is 86-93 ms/batch/cell.
-FLOOR_2X2 = {"one_fitness_pass_s": [12.1, 12.3], "two_fitness_passes_s": 13.1}
-LIPIZZANER_2X2_EPOCH = {"cycle_s": [57.0, 63.0], "train_ms_per_batch_per_cell": [86.0, 93.0]}
+_COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) .*\{$")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%(\S+) = (.*)$")
+_CALLED = re.compile(r"\b(calls|to_apply|body|true_computation|false_computation)=%([\w.\-]+)")
+_BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
+_TRIP = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+_DIMS = re.compile(r"\[([\d,]*)\]")
 
 
-def _reference_program(images, steps):
-  """perf_limit.md's floor, rebuilt here to be timed under the same load as ours: 4 cells one
-  after another (``lax.map``), each a plain-JAX Lipizzaner MNIST cell (MLP lists of
-  ``{"w", "b"}``, leaky ReLU 0.2, softplus BCE, hand-written Adam(2e-4, 0.5, 0.999)): a full
+def _split_shape(rest):
+  """``'f32[3,4]{1,0} dot(...)...'`` -> (shape text, remainder); tuples in parentheses."""
+  if rest.startswith("("):
+    depth = 0
+    for n, ch in enumerate(rest):
+      depth += ch == "("
+      depth -= ch == ")"
+      if depth == 0:
+        return rest[: n + 1], rest[n + 2 :]
+  shape, _, remainder = rest.partition(" ")
+  return shape, remainder
+
+
+def hlo_matmul_flops(compiled) -> dict:
+  """Matmul FLOPs of one run of a compiled XLA program, from its optimized HLO: every
+  ``dot`` counts ``2 * prod(output) * prod(contracted lhs dims)``, multiplied by the known
+  trip count of every loop (``while``) around it and counted once per call site (fusions,
+  calls); of a conditional's branches the largest. Returns ``{"flops", "dots",
+  "unknown_trip_counts"}`` (loops without a known trip count are counted once)."""
+  comps, current = {}, None
+  for line in compiled.as_text().splitlines():
+    m = _COMPUTATION.match(line)
+    if m:
+      current = comps.setdefault(m.group(1), {"shapes": {}, "lines": []})
+      continue
+    m = _INSTRUCTION.match(line) if current is not None else None
+    if m:
+      shape, rest = _split_shape(m.group(2))
+      current["shapes"][m.group(1)] = shape
+      current["lines"].append((shape, rest))
+  unknown = [0]
+
+  @functools.cache
+  def cost(name):
+    comp = comps[name]
+    flops = dots = 0
+    for shape, rest in comp["lines"]:
+      op = rest.split("(", 1)[0]
+      if op == "dot":
+        operands = rest.split("(", 1)[1].split(")", 1)[0].split(",")
+        lhs = comp["shapes"][operands[0].strip().lstrip("%")]
+        lhs_dims = [int(x) for x in _DIMS.search(lhs).group(1).split(",") if x]
+        out = [int(x) for x in _DIMS.search(shape).group(1).split(",") if x]
+        contracting = re.search(r"lhs_contracting_dims=\{([\d,]*)\}", rest).group(1)
+        k = int(np.prod([lhs_dims[int(d)] for d in contracting.split(",") if d]))
+        flops += 2 * int(np.prod(out)) * k
+        dots += 1
+      called = [(kind, c) for kind, c in _CALLED.findall(rest) if c in comps]
+      times = 1
+      if op == "while":
+        trip = _TRIP.search(rest)
+        times = int(trip.group(1)) if trip else 1
+        unknown[0] += trip is None
+      for kind, c in called:
+        f, d = cost(c)
+        n = times if kind == "body" else 1
+        flops, dots = flops + n * f, dots + n * d
+      branches = _BRANCHES.search(rest)
+      if branches:
+        options = [cost(b.strip().lstrip("%")) for b in branches.group(1).split(",")]
+        f, d = max(options)
+        flops, dots = flops + f, dots + d
+    return flops, dots
+
+  entry = [line for line in compiled.as_text().splitlines() if line.startswith("ENTRY ")]
+  entry = _COMPUTATION.match(entry[0]).group(1)
+  flops, dots = cost(entry)
+  return {"flops": flops, "dots": dots, "unknown_trip_counts": unknown[0]}
+
+
+def _xla_cost_flops(compiled):
+  ca = compiled.cost_analysis()
+  ca = ca[0] if isinstance(ca, list | tuple) else ca
+  return None if ca is None or "flops" not in ca else float(ca["flops"])
+
+
+# The matmuls of one Lipizzaner batch of the MNIST MLP pair (batch 100; G 64-256-256-784,
+# D 784-256-256-1), as (M, K, N) -> count per batch (a generator step, plus half a
+# discriminator step with d_every=2); N=1 / K=1 matmuls (0.1% of the FLOPs) left out.
+TRAIN_MATMULS = {
+  (100, 64, 256): 1 + 0.5,  # G layer 1 forward
+  (100, 256, 256): 4 + 0.5 * 5,  # G/D layer 2 forwards, input grads
+  (100, 256, 784): 2 + 0.5,  # G output forward; D layer-1 input grad
+  (100, 784, 256): 2 + 0.5 * 2,  # D layer 1 forwards; G output input grad
+  (256, 100, 784): 1,  # G output weight grad
+  (256, 100, 256): 1 + 0.5 * 2,  # layer-2 weight grads
+  (64, 100, 256): 1,  # G layer-1 weight grad
+  (784, 100, 256): 0.5 * 2,  # D layer-1 weight grads (real, fake)
+}
+
+
+def matmul_throughput(repeats=5, length=200):
+  """XLA's GFLOP/s on each shape of ``TRAIN_MATMULS`` (a ``lax.scan`` of ``length`` dots, the
+  median of ``repeats``), and the rate of the whole per-batch mix (total FLOPs over the sum
+  of each shape's time)."""
+  out, total_f, total_t = {}, 0.0, 0.0
+  for (m, k, n), count in TRAIN_MATMULS.items():
+    a = jax.random.normal(jax.random.key(0), (m, k))
+    b = jax.random.normal(jax.random.key(1), (k, n)) / np.sqrt(k)
+
+    def chain(a, b):
+      def body(x, _):  # the next input depends on this dot: no hoisting, no batching
+        return x + 1e-9 * jnp.sum(x @ b), None
+
+      return jax.lax.scan(body, a, None, length=length)[0]
+
+    f = jax.jit(chain).lower(a, b).compile()
+    f(a, b).block_until_ready()
+    times = []
+    for _ in range(repeats):
+      t0 = time.perf_counter()
+      f(a, b).block_until_ready()
+      times.append(time.perf_counter() - t0)
+    flops = 2.0 * m * k * n * length
+    t = float(np.median(times))
+    out[f"{m}x{k}@{k}x{n}"] = round(flops / t / 1e9, 1)
+    total_f += count * 2.0 * m * k * n
+    total_t += count * 2.0 * m * k * n / (flops / t)
+  return out, round(total_f / total_t / 1e9, 1)
+
+
+def _reference_program(images, steps, d_every=2):
+  """The plain-JAX floor of the library's ``--floor`` generation, the same work: 4 cells one
+  after another (``lax.map``), each a Lipizzaner MNIST cell written by hand (MLP lists of
+  ``{"w", "b"}``, leaky ReLU 0.2, softplus BCE, Adam(2e-4, 0.5, 0.999) by ``tree_map``): the
   5x5 fitness pass (5 G on 1000 noise vectors, 5 D on the 6000-row block of real and fakes),
-  ``steps`` batches (G every batch, D every second batch), and a second full fitness pass."""
+  ``steps`` batches with Lipizzaner's schedule (per batch a G step; on every ``d_every``-th
+  batch then a D step on the same real batch and fresh fakes of the updated G; leftover
+  batches G only), and the replacement's re-scoring as the library does it (the trained G's
+  fakes against the 5 D, the trained D on the real samples and the 5 fakes)."""
   n = 100
 
   def init_mlp(key, sizes):
@@ -163,36 +283,49 @@ def _reference_program(images, steps):
 
   def fitness(g5, d5, key):
     z = jax.random.normal(key, (1000, 64))
-    real = flat[:1000]
+    real = flat[jax.random.randint(jax.random.fold_in(key, 1), (1000,), 0, flat.shape[0])]
     fakes = jax.vmap(g_apply, (0, None))(g5, z).reshape(5000, 784)
-    block = jnp.concatenate([real, fakes])
-    logits = jax.vmap(d_apply, (0, None))(d5, block)  # [5 D, 6000]
+    logits = jax.vmap(d_apply, (0, None))(d5, jnp.concatenate([real, fakes]))  # [5 D, 6000]
     lr, lf = logits[:, :1000], logits[:, 1000:].reshape(5, 5, 1000)
     fit_g = jnp.mean(jax.nn.softplus(-lf), axis=(0, 2))
     fit_d = jnp.mean(jax.nn.softplus(-lr), 1) + jnp.mean(jax.nn.softplus(lf), (1, 2))
-    return fit_g, fit_d
+    return (fit_g, fit_d), (z, real, fakes, lr)
+
+  def rescore(gp, dp, d5, z, real, fakes, lr5):
+    fake_tr = g_apply(gp, z)
+    lg = jnp.mean(jax.nn.softplus(-jax.vmap(d_apply, (0, None))(d5, fake_tr)), 1)
+    lr = d_apply(dp, jnp.concatenate([real, fakes]))
+    ld = jnp.mean(jax.nn.softplus(-lr[:1000])) + jnp.mean(jax.nn.softplus(lr[1000:]))
+    return jnp.mean(lg) + 0.0 * jnp.sum(lr5), ld
 
   def cell(args):
     (gp, dp, gm, gv, dm, dv), g5, d5, key = args
-    f1 = fitness(g5, d5, jax.random.fold_in(key, 0))
+    f1, (z_f, real_f, fakes, lr5) = fitness(g5, d5, jax.random.fold_in(key, 0))
 
-    def batch(key):
+    def g_step(carry, key):
+      (gp, dp, gm, gv, dm, dv), t, td = carry
       k1, k2 = jax.random.split(key)
-      return flat[jax.random.randint(k1, (n,), 0, flat.shape[0])], jax.random.normal(k2, (n, 64))
+      real = flat[jax.random.randint(k1, (n,), 0, flat.shape[0])]
+      gp, gm, gv = adam(gp, jax.grad(g_loss)(gp, dp, jax.random.normal(k2, (n, 64))), gm, gv, t)
+      return ((gp, dp, gm, gv, dm, dv), t + 1.0, td), real
 
-    def pair(carry, key):
-      (gp, dp, gm, gv, dm, dv), t = carry
-      ka, kb = jax.random.split(key)
-      _, za = batch(ka)
-      gp, gm, gv = adam(gp, jax.grad(g_loss)(gp, dp, za), gm, gv, 2 * t - 1)
-      real, zb = batch(kb)
-      gp, gm, gv = adam(gp, jax.grad(g_loss)(gp, dp, zb), gm, gv, 2 * t)
-      dp, dm, dv = adam(dp, jax.grad(d_loss)(dp, gp, real, zb), dm, dv, t)
-      return ((gp, dp, gm, gv, dm, dv), t + 1.0), None
+    def group(carry, keys):
+      for key in keys[:-1]:
+        carry, _ = g_step(carry, key)
+      carry, real = g_step(carry, keys[-1])
+      (gp, dp, gm, gv, dm, dv), t, td = carry
+      zd = jax.random.normal(jax.random.fold_in(keys[-1], 2), (n, 64))
+      dp, dm, dv = adam(dp, jax.grad(d_loss)(dp, gp, real, zd), dm, dv, td)
+      return ((gp, dp, gm, gv, dm, dv), t, td + 1.0), None
 
-    keys = jax.random.split(jax.random.fold_in(key, 1), steps // 2)
-    (state, _), _ = jax.lax.scan(pair, ((gp, dp, gm, gv, dm, dv), 1.0), keys)
-    f2 = fitness(g5, d5, jax.random.fold_in(key, 2))
+    keys = jax.random.split(jax.random.fold_in(key, 1), steps)
+    groups = steps // d_every
+    carry = ((gp, dp, gm, gv, dm, dv), 1.0, 1.0)
+    grouped = keys[: groups * d_every].reshape(groups, d_every)
+    carry, _ = jax.lax.scan(group, carry, grouped)
+    carry, _ = jax.lax.scan(g_step, carry, keys[groups * d_every :])
+    state = carry[0]
+    f2 = rescore(state[0], state[1], d5, z_f, real_f, fakes, lr5)
     return state, (f1, f2)
 
   def program(key, cells):
@@ -218,30 +351,44 @@ def _reference_program(images, steps):
   return compiled, cells, time.perf_counter() - t0
 
 
+def _cpu_model():
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or platform.machine()
+
+
 def floor(args, pair, images):
-  """2x2, 600 batches per cell, d_every=2 (Lipizzaner's schedule): seconds per generation of
-  the map and vmap steps against the CPU floor and Lipizzaner, repeats interleaved. A 2-step
-  program of each strategy gives the per-generation overhead (fitness, selection,
-  replacement, ES), so training = (t600 - t2) / 598 per batch."""
+  """2x2, ``--floor-steps`` batches per cell with Lipizzaner's schedule: seconds per
+  generation of the library's programs and of the equal-work plain-JAX floor, repeats
+  interleaved; matmul FLOPs of each compiled program; GFLOP/s; XLA's per-shape matmul
+  throughput. A 2-step program of each strategy gives the per-generation overhead (fitness,
+  selection, replacement, ES), so training = t(S) - t(2)."""
   programs = {}
+  full = args.floor_steps
   for strategy in args.strategies.split(","):
-    full = args.floor_steps
     for steps, d_every in ((full, 2), (2, 2)) + (((full, 1),) if args.with_d1 else ()):
       if d_every == 1 and strategy != "map":
         continue
-      coev = _coevolution(2, 2, steps, strategy, pair, d_every=d_every)
+      coev = _coevolution(2, 2, steps, strategy, pair, d_every=d_every, schedule=args.schedule)
       compiled, state, compile_s, temp_mib = _compile(coev, images)
       programs[(strategy, steps, d_every)] = [compiled, state, compile_s, temp_mib, []]
       print(f"# compiled {strategy} steps={steps} d_every={d_every}: {compile_s:.1f} s", flush=True)
   if args.reference:
-    ref, cells, compile_s = _reference_program(images, args.floor_steps)
-    programs[("reference", args.floor_steps, 2)] = [ref, cells, compile_s, None, []]
-    print(f"# compiled the plain-JAX floor program: {compile_s:.1f} s", flush=True)
+    for steps in (full, 2):
+      ref, cells, compile_s = _reference_program(images, steps)
+      programs[("floor", steps, 2)] = [ref, cells, compile_s, None, []]
+      print(f"# compiled the plain-JAX floor, steps={steps}: {compile_s:.1f} s", flush=True)
   loads = [list(os.getloadavg())]
+  cpu0 = time.process_time()
   for rep in range(args.generations + 1):  # rep 0 warms caches, not counted
     for prog in programs.values():
       t0 = time.perf_counter()
-      if prog[3] is None:  # the reference program takes (key, cells)
+      if prog[3] is None:  # the floor program takes (key, cells)
         prog[1], _ = prog[0](jax.random.key(rep), prog[1])
       else:
         prog[1], _ = prog[0](jax.random.key(rep), prog[1], images)
@@ -254,52 +401,75 @@ def floor(args, pair, images):
       + ", ".join(f"{k[0]}/{k[1]}/d{k[2]} {v[4][-1]:.2f}s" for k, v in programs.items() if v[4]),
       flush=True,
     )
+  cpu_s = time.process_time() - cpu0
+  per_shape, mix = matmul_throughput()
+  print(f"# XLA matmul GFLOP/s per shape: {per_shape}; per-batch mix {mix}", flush=True)
   out = {
     "benchmark": "coevolution_throughput --floor",
     "grid": "2x2",
-    "work": "600 batches per cell, G every batch, D every 2nd (d_every=2), plain Adam, "
-    "5x5 fitness on 1000 samples + re-scoring, trivial mixture score (no FID)",
+    "work": f"{full} batches per cell, schedule={args.schedule}, d_every=2, plain Adam, "
+    "5x5 fitness on 1000 samples + the replacement's re-scoring, trivial mixture score (no FID)",
+    "machine": {
+      "cpu_model": _cpu_model(),
+      "cpus": os.cpu_count(),
+      "jax": jax.__version__,
+      "python": platform.python_version(),
+    },
     "load_average_per_rep": loads,
-    "floor_jax_s": FLOOR_2X2,
-    "lipizzaner_2x2_epoch": LIPIZZANER_2X2_EPOCH,
-    "strategies": {},
+    "process_cpu_seconds_timed_loop": round(cpu_s, 1),
+    "xla_matmul_gflops_per_shape": per_shape,
+    "xla_matmul_gflops_train_mix": mix,
+    "programs": {},
   }
-  for (strategy, steps, d_every), (_, _, compile_s, temp_mib, secs) in programs.items():
-    if steps != args.floor_steps:
-      continue
+  for (name, steps, d_every), (compiled, _, compile_s, temp_mib, secs) in programs.items():
     secs = np.asarray(secs)
-    over = np.asarray(programs.get((strategy, 2, 2), [None] * 5)[4])
+    hlo = hlo_matmul_flops(compiled)
     e = {
+      "steps": steps,
       "d_every": d_every,
       "seconds": [round(float(x), 3) for x in secs],
-      "min_s": round(float(secs.min()), 3),
       "median_s": round(float(np.median(secs)), 3),
+      "min_s": round(float(secs.min()), 3),
       "compile_s": round(compile_s, 1),
       "xla_temp_mib": temp_mib and round(temp_mib, 1),
+      "matmul_gflop_per_generation": round(hlo["flops"] / 1e9, 2),
+      "dots_executed": hlo["dots"],
+      "loops_without_trip_count": hlo["unknown_trip_counts"],
+      "xla_cost_analysis_flops_loop_bodies_once_g": _xla_cost_flops(compiled)
+      and round(_xla_cost_flops(compiled) / 1e9, 2),
+      "matmul_gflops_per_s_median": round(hlo["flops"] / 1e9 / float(np.median(secs)), 1),
     }
-    if strategy == "reference":
-      out["reference_plain_jax"] = e
+    out["programs"][f"{name}_s{steps}_d{d_every}"] = e
+  P = out["programs"]
+  floor_key = f"floor_s{full}_d2"
+  for strategy in args.strategies.split(","):
+    key, short = f"{strategy}_s{full}_d2", f"{strategy}_s2_d2"
+    if key not in P:
       continue
-    if ("reference", args.floor_steps, 2) in programs and secs.size:
-      ref_secs = np.asarray(programs[("reference", args.floor_steps, 2)][4])
-      e["ratio_to_reference_same_rep"] = [round(float(x), 3) for x in secs / ref_secs]
-      e["ratio_to_reference_min"] = round(float(secs.min() / ref_secs.min()), 3)
-    if d_every == 2:
-      e["overhead_2_steps_s"] = [round(float(x), 3) for x in over]
-      e["train_ms_per_batch_per_cell_median"] = round(
-        float(np.median(secs - over)) / (args.floor_steps - 2) / 4 * 1000, 2
+    e, secs = P[key], np.asarray(P[key]["seconds"])
+    over = np.asarray(P[short]["seconds"])
+    train_s = np.median(secs - over)
+    train_flops = P[key]["matmul_gflop_per_generation"] - P[short]["matmul_gflop_per_generation"]
+    e["train_s_median"] = round(float(train_s), 3)
+    e["train_ms_per_batch_per_cell"] = round(float(train_s) / (full - 2) / 4 * 1000, 2)
+    e["train_matmul_gflops_per_s"] = round(train_flops / float(train_s), 1)
+    e["train_fraction_of_xla_matmul_mix"] = round(train_flops / float(train_s) / mix, 3)
+    if floor_key in P:
+      fsecs = np.asarray(P[floor_key]["seconds"])
+      ratios = secs / fsecs
+      e["ratio_to_floor_same_rep"] = [round(float(x), 3) for x in ratios]
+      e["ratio_to_floor_median"] = round(float(np.median(ratios)), 3)
+      e["matmul_flops_over_floor"] = round(
+        P[key]["matmul_gflop_per_generation"] / P[floor_key]["matmul_gflop_per_generation"], 4
       )
-      e["ratio_to_floor_13.1s"] = [
-        round(float(secs.min()) / 13.1, 3),
-        round(float(np.median(secs)) / 13.1, 3),
-      ]
-      e["ratio_to_floor_12.1s"] = round(float(secs.min()) / 12.1, 3)
-      e["lipizzaner_over_ours_median"] = [
-        round(57.0 / float(np.median(secs)), 2),
-        round(63.0 / float(np.median(secs)), 2),
-      ]
-    out["strategies"][f"{strategy}_d{d_every}"] = e
-  out["machine"] = {"cpus": os.cpu_count(), "jax": jax.__version__}
+      fover = np.asarray(P["floor_s2_d2"]["seconds"])
+      f_train = float(np.median(fsecs - fover))
+      f_flops = (
+        P[floor_key]["matmul_gflop_per_generation"]
+        - P["floor_s2_d2"]["matmul_gflop_per_generation"]
+      )
+      P[floor_key]["train_matmul_gflops_per_s"] = round(f_flops / f_train, 1)
+      P[floor_key]["train_fraction_of_xla_matmul_mix"] = round(f_flops / f_train / mix, 3)
   print(json.dumps(out))
 
 
@@ -322,6 +492,12 @@ def main():
     help="--floor: skip the plain-JAX floor program timed alongside (same load)",
   )
   ap.add_argument("--with-d1", action="store_true", help="--floor: also map with d_every=1")
+  ap.add_argument(
+    "--schedule",
+    default="lipizzaner",
+    choices=("lipizzaner", "simultaneous"),
+    help="--floor: the library's schedule (the floor program is always Lipizzaner's)",
+  )
   args = ap.parse_args()
   pair = models.make_pair("mlp", (28, 28, 1), 64, hidden=(256, 256))
   images = jax.random.uniform(jax.random.key(1), (6000, 28, 28, 1), jnp.float32, -1.0, 1.0)
@@ -397,16 +573,6 @@ def main():
         "max_rss_mib_so_far": round(_rss_mib(), 1),
       }
       print(f"# {grid} {strategy}: {entry[strategy]}", flush=True)
-    ref = REFERENCE.get(grid)
-    if ref is not None and entry:
-      no_fid = ref["pre"] + ref["post"] + ref["ms_per_batch"] * args.steps / 1000
-      best = min(v["seconds_per_generation"] for v in entry.values())
-      entry["reference_lipizzaner"] = {
-        "seconds_per_generation_at_these_steps": round(no_fid + ref["fid"], 2),
-        "without_fid": round(no_fid, 2),
-        "ratio_reference_over_ours_without_fid": round(no_fid / best, 2),
-        "derived_from": "lipizzaner.md §6 (quiet, OMP=1): pre + ms/batch*steps + post [+ FIDs]",
-      }
     result["grids"][grid] = entry
 
   # The in-step mixture FID: 5 generators x 1000 samples through the evaluation CNN.
