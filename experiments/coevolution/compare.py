@@ -73,7 +73,9 @@ def _quality(row: dict, pooled: bool = False) -> str:
   if "mixture/modes_covered" in row:
     k = "grid" if pooled else "mixture"
     return f"{row[f'{k}/modes_covered']}/8 modes, high-quality {row[f'{k}/high_quality_rate']:.0%}"
-  return f"classifier-FID {row['mixture/fid']:.1f}, class TVD {row['mixture/class_tvd']:.3f}"
+  if "mixture/fid" in row:
+    return f"classifier-FID {row['mixture/fid']:.1f}, class TVD {row['mixture/class_tvd']:.3f}"
+  return "not evaluated"
 
 
 def compare(config, workdir, row: dict, run_baseline: bool | None = None) -> list[str]:

@@ -97,7 +97,7 @@ def save_comparison(
 ) -> None:
   """Side by side: one panel per ``(samples, title)``, e.g. the grid's mixture beside a lone
   GAN's samples, drawn over the ``modes`` (2-D points) or tiled (images in ``[-1, 1]``)."""
-  fig = _figure((3.2 * len(panels), 3.6))
+  fig = _figure((3.2 * len(panels), 3.9))
   for i, (samples, label) in enumerate(panels):
     ax = fig.add_subplot(1, len(panels), i + 1)
     s = np.asarray(samples)
@@ -118,6 +118,6 @@ def save_comparison(
     ax.set_title(label, fontsize=8)
   if title:
     fig.suptitle(title, fontsize=9)
-  fig.tight_layout()
+  fig.tight_layout(rect=(0, 0, 1, 0.93) if title else None)
   os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
   fig.savefig(os.fspath(path), dpi=80)
