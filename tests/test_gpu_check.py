@@ -40,6 +40,7 @@ def test_program_cost_is_exact_only_without_repeated_loops():
   assert not looped["flops_exact"]
 
 
+@pytest.mark.slow  # about a minute of CPU, mostly XLA compiling the coevolution generation
 def test_dry_run_writes_one_json_line(tmp_path):
   out = tmp_path / "gpu_check.jsonl"
   env = dict(
