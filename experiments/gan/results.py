@@ -132,7 +132,6 @@ def _chunk(exp, config):
   """``train.make_chunk`` with the training key as an argument, so one compiled program
   serves every seed (vmapped): the same draws as ``train.py`` for each seed."""
   import jax
-  import jax.numpy as jnp
   import optax
 
   import minmaxlab
@@ -158,8 +157,7 @@ def _chunk(exp, config):
       ), None
 
     state, _ = jax.lax.scan(step, state, None, length=config.log_every)
-    finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(state.params)]))
-    return state, finite
+    return state, train.all_finite(state.params)
 
   return jax.jit(jax.vmap(one))
 

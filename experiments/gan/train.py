@@ -205,6 +205,11 @@ def _programs(config_json: str):
   return exp, make_init(exp, config), make_chunk(exp, config), Evaluator(exp, config)
 
 
+def all_finite(tree) -> jax.Array:
+  """Whether every leaf of ``tree`` is finite everywhere (a traced boolean)."""
+  return jnp.all(jnp.array([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+
+
 def make_chunk(exp: Experiment, config) -> Callable:
   """A jitted ``state -> (state, losses [log_every, 2])``: ``log_every`` steps in a ``lax.scan``."""
   train_key = _keys(config)[1]

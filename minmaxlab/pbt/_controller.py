@@ -362,7 +362,9 @@ class Controller:
         },
       )
     remove_strays(self.store, self.ckpt_root)
-    self.supervisor = Supervisor(self.workdir, self.store, self.epoch)
+    if self.supervisor is None:  # kept across runs: restarted_workers adds up
+      self.supervisor = Supervisor(self.workdir, self.store, self.epoch)
+    self.supervisor.epoch = self.epoch
     beat = Heartbeat(self.store_path, self.orphan_s / 6).start()
     max_ckpts = 0
     try:
