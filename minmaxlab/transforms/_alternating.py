@@ -78,6 +78,9 @@ def alternating(
     >>> state = tx.init(params)
     >>> u, state = tx.update(field(params, batches[0]), state, params,
     ...                      vector_field=lambda p, i: field(p, batches[i]))
+    >>> # or, field, update and apply in one call:
+    >>> params, state, _ = minmaxlab.game_step(
+    ...     tx, lambda p, i: field(p, batches[i]), params, state)
 
   Args:
     inner: the optax transform of each player (or a ``per_player``).
