@@ -253,6 +253,49 @@ def study_table(args):
     )
 
 
+def pairs(args):
+  """Per seed: the grid runs ``<--grid>_s<seed>`` beside the single-GAN runs
+  ``<--single>_s<seed>`` (both finished, in ``--out``), then mean +- std (README table)."""
+  out = Path(args.out)
+  print(
+    "| seed | grid: best mixture modes / 8 | HQ | grid: all cells pooled modes | HQ |"
+    " one GAN: modes / 8 | HQ |"
+  )
+  print("|---|---|---|---|---|---|---|")
+  cols = []
+  for seed in args.seeds:
+    g = out / f"{args.grid_prefix}_s{seed}"
+    o = out / f"{args.single_prefix}_s{seed}"
+    if not ((g / "summary.json").exists() and (o / "summary.json").exists()):
+      continue
+    rg = runner.read_jsonl(g / "metrics.jsonl")[-1]
+    ro = runner.read_jsonl(o / "metrics.jsonl")[-1]
+    vals = [
+      rg["mixture/modes_covered"],
+      rg["mixture/high_quality_rate"],
+      rg["grid/modes_covered"],
+      rg["grid/high_quality_rate"],
+      ro["mixture/modes_covered"],
+      ro["mixture/high_quality_rate"],
+    ]
+    cols.append(vals)
+    print(
+      f"| {seed} | "
+      + " | ".join(f"{v:.0f}" if i % 2 == 0 else f"{v:.2f}" for i, v in enumerate(vals))
+      + " |"
+    )
+  if cols:
+    a = np.array(cols, float)
+    print(
+      "| mean +- std | "
+      + " | ".join(
+        f"{m:.1f} +- {s:.1f}" if i % 2 == 0 else f"{m:.2f} +- {s:.2f}"
+        for i, (m, s) in enumerate(zip(a.mean(0), a.std(0)))
+      )
+      + " |"
+    )
+
+
 def figure(args):
   """The side-by-side picture of a finished grid run (``--grid``) and a finished single-GAN
   run (``--single``), recomputed from their last checkpoints (as the main job draws it)."""
@@ -349,8 +392,13 @@ def main():
       "ring8_study",
       "study_table",
       "figure",
+      "pairs",
       "table",
     ],
+  )
+  ap.add_argument("--grid-prefix", dest="grid_prefix", default="t2_g40", help="pairs: grid runs")
+  ap.add_argument(
+    "--single-prefix", dest="single_prefix", default="r2_1x1_g40", help="pairs: single-GAN runs"
   )
   ap.add_argument("--grid", default="", help="figure: a finished grid run folder")
   ap.add_argument("--single", default="", help="figure: a finished single-GAN run folder")
@@ -387,6 +435,7 @@ def main():
     "ring8_study": ring8_study,
     "study_table": study_table,
     "figure": figure,
+    "pairs": pairs,
     "table": table,
   }
   studies[args.what](args)
