@@ -70,7 +70,7 @@ PINS = {
   """,
   "pbt": """
     CampaignFailed Categorical ConfigMismatch Continuous Controller ControllerGone PBTState
-    STORE_FILE Store TaskSpec Trial VectorizedPBT explore explore_values exponential_decay
+    Store TaskSpec Trial VectorizedPBT explore explore_values exponential_decay
     gather_members join_run load_checkpoint mpi_worker mpi_world named_task needed_trials
     piecewise_constant replay resolve_task run_mpi run_trial sample_prior sample_values
     serve_trials set_hyperparams task_spec tournament_exploit truncation_exploit

@@ -38,7 +38,7 @@ def main(argv):
       config.seed, config.exploit = seed, method
       workdir = Path(_WORKDIR.value) / f"{method}_{seed}"
       s = train.train(config, workdir, workers=_WORKERS.value, log=lambda line: None)
-      store = pbt.Store(workdir / pbt.STORE_FILE)
+      store = pbt.Store(workdir / "pbt.sqlite")  # the controller's store in its workdir
       curve, best = [], float("-inf")
       for t in sorted(store.trials(), key=lambda t: t.id):  # trial order = compute spent
         best = max(best, t.fitness)

@@ -36,7 +36,7 @@ from minmaxlab.pbt._space import (
   sample_values,
   validate_space,
 )
-from minmaxlab.pbt._store import STORE_FILE, ControllerGone, Store, Trial
+from minmaxlab.pbt._store import ControllerGone, Store, Trial
 from minmaxlab.pbt._task import TaskSpec, named_task, resolve_task, task_spec
 from minmaxlab.pbt._vectorized import (
   PBTState,
@@ -51,7 +51,6 @@ from minmaxlab.pbt._vectorized import (
 from minmaxlab.pbt._worker import join_run, load_checkpoint, run_trial, serve_trials, worker_loop
 
 __all__ = [
-  "STORE_FILE",
   "CampaignFailed",
   "ConfigMismatch",
   "ControllerGone",

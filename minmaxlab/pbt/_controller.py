@@ -53,12 +53,7 @@ from minmaxlab.pbt._store import (
 )
 from minmaxlab.pbt._supervisor import Heartbeat, Supervisor
 from minmaxlab.pbt._task import TaskSpec, resolve_task, task_spec
-from minmaxlab.pbt._worker import (
-  FINISHED,
-  BrokenCheckpointError,
-  _error_line,
-  run_trial,
-)
+from minmaxlab.pbt._worker import FINISHED, run_one
 
 __all__ = ["CampaignFailed", "ConfigMismatch", "Controller", "needed_trials", "replay"]
 
@@ -406,18 +401,9 @@ class Controller:
     }
 
   def _run_one_inline(self) -> None:
-    name = f"inline-{os.getpid()}"
-    trial = self.store.claim(name, self.lease_s)
-    if trial is not None:
-      try:
-        fitness, ckpt = run_trial(trial, self.ckpt_root, self.init_fn, self.train_fn)
-      except BrokenCheckpointError:
-        self.store.report_broken_parent(trial.id, name)
-        return
-      except Exception as e:  # counted against max_attempts; the campaign goes on
-        self.store.fail(trial.id, name, _error_line(e))
-        return
-      self.store.complete(trial.id, name, fitness, ckpt)
+    run_one(
+      self.store, f"inline-{os.getpid()}", self.ckpt_root, self.init_fn, self.train_fn, self.lease_s
+    )
 
   def close(self) -> None:
     self.store.close()

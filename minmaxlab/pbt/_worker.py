@@ -149,6 +149,28 @@ def worker_loop(
   )
 
 
+def run_one(
+  store: Store, name: str, ckpt_root, init_fn: Callable, train_fn: Callable, lease_s: float
+) -> bool:
+  """Claim one trial as worker ``name``, run it and report it (in this thread, no
+  lease renewal: the controller's inline mode). Returns whether a trial was claimed.
+  A failing task is reported with :meth:`Store.fail` (counted against
+  ``max_attempts``), a broken parent checkpoint with :meth:`Store.report_broken_parent`."""
+  trial = store.claim(name, lease_s)
+  if trial is None:
+    return False
+  try:
+    fitness, ckpt = run_trial(trial, ckpt_root, init_fn, train_fn)
+  except BrokenCheckpointError:
+    store.report_broken_parent(trial.id, name)
+    return True
+  except Exception as e:  # counted against max_attempts; the campaign goes on
+    store.fail(trial.id, name, _error_line(e))
+    return True
+  store.complete(trial.id, name, fitness, ckpt)
+  return True
+
+
 def serve_trials(
   open_store: Callable[[], Any],
   ckpt_root: str,
