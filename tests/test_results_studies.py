@@ -111,7 +111,7 @@ def test_lipizzaner_grids_study_writes_json_figure_and_table(tmp_path):
   if "schedule" not in fashion_mnist_3x3.get_config():
     pytest.skip("the exact Lipizzaner schedule (issue 11) is not in the coevolution config")
   argv = [
-    "--grids=1,2",
+    "--grids=2",
     "--seeds=0",
     "--generations=2",
     "--eval-every=1",
@@ -133,10 +133,9 @@ def test_lipizzaner_grids_study_writes_json_figure_and_table(tmp_path):
   path, fig = tmp_path / "out" / "lipizzaner_grids.json", tmp_path / "out" / "lipizzaner_grids.png"
   assert json.loads(path.read_text()) == data
   assert fig.is_file() and 0 < fig.stat().st_size < 200_000
-  assert [(r["grid"], r["steps_per_generation"]) for r in data["runs"]] == [
-    ("1x1", 4),
-    ("2x2", 4),
-    ("1x1_x4", 16),  # the control: the 2x2 grid's total steps in one GAN
+  assert [(r["grid"], r["rows"], r["steps_per_generation"]) for r in data["runs"]] == [
+    ("2x2", 2, 4),
+    ("1x1_x4", 1, 16),  # the control: the 2x2 grid's total steps in one GAN
   ]
   for r in data["runs"]:
     assert [c["generation"] for c in r["curves"]] == [1, 2]
@@ -144,5 +143,5 @@ def test_lipizzaner_grids_study_writes_json_figure_and_table(tmp_path):
   assert data["protocol"]["schedule"] == "lipizzaner" and data["protocol"]["d_every"] == 2
   assert data["protocol"]["lookahead"] is False
   text = study.table(data)
-  for grid in ("1x1", "2x2", "1x1_x4"):
+  for grid in ("2x2", "1x1_x4"):
     assert f"| {grid} | 0 | 2 |" in text
