@@ -103,9 +103,8 @@ def run_study(args, log=print) -> dict:
     for name, n, steps in jobs:
       config = run_config(args, n, seed, steps)
       if data["protocol"] is None:
-        data["protocol"] = {
-          k: v for k, v in config.to_dict().items() if k not in ("rows", "cols", "seed")
-        }
+        protocol = {k: v for k, v in config.to_dict().items() if k not in ("rows", "cols", "seed")}
+        data["protocol"] = json.loads(json.dumps(protocol))  # tuples as JSON lists
       r = run_one(config, Path(args.runs) / f"{name}_s{seed}", log)
       data["runs"].append({"grid": name, **r})
       tmp = path.with_suffix(".tmp")
