@@ -13,10 +13,23 @@ GENERATIONS = 3
 
 def coevolution(neighbourhood="von_neumann", exchange=None, cell_strategy="map"):
   config = co.CoevolutionConfig(
-      rows=4, cols=4, neighbourhood=neighbourhood, batch_size=32, steps_per_generation=3,
-      fitness_samples=64, mixture_samples=64, learning_rate=2e-3, cell_strategy=cell_strategy)
-  return co.Coevolution(config, PAIR, sample_real=lambda d, k, n: d.sample(k, n),
-                        score_fn=co.mode_tvd_score, exchange=exchange)
+    rows=4,
+    cols=4,
+    neighbourhood=neighbourhood,
+    batch_size=32,
+    steps_per_generation=3,
+    fitness_samples=64,
+    mixture_samples=64,
+    learning_rate=2e-3,
+    cell_strategy=cell_strategy,
+  )
+  return co.Coevolution(
+    config,
+    PAIR,
+    sample_real=lambda d, k, n: d.sample(k, n),
+    score_fn=co.mode_tvd_score,
+    exchange=exchange,
+  )
 
 
 def run(coev, step, state=None, generations=GENERATIONS):

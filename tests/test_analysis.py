@@ -39,8 +39,9 @@ def test_bilinear_jacobian_is_purely_rotational(x64, key, shape):
   game = games.bilinear(A, jnp.ones(n), -jnp.ones(m))
   params = mml.Players(jnp.arange(n) * 0.3, jnp.arange(m) * -0.2)
   J = analysis.jacobian(mml.vector_field(game.loss), params)
-  np.testing.assert_allclose(J, np.block([[np.zeros((n, n)), A], [-A.T, np.zeros((m, m))]]),
-                             atol=1e-14)
+  np.testing.assert_allclose(
+    J, np.block([[np.zeros((n, n)), A], [-A.T, np.zeros((m, m))]]), atol=1e-14
+  )
   S, Asym = analysis.decompose(J)
   np.testing.assert_allclose(S, 0.0, atol=1e-14)
   np.testing.assert_allclose(Asym, J, atol=1e-14)
@@ -50,8 +51,9 @@ def test_bilinear_jacobian_is_purely_rotational(x64, key, shape):
   summary = analysis.summarize_jacobian(J)
   assert summary.rotation_ratio == pytest.approx(1.0)
   assert summary.symmetric_norm == pytest.approx(0.0, abs=1e-14)
-  np.testing.assert_allclose(summary.angles[np.abs(summary.eigenvalues) > 1e-8], np.pi / 2,
-                             atol=1e-10)
+  np.testing.assert_allclose(
+    summary.angles[np.abs(summary.eigenvalues) > 1e-8], np.pi / 2, atol=1e-10
+  )
 
 
 def test_regularised_bilinear_real_parts_equal_mu(x64, key):
@@ -68,8 +70,9 @@ def test_regularised_bilinear_real_parts_equal_mu(x64, key):
   assert summary.symmetric_norm == pytest.approx(mu * np.sqrt(2 * n))
   assert summary.antisymmetric_norm == pytest.approx(a_norm)
   assert summary.rotation_ratio == pytest.approx(a_norm / (mu * np.sqrt(2 * n) + a_norm))
-  np.testing.assert_allclose(np.sort(summary.angles), np.sort(np.arctan2(sigma, mu).repeat(2)),
-                             atol=1e-12)
+  np.testing.assert_allclose(
+    np.sort(summary.angles), np.sort(np.arctan2(sigma, mu).repeat(2)), atol=1e-12
+  )
 
 
 def test_decompose_validates_and_reconstructs(x64, key):
@@ -118,10 +121,12 @@ def test_jvp_vjp_operators_match_dense_jacobian(x64, gan):
   field, params, args = gan
   J = np.asarray(analysis.jacobian(field, params, *args))
   u = np.asarray(jax.random.normal(jax.random.key(3), (J.shape[0],)))
-  np.testing.assert_allclose(analysis.jvp_operator(field, params, *args)(u), J @ u, rtol=1e-10,
-                             atol=1e-12)
-  np.testing.assert_allclose(analysis.vjp_operator(field, params, *args)(u), J.T @ u,
-                             rtol=1e-10, atol=1e-12)
+  np.testing.assert_allclose(
+    analysis.jvp_operator(field, params, *args)(u), J @ u, rtol=1e-10, atol=1e-12
+  )
+  np.testing.assert_allclose(
+    analysis.vjp_operator(field, params, *args)(u), J.T @ u, rtol=1e-10, atol=1e-12
+  )
   # A general-sum GAN is not antisymmetric: it has a potential part.
   assert 0.0 < analysis.summarize_jacobian(J).rotation_ratio < 1.0
 
@@ -140,8 +145,9 @@ def test_krylov_top_eigenvalues_match_dense(x64, gan, which):
     assert np.min(np.abs(dense - e)) <= 1e-5 * np.abs(e)
   got_score = np.abs(got) if which == "LM" else np.abs(got.imag)
   np.testing.assert_allclose(np.sort(got_score)[::-1], np.sort(score)[::-1][:k], rtol=1e-5)
-  vals, vecs = analysis.top_eigenvalues(field, params, *args, k=2, which=which,
-                                        return_eigenvectors=True)
+  vals, vecs = analysis.top_eigenvalues(
+    field, params, *args, k=2, which=which, return_eigenvectors=True
+  )
   np.testing.assert_allclose(J @ vecs, vecs * vals, atol=1e-8 * np.abs(vals).max())
 
 
@@ -159,10 +165,10 @@ def test_top_eigenvalues_validates(x64, gan):
 def base_transform(method, eta, max_steps=1):
   sgd = optax.sgd(eta)
   return {
-      "gda": lambda: sgd,
-      "altgda": lambda: mml.alternating(sgd, max_steps=max_steps),
-      "eg": lambda: mml.extragradient(sgd),
-      "ogda": lambda: mml.optimistic(sgd),
+    "gda": lambda: sgd,
+    "altgda": lambda: mml.alternating(sgd, max_steps=max_steps),
+    "eg": lambda: mml.extragradient(sgd),
+    "ogda": lambda: mml.optimistic(sgd),
   }[method]()
 
 
@@ -170,8 +176,9 @@ def test_scalar_closed_forms_match_formulas():
   for h in [0.05, 0.3, 0.5, 0.55, 0.9, 1.7, 2.0]:
     rho = analysis.spectral_radius
     assert rho(analysis.gda_eigenvalues(h, 1.0)) == pytest.approx(np.sqrt(1 + h * h), rel=1e-13)
-    assert rho(analysis.eg_eigenvalues(h, 1.0)) == pytest.approx(np.sqrt(1 - h**2 + h**4),
-                                                                 rel=1e-13)
+    assert rho(analysis.eg_eigenvalues(h, 1.0)) == pytest.approx(
+      np.sqrt(1 - h**2 + h**4), rel=1e-13
+    )
     assert rho(analysis.altgda_eigenvalues(h, 1.0)) == pytest.approx(1.0, abs=1e-7)
     if h <= 0.5:
       ogda = np.sqrt((1 + np.sqrt(1 - 4 * h * h)) / 2)
@@ -186,21 +193,17 @@ def test_scalar_closed_forms_match_formulas():
 
 # Reference values of research/lookahead_minmax.md section 7 (sigma = 1, numpy float64).
 TABLE = [  # eta, method, rho(F), LA k=5 a=.5, per step, k=6 a=.5, k=6 a=.4, k=15 a=.3
-    (0.1, "gda", 1.0049875621, 0.9813269142, 0.9962371714, None, None, None),
-    (0.1, "altgda", 1.0, 0.9688866162, 0.9936984019, None, None, None),
-    (0.1, "eg", 0.9950376877, 0.9566060768, 0.9911665274, None, None, None),
-    (0.2, "gda", 1.0198039027, 0.9263709978, 0.9848202953, 0.8822118536, 0.8751801660,
-     0.3124436848),
-    (0.2, "altgda", 1.0, 0.8771809246, 0.9741320577, 0.8247680000, 0.8324857739, 0.4048588689),
-    (0.2, "eg", 0.9806120538, 0.8307386401, 0.9635913267, 0.7715287685, 0.7925887525,
-     0.4769486134),
-    (0.3, "gda", 1.0440306509, 0.8395867964, 0.9656352699, 0.7447553476, 0.7199347871,
-     0.7416874755),
-    (0.3, "altgda", 1.0, 0.7297491341, 0.9389332476, 0.6189355000, 0.6385592432, 0.7060294881),
-    (0.3, "eg", 0.9581753493, 0.6359344174, 0.9134451327, 0.5203040013, 0.5761746185,
-     0.7274696994),
-    (0.5, "gda", 1.1180339887, 0.6474484173, 0.9167291363, None, None, None),
-    (0.5, "eg", 0.9013878189, 0.2168392106, 0.7365929596, None, None, None),
+  (0.1, "gda", 1.0049875621, 0.9813269142, 0.9962371714, None, None, None),
+  (0.1, "altgda", 1.0, 0.9688866162, 0.9936984019, None, None, None),
+  (0.1, "eg", 0.9950376877, 0.9566060768, 0.9911665274, None, None, None),
+  (0.2, "gda", 1.0198039027, 0.9263709978, 0.9848202953, 0.8822118536, 0.8751801660, 0.3124436848),
+  (0.2, "altgda", 1.0, 0.8771809246, 0.9741320577, 0.8247680000, 0.8324857739, 0.4048588689),
+  (0.2, "eg", 0.9806120538, 0.8307386401, 0.9635913267, 0.7715287685, 0.7925887525, 0.4769486134),
+  (0.3, "gda", 1.0440306509, 0.8395867964, 0.9656352699, 0.7447553476, 0.7199347871, 0.7416874755),
+  (0.3, "altgda", 1.0, 0.7297491341, 0.9389332476, 0.6189355000, 0.6385592432, 0.7060294881),
+  (0.3, "eg", 0.9581753493, 0.6359344174, 0.9134451327, 0.5203040013, 0.5761746185, 0.7274696994),
+  (0.5, "gda", 1.1180339887, 0.6474484173, 0.9167291363, None, None, None),
+  (0.5, "eg", 0.9013878189, 0.2168392106, 0.7365929596, None, None, None),
 ]
 
 
@@ -238,10 +241,10 @@ def test_numeric_operators_of_real_transforms_match_closed_forms(x64, method):
     assert op.spectral_radius == pytest.approx(analysis.spectral_radius(want), abs=1e-10)
     assert op.matrix.shape == ((2 * n, 2 * n) if method == "ogda" else (n, n))
     for k, alpha in [(2, 0.5), (5, 0.3)]:
-      la = mml.lookahead_minmax(base_transform(method, eta), sync_period=k,
-                                slow_step_size=alpha)
-      want = analysis.closed_form_eigenvalues(method, eta, sigma, sync_period=k,
-                                              slow_step_size=alpha)
+      la = mml.lookahead_minmax(base_transform(method, eta), sync_period=k, slow_step_size=alpha)
+      want = analysis.closed_form_eigenvalues(
+        method, eta, sigma, sync_period=k, slow_step_size=alpha
+      )
       if method == "ogda":  # memory on (z, slow, u_prev): the slow copy adds n zeros
         op = analysis.update_operator(la, vf, start, num_steps=k, augment_state=True)
         want = np.concatenate([want, np.zeros(n)])
@@ -262,8 +265,7 @@ def test_numeric_operators_regularised_game_and_max_steps(x64):
     assert_same_spectrum(op.eigenvalues, want, 1e-10)
   la = mml.lookahead_minmax(mml.alternating(optax.sgd(0.35), max_steps=3), sync_period=4)
   op = analysis.update_operator(la, vf, start, num_steps=4)
-  want = analysis.closed_form_eigenvalues("altgda", 0.35, sigma, mu=0.2, max_steps=3,
-                                          sync_period=4)
+  want = analysis.closed_form_eigenvalues("altgda", 0.35, sigma, mu=0.2, max_steps=3, sync_period=4)
   assert_same_spectrum(op.eigenvalues, want, 1e-10)
 
 
@@ -272,8 +274,9 @@ def test_update_operator_augmented_lookahead_adds_zeros(x64):
   vf = mml.vector_field(game.loss)
   la = mml.lookahead_minmax(mml.extragradient(optax.sgd(0.3)), sync_period=4)
   plain = analysis.update_operator(la, vf, game.equilibrium(), num_steps=4)
-  aug = analysis.update_operator(la, vf, game.equilibrium(), num_steps=4, augment_state=True,
-                                 jit=True)
+  aug = analysis.update_operator(
+    la, vf, game.equilibrium(), num_steps=4, augment_state=True, jit=True
+  )
   assert aug.matrix.shape == (8, 8) and aug.num_params == 4
   assert_same_spectrum(aug.eigenvalues, np.concatenate([plain.eigenvalues, np.zeros(4)]), 1e-10)
 
@@ -331,14 +334,22 @@ def test_run_game_rates_match_spectral_radius(x64, key):
   ratios = gda.distances["joint"][1:] / gda.distances["joint"][:-1]
   np.testing.assert_allclose(ratios, np.sqrt(1.09), rtol=1e-12)
   np.testing.assert_array_equal(gda.passes, np.arange(8))
-  for inner, rho, per in [(optax.sgd(0.3), 0.8395867964, 1),
-                          (mml.extragradient(optax.sgd(0.3)), 0.6359344174, 2)]:
+  for inner, rho, per in [
+    (optax.sgd(0.3), 0.8395867964, 1),
+    (mml.extragradient(optax.sgd(0.3)), 0.6359344174, 2),
+  ]:
     t = analysis.run_game(mml.lookahead_minmax(inner, sync_period=5), game, start, 20)
     dist = np.asarray(t.distances["joint"])
     np.testing.assert_allclose(dist[5::5][1:] / dist[5::5][:-1], rho, rtol=1e-9)
     np.testing.assert_array_equal(t.passes, per * np.arange(21))
-  slow = analysis.run_game(mml.lookahead_minmax(optax.sgd(0.3), sync_period=5), game, start, 10,
-                           point="slow", keep_iterates=True)
+  slow = analysis.run_game(
+    mml.lookahead_minmax(optax.sgd(0.3), sync_period=5),
+    game,
+    start,
+    10,
+    point="slow",
+    keep_iterates=True,
+  )
   np.testing.assert_allclose(slow.iterates.min[5], slow.iterates.min[9])  # slow weights fixed
   assert slow.iterates.min.shape == (11, d)
 
@@ -375,12 +386,11 @@ def test_plot_helpers_draw(x64):
   fig, axes = plt.subplots(1, 5)
   analysis.plot_eigenvalues(analysis.gda_eigenvalues(0.3, [1.0, 0.5]), axes[0], unit_circle=True)
   grid = analysis.spectral_radius_grid("gda", [0.1, 0.2, 0.3], [2, 5, 10, 20])
-  analysis.plot_radius_heatmap(grid.step_sizes, grid.sync_periods, grid.per_step[:, :, 0],
-                               axes[1])
-  analysis.plot_phase_portrait({"gda": (np.linspace(0, 1, 5), np.ones(5))}, axes[2],
-                               field=lambda X, Y: (-Y, X))
-  analysis.plot_distance_curves({"a": (np.arange(4), np.ones((3, 4)))}, axes[3],
-                                spread="half_std")
+  analysis.plot_radius_heatmap(grid.step_sizes, grid.sync_periods, grid.per_step[:, :, 0], axes[1])
+  analysis.plot_phase_portrait(
+    {"gda": (np.linspace(0, 1, 5), np.ones(5))}, axes[2], field=lambda X, Y: (-Y, X)
+  )
+  analysis.plot_distance_curves({"a": (np.arange(4), np.ones((3, 4)))}, axes[3], spread="half_std")
   analysis.plot_radius_vs_step_size([0.1, 0.2], {"gda": [1.1, 1.2]}, axes[4])
   assert len(axes[0].collections) == 1 and len(axes[3].lines) == 1
   with pytest.raises(ValueError, match="spread"):
@@ -390,5 +400,5 @@ def test_plot_helpers_draw(x64):
 
 def test_public_surface():
   assert set(analysis.__all__) == {n for n in dir(analysis) if not n.startswith("_")} - {
-      "annotations"
+    "annotations"
   }

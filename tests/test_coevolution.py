@@ -14,11 +14,23 @@ PAIR = models.make_pair("mlp", (2,), latent_dim=8, hidden=(16, 16))
 
 
 def _coev(**overrides):
-  kw = dict(rows=2, cols=4, batch_size=32, steps_per_generation=4, fitness_samples=64,
-            mixture_samples=64, learning_rate=2e-3, cell_strategy="map")
+  kw = dict(
+    rows=2,
+    cols=4,
+    batch_size=32,
+    steps_per_generation=4,
+    fitness_samples=64,
+    mixture_samples=64,
+    learning_rate=2e-3,
+    cell_strategy="map",
+  )
   kw.update(overrides)
-  return co.Coevolution(co.CoevolutionConfig(**kw), PAIR,
-                        sample_real=lambda d, k, n: d.sample(k, n), score_fn=co.mode_tvd_score)
+  return co.Coevolution(
+    co.CoevolutionConfig(**kw),
+    PAIR,
+    sample_real=lambda d, k, n: d.sample(k, n),
+    score_fn=co.mode_tvd_score,
+  )
 
 
 def _run(coev, step, generations, key=0, state=None):
@@ -69,8 +81,9 @@ def test_different_keys_differ(coev_map):
   coev, step, _ = coev_map
   a, _ = _run(coev, step, 1, key=0)
   b, _ = _run(coev, step, 1, key=5)
-  assert not np.allclose(np.asarray(jax.tree.leaves(a.params)[0]),
-                         np.asarray(jax.tree.leaves(b.params)[0]))
+  assert not np.allclose(
+    np.asarray(jax.tree.leaves(a.params)[0]), np.asarray(jax.tree.leaves(b.params)[0])
+  )
 
 
 def test_nan_cell_is_repaired_and_run_continues(coev_map):
@@ -113,8 +126,9 @@ def test_grid_must_fit_the_mesh():
   with pytest.raises(ValueError, match="does not fit"):
     distributed.grid_mesh((3, 1), jax.devices()[:4])
   with pytest.raises(ValueError, match="vmap"):
-    distributed.sharded_step(_coev(), distributed.grid_mesh((2, 1), jax.devices()[:2]),
-                             coev.init(jax.random.key(0)))
+    distributed.sharded_step(
+      _coev(), distributed.grid_mesh((2, 1), jax.devices()[:2]), coev.init(jax.random.key(0))
+    )
 
 
 def test_mixture_readout(coev_map):
@@ -134,9 +148,15 @@ def test_bad_construction():
   with pytest.raises(ValueError, match="loss"):
     _coev(loss="wgan_gp")
   import optax
+
   with pytest.raises(ValueError, match="learning rate"):
-    co.Coevolution(co.CoevolutionConfig(rows=1, cols=1), PAIR, sample_real=None, score_fn=None,
-                   scheme=optax.adam(1e-3))
+    co.Coevolution(
+      co.CoevolutionConfig(rows=1, cols=1),
+      PAIR,
+      sample_real=None,
+      score_fn=None,
+      scheme=optax.adam(1e-3),
+    )
 
 
 @pytest.mark.parametrize("steps,d_every", [(7, 2), (6, 3), (4, 4), (3, 1)])
@@ -154,8 +174,9 @@ def test_train_schedule_order(steps, d_every):
     return (g.at[i].add(1), d), i.astype(jnp.float32)
 
   zeros = jnp.zeros(steps, jnp.int32)
-  (g, d), g_losses, d_losses = _train_schedule(both, g_only, (zeros, zeros), jnp.arange(steps),
-                                               d_every)
+  (g, d), g_losses, d_losses = _train_schedule(
+    both, g_only, (zeros, zeros), jnp.arange(steps), d_every
+  )
   i = np.arange(steps)
   np.testing.assert_array_equal(g, np.ones(steps))
   np.testing.assert_array_equal(d, (i + 1) % d_every == 0)
@@ -167,8 +188,9 @@ def _step_counts(opt_state):
   """{label: set of values} of every optimizer step counter, by player."""
   labels = co.player_labels(opt_state)
   out = {}
-  for (path, leaf), label in zip(jax.tree_util.tree_leaves_with_path(opt_state),
-                                 jax.tree.leaves(labels)):
+  for (path, leaf), label in zip(
+    jax.tree_util.tree_leaves_with_path(opt_state), jax.tree.leaves(labels)
+  ):
     if isinstance(path[-1], jax.tree_util.GetAttrKey) and path[-1].name == "count":
       out.setdefault(label, set()).update(np.asarray(leaf).ravel().tolist())
   return out
@@ -180,8 +202,9 @@ def test_d_every_2_discriminator_every_second_step():
   batch is a generator step), counted by their own Adam states; Lookahead's shared counter
   counts batches. Selection off and one individual per cell, so the trained pair is kept
   whenever replacement accepts it (checked via the metrics)."""
-  coev = _coev(rows=1, cols=2, selection=False, mutation_probability=0.0,
-               steps_per_generation=3, d_every=2)
+  coev = _coev(
+    rows=1, cols=2, selection=False, mutation_probability=0.0, steps_per_generation=3, d_every=2
+  )
   step = jax.jit(coev.step)
   state = coev.init(jax.random.key(0))
   SHARED, MIN, MAX = 0, 1, 2
@@ -215,6 +238,7 @@ def _cell(tree, cell):
 
 
 def _changed(a, b, cell):
-  return any(not np.array_equal(x[0, cell], y[0, cell])
-             for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
-
+  return any(
+    not np.array_equal(x[0, cell], y[0, cell])
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b))
+  )

@@ -37,8 +37,9 @@ def test_small_tori_mask_duplicates():
     co.neighbour_indices(2, 2, "hex")
 
 
-@pytest.mark.parametrize("rows,cols,kind", [(3, 3, "von_neumann"), (2, 4, "von_neumann"),
-                                            (3, 5, "moore"), (1, 3, "moore")])
+@pytest.mark.parametrize(
+  "rows,cols,kind", [(3, 3, "von_neumann"), (2, 4, "von_neumann"), (3, 5, "moore"), (1, 3, "moore")]
+)
 def test_gather_matches_indices(rows, cols, kind):
   grid = jnp.arange(rows * cols).reshape(rows, cols)
   tree = {"a": grid, "b": jnp.stack([grid, -grid], -1)}
@@ -144,13 +145,25 @@ def test_player_labels_and_learning_rates():
     co.set_learning_rates(shared, 0.1, 0.2)
 
 
-@pytest.mark.parametrize("field,value", [("rows", 0), ("population_size", -1),
-                                         ("n_replacements", 2), ("neighbourhood", "hex"),
-                                         ("fitness_mode", "median"), ("mutation_probability", 1.5),
-                                         ("learning_rate", 0.0), ("cell_strategy", "pmap"),
-                                         ("opponents", "all"),
-                                         ("steps_per_generation", 2.5), ("d_every", 0),
-                                         ("d_every", 601), ("d_every", 2.0), ("d_every", True)])
+@pytest.mark.parametrize(
+  "field,value",
+  [
+    ("rows", 0),
+    ("population_size", -1),
+    ("n_replacements", 2),
+    ("neighbourhood", "hex"),
+    ("fitness_mode", "median"),
+    ("mutation_probability", 1.5),
+    ("learning_rate", 0.0),
+    ("cell_strategy", "pmap"),
+    ("opponents", "all"),
+    ("steps_per_generation", 2.5),
+    ("d_every", 0),
+    ("d_every", 601),
+    ("d_every", 2.0),
+    ("d_every", True),
+  ],
+)
 def test_config_validation(field, value):
   with pytest.raises(ValueError, match=field) as err:
     co.CoevolutionConfig(**{field: value})

@@ -50,8 +50,15 @@ def reference_moore():
   return run(coev, jax.jit(coev.step))
 
 
-DISCRETE = ("best_cell", "loss_index", "replaced_g", "replaced_d", "mixture_accepted",
-            "diverged", "divergences")
+DISCRETE = (
+  "best_cell",
+  "loss_index",
+  "replaced_g",
+  "replaced_d",
+  "mixture_accepted",
+  "diverged",
+  "divergences",
+)
 
 
 def _assert_same(got_state, got_metrics, want_state, want_metrics, exact):
@@ -70,8 +77,9 @@ def _assert_same(got_state, got_metrics, want_state, want_metrics, exact):
 
 # ---------------------------------------------------------------- halo exchange
 @pytest.mark.parametrize("kind", ["von_neumann", "moore"])
-@pytest.mark.parametrize("grid,mesh_shape", [((4, 4), (2, 2)), ((4, 6), (4, 1)),
-                                              ((2, 6), (1, 3)), ((6, 2), (2, 1))])
+@pytest.mark.parametrize(
+  "grid,mesh_shape", [((4, 4), (2, 2)), ((4, 6), (4, 1)), ((2, 6), (1, 3)), ((6, 2), (2, 1))]
+)
 def test_shard_map_halos_equal_rolls(kind, grid, mesh_shape):
   """Block halos (ppermute between devices; wrapped locally on unsplit axes)
   rebuild exactly every member of every neighbourhood, for every dtype."""
@@ -80,12 +88,15 @@ def test_shard_map_halos_equal_rolls(kind, grid, mesh_shape):
   mesh = distributed.grid_mesh(mesh_shape, jax.devices()[:n])
   ex = distributed.MeshExchange(mesh, rows, cols)
   rng = np.random.default_rng(0)
-  tree = {"f": jnp.asarray(rng.normal(size=(rows, cols, 3, 2)), jnp.float32),
-          "i": jnp.arange(rows * cols, dtype=jnp.int32).reshape(rows, cols),
-          "g": jnp.asarray(rng.normal(size=(rows, cols)), jnp.float32)}
+  tree = {
+    "f": jnp.asarray(rng.normal(size=(rows, cols, 3, 2)), jnp.float32),
+    "i": jnp.arange(rows * cols, dtype=jnp.int32).reshape(rows, cols),
+    "g": jnp.asarray(rng.normal(size=(rows, cols)), jnp.float32),
+  }
   spec = jax.sharding.PartitionSpec("rows", "cols")
-  gathered = jax.jit(jax.shard_map(lambda t: ex.gather(t, kind), mesh=mesh, in_specs=spec,
-                                   out_specs=spec))(tree)
+  gathered = jax.jit(
+    jax.shard_map(lambda t: ex.gather(t, kind), mesh=mesh, in_specs=spec, out_specs=spec)
+  )(tree)
   want = co.gather_neighbours(tree, kind)
   jax.tree.map(np.testing.assert_array_equal, gathered, want)
   # The flat cell ids say it independently: member m of (r, c) is neighbour_indices[r, c, m].
@@ -102,8 +113,13 @@ def test_bad_blocks_raise_before_work():
   with pytest.raises(ValueError, match="3x4 grid cannot be split into 2x2 blocks"):
     distributed.MeshExchange(mesh, 3, 4)
   with pytest.raises(ValueError, match="exchange is for a 4x4 grid"):
-    co.Coevolution(co.CoevolutionConfig(rows=2, cols=2), PAIR, sample_real=None, score_fn=None,
-                   exchange=distributed.MeshExchange(mesh, 4, 4))
+    co.Coevolution(
+      co.CoevolutionConfig(rows=2, cols=2),
+      PAIR,
+      sample_real=None,
+      score_fn=None,
+      exchange=distributed.MeshExchange(mesh, 4, 4),
+    )
   for bad in ("localhost", "h:1/2", "h:x/2/0", "h:1/2/2"):
     with pytest.raises(ValueError, match="distributed"):
       distributed.initialize(bad)
@@ -143,8 +159,10 @@ def _mpirun(n, *args, timeout=300):
 def _load_mpi(path, like):
   z = np.load(path)
   leaves = [z[f"state_{i}"] for i in range(len(jax.tree.leaves(like)))]
-  metrics = [{k.split("_", 2)[2]: z[k] for k in z.files if k.startswith(f"metric_{g}_")}
-             for g in range(int(z["generations"]))]
+  metrics = [
+    {k.split("_", 2)[2]: z[k] for k in z.files if k.startswith(f"metric_{g}_")}
+    for g in range(int(z["generations"]))
+  ]
   return jax.tree.unflatten(jax.tree.structure(like), leaves), metrics, int(z["traces"])
 
 
@@ -156,7 +174,8 @@ def test_mpi_ranks_match_single_device_bitwise(request, tmp_path, n, kind, block
   bit for bit, including mixture weights and mutated learning rates; every
   rank traces its step once."""
   want_state, want_m = request.getfixturevalue(
-      "reference" if kind == "von_neumann" else "reference_moore")
+    "reference" if kind == "von_neumann" else "reference_moore"
+  )
   out = tmp_path / "out.npz"
   r = _mpirun(n, "-m", "tests._mpi_coevolution", str(out), kind, *map(str, blocks))
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -164,5 +183,6 @@ def test_mpi_ranks_match_single_device_bitwise(request, tmp_path, n, kind, block
   assert traces == 1
   _assert_same(got, got_m, want_state, want_m, exact=True)
   assert not np.allclose(np.asarray(got.learning_rates.min), 2e-3)  # mutation happened
-  np.testing.assert_array_equal(np.asarray(got.mixture_weights),
-                                np.asarray(want_state.mixture_weights))
+  np.testing.assert_array_equal(
+    np.asarray(got.mixture_weights), np.asarray(want_state.mixture_weights)
+  )

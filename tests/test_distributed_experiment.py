@@ -28,15 +28,21 @@ from tests.test_distributed import MPIRUN, needs_mpi
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATIONS = 6
-FLAGS = ["--config.rows=4", "--config.cols=4", "--config.progress=False",
-         "--config.tensorboard=False", "--config.plot_every=0", "--config.eval_every=100",
-         "--config.keep_checkpoints=100"]
+FLAGS = [
+  "--config.rows=4",
+  "--config.cols=4",
+  "--config.progress=False",
+  "--config.tensorboard=False",
+  "--config.plot_every=0",
+  "--config.eval_every=100",
+  "--config.keep_checkpoints=100",
+]
 
 
 def _config(**overrides):
   c = smoke.get_config()
   for flag in FLAGS:
-    k, v = flag[len("--config."):].split("=")
+    k, v = flag[len("--config.") :].split("=")
     c[k] = {"False": False}.get(v, int(v) if v.isdigit() else v)
   c.checkpoint_every = 1
   for k, v in overrides.items():
@@ -62,9 +68,19 @@ def _assert_same(a, b, exact=True):
 
 
 def _command(workdir, *flags, generations=GENERATIONS):
-  return [sys.executable, "-m", "experiments.coevolution.main", "--config",
-          "experiments/coevolution/configs/smoke.py", "--workdir", str(workdir), *FLAGS,
-          "--config.checkpoint_every=1", f"--config.generations={generations}", *flags]
+  return [
+    sys.executable,
+    "-m",
+    "experiments.coevolution.main",
+    "--config",
+    "experiments/coevolution/configs/smoke.py",
+    "--workdir",
+    str(workdir),
+    *FLAGS,
+    "--config.checkpoint_every=1",
+    f"--config.generations={generations}",
+    *flags,
+  ]
 
 
 def _env(**extra):
@@ -85,18 +101,25 @@ def test_killed_rank_fails_fast_and_resumes_on_one_device(tmp_path, reference):
   bounded time; --resume on ONE device continues from the MPI checkpoint to the
   single-device numbers bit for bit."""
   workdir = tmp_path / "mpi"
-  proc = subprocess.Popen([str(MPIRUN), "-n", "2", *_command(workdir, "--config.backend=mpi",
-                                                             generations=1000)],
-                          cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          start_new_session=True)
+  proc = subprocess.Popen(
+    [str(MPIRUN), "-n", "2", *_command(workdir, "--config.backend=mpi", generations=1000)],
+    cwd=ROOT,
+    env=_env(),
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    start_new_session=True,
+  )
   try:
     deadline = time.monotonic() + 300
     while not (workdir / "checkpoints" / "step_1").exists():
       assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
       assert time.monotonic() < deadline, "no checkpoint within 300 s"
       time.sleep(0.2)
-    ranks = [p for p in psutil.Process(proc.pid).children(recursive=True)
-             if "experiments.coevolution.main" in " ".join(p.cmdline())]
+    ranks = [
+      p
+      for p in psutil.Process(proc.pid).children(recursive=True)
+      if "experiments.coevolution.main" in " ".join(p.cmdline())
+    ]
     assert len(ranks) == 2, ranks
     ranks[1].send_signal(signal.SIGKILL)
     t0 = time.monotonic()
@@ -122,9 +145,14 @@ def test_single_device_checkpoint_resumes_on_mpi_ranks(tmp_path, reference):
   checkpoint: the single-device numbers bit for bit."""
   workdir = tmp_path / "single"
   train.train(_config(generations=2), workdir)
-  r = subprocess.run([str(MPIRUN), "-n", "2", *_command(workdir, "--config.backend=mpi",
-                                                        "--resume", generations=3)],
-                     cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
+  r = subprocess.run(
+    [str(MPIRUN), "-n", "2", *_command(workdir, "--config.backend=mpi", "--resume", generations=3)],
+    cwd=ROOT,
+    env=_env(),
+    capture_output=True,
+    text=True,
+    timeout=400,
+  )
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   assert "grid 4x4" in r.stdout  # rank 0 alone printed the report
   assert r.stdout.count("grid 4x4") == 1
@@ -146,11 +174,22 @@ def test_two_process_jax_distributed_matches_single_device(tmp_path, reference):
   port = _free_port()
   # Each process in its own group, killed whole on a timeout or a failure (a 2-minute
   # compile under load must neither fail the run early nor leave processes behind).
-  procs = [_procs.start(
-      _command(workdir, "--config.backend=mesh", f"--config.distributed=127.0.0.1:{port}/2/{i}",
-               generations=3),
-      cwd=ROOT, env=_env(JAX_NUM_CPU_DEVICES="2"), stdout=subprocess.PIPE,
-      stderr=subprocess.STDOUT, text=True) for i in range(2)]
+  procs = [
+    _procs.start(
+      _command(
+        workdir,
+        "--config.backend=mesh",
+        f"--config.distributed=127.0.0.1:{port}/2/{i}",
+        generations=3,
+      ),
+      cwd=ROOT,
+      env=_env(JAX_NUM_CPU_DEVICES="2"),
+      stdout=subprocess.PIPE,
+      stderr=subprocess.STDOUT,
+      text=True,
+    )
+    for i in range(2)
+  ]
   outs = []
   try:
     for p in procs:

@@ -84,8 +84,9 @@ def test_quadratic_equilibrium_and_jacobian(x64):
   J = jax.jacfwd(lambda z: jnp.concatenate(v(mml.Players(z[:2], z[2:]))))(jnp.zeros(4))
   eig = np.linalg.eigvals(np.asarray(J))
   np.testing.assert_allclose(eig.real, 0.3, atol=1e-10)
-  np.testing.assert_allclose(np.sort(np.abs(eig.imag)),
-                             np.sort(np.repeat(np.linalg.svd(A, compute_uv=False), 2)), atol=1e-10)
+  np.testing.assert_allclose(
+    np.sort(np.abs(eig.imag)), np.sort(np.repeat(np.linalg.svd(A, compute_uv=False), 2)), atol=1e-10
+  )
 
 
 def test_stochastic_bilinear_sums_components(x64):

@@ -18,21 +18,21 @@ nbclient = pytest.importorskip("nbclient")
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 FIGURES = {
-    "bilinear_jacobian.ipynb": [
-        "bilinear_jacobian_eigenvalues.png",
-        "bilinear_radius_vs_step_size.png",
-        "bilinear_lookahead_heatmap.png",
-        "bilinear_lookahead_cycle.png",
-        "bilinear_phase_portrait.png",
-    ],
-    "gan_jacobian.ipynb": [
-        "gan_jacobian_eigenvalues.png",
-        "gan_jacobian_losses.png",
-    ],
-    "lookahead_bilinear.ipynb": [
-        "lookahead_bilinear_full_batch.png",
-        "lookahead_bilinear_stochastic.png",
-    ],
+  "bilinear_jacobian.ipynb": [
+    "bilinear_jacobian_eigenvalues.png",
+    "bilinear_radius_vs_step_size.png",
+    "bilinear_lookahead_heatmap.png",
+    "bilinear_lookahead_cycle.png",
+    "bilinear_phase_portrait.png",
+  ],
+  "gan_jacobian.ipynb": [
+    "gan_jacobian_eigenvalues.png",
+    "gan_jacobian_losses.png",
+  ],
+  "lookahead_bilinear.ipynb": [
+    "lookahead_bilinear_full_batch.png",
+    "lookahead_bilinear_stochastic.png",
+  ],
 }
 
 
@@ -56,8 +56,10 @@ def test_notebook_runs_at_ci_size(name, tmp_path, monkeypatch):
   monkeypatch.setenv("JAX_PLATFORMS", "cpu")
   nb = nbformat.read(NOTEBOOKS / name, as_version=4)
   client = nbclient.NotebookClient(
-      nb, kernel_name="python3", timeout=300,
-      resources={"metadata": {"path": str(NOTEBOOKS)}},
+    nb,
+    kernel_name="python3",
+    timeout=300,
+    resources={"metadata": {"path": str(NOTEBOOKS)}},
   )
   client.execute()  # raises CellExecutionError on any failing cell
   for fig in FIGURES[name]:

@@ -31,7 +31,9 @@ def test_readme_has_exactly_two_setup_commands_at_top():
   first_block = re.search(r"```bash\n(.*?)```", text, re.S).group(1)
   commands = [l for l in first_block.splitlines() if l.strip() and not l.startswith("#")]
   assert [c.split("#")[0].strip() for c in commands] == [
-      "python3 dev.py main", "python3 dev.py test"]
+    "python3 dev.py main",
+    "python3 dev.py test",
+  ]
 
 
 def test_bilinear_main_job_smoke(tmp_path):
@@ -50,17 +52,39 @@ def test_bilinear_main_job_smoke(tmp_path):
 
 def test_public_api_is_pinned():
   assert set(mml.__all__) == {
-      "AlternatingState", "ExtragradientState", "LookaheadMinmaxState", "OptimisticState",
-      "PerPlayerState", "Players", "alternating", "averaging", "extragradient", "games",
-      "lookahead_minmax", "lookahead_slow_params", "nested_lookahead_minmax", "optimistic",
-      "per_player", "transforms", "value_and_vector_field", "vector_field",
-      "game_step", "apply_game_step", "with_field_processing",
-      "UnrolledState", "unrolled",
+    "AlternatingState",
+    "ExtragradientState",
+    "LookaheadMinmaxState",
+    "OptimisticState",
+    "PerPlayerState",
+    "Players",
+    "alternating",
+    "averaging",
+    "extragradient",
+    "games",
+    "lookahead_minmax",
+    "lookahead_slow_params",
+    "nested_lookahead_minmax",
+    "optimistic",
+    "per_player",
+    "transforms",
+    "value_and_vector_field",
+    "vector_field",
+    "game_step",
+    "apply_game_step",
+    "with_field_processing",
+    "UnrolledState",
+    "unrolled",
   }
   for name in mml.__all__:
     assert hasattr(mml, name), name
-  assert set(mml.averaging.__all__) == {"AveragingState", "averaged_params", "ema", "slow_ema",
-                                        "uniform"}
+  assert set(mml.averaging.__all__) == {
+    "AveragingState",
+    "averaged_params",
+    "ema",
+    "slow_ema",
+    "uniform",
+  }
   for module in (mml.games, mml.transforms):
     for name in module.__all__:
       assert hasattr(module, name), name

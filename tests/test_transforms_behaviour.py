@@ -40,9 +40,12 @@ def test_alternating_cycles():
 
 
 def test_lookahead_gda_and_extragradient_converge():
-  for tx in [mml.lookahead_minmax(optax.sgd(0.3), 6, 0.5), mml.extragradient(optax.sgd(0.3)),
-             mml.lookahead_minmax(mml.extragradient(optax.sgd(0.3)), 6, 0.5),
-             mml.lookahead_minmax(mml.alternating(optax.sgd(0.3)), 6, 0.5)]:
+  for tx in [
+    mml.lookahead_minmax(optax.sgd(0.3), 6, 0.5),
+    mml.extragradient(optax.sgd(0.3)),
+    mml.lookahead_minmax(mml.extragradient(optax.sgd(0.3)), 6, 0.5),
+    mml.lookahead_minmax(mml.alternating(optax.sgd(0.3)), 6, 0.5),
+  ]:
     d0, d = _final_distance(tx, steps=1500)
     assert d[-1] < 1e-3 * d0
 

@@ -27,9 +27,9 @@ def _base_eigs(method, h):
 
 def _scheme(method, eta):
   return {
-      "gda": lambda: optax.sgd(eta),
-      "alt": lambda: mml.alternating(optax.sgd(eta)),
-      "eg": lambda: mml.extragradient(optax.sgd(eta)),
+    "gda": lambda: optax.sgd(eta),
+    "alt": lambda: mml.alternating(optax.sgd(eta)),
+    "eg": lambda: mml.extragradient(optax.sgd(eta)),
   }[method]()
 
 
@@ -70,8 +70,10 @@ def test_base_spectral_radius(x64, method, eta, sigma):
 
 
 @pytest.mark.parametrize("method", ["gda", "alt", "eg"])
-@pytest.mark.parametrize("eta,k,alpha", [(0.1, 5, 0.5), (0.2, 6, 0.4), (0.3, 5, 0.5),
-                                         (0.3, 15, 0.3), (0.5, 3, 0.7), (0.2, 1, 1.0)])
+@pytest.mark.parametrize(
+  "eta,k,alpha",
+  [(0.1, 5, 0.5), (0.2, 6, 0.4), (0.3, 5, 0.5), (0.3, 15, 0.3), (0.5, 3, 0.7), (0.2, 1, 1.0)],
+)
 def test_lookahead_spectral_radius(x64, method, eta, k, alpha):
   sigma = 1.3
   h = eta * sigma
@@ -82,10 +84,16 @@ def test_lookahead_spectral_radius(x64, method, eta, k, alpha):
   np.testing.assert_allclose(np.abs(np.linalg.eigvals(M)).max(), np.abs(mu).max(), atol=1e-8)
 
 
-@pytest.mark.parametrize("method,eta,k,want", [
-    ("gda", 0.3, 5, 0.8395867964), ("alt", 0.3, 5, 0.7297491341), ("eg", 0.3, 5, 0.6359344174),
-    ("gda", 0.2, 15, 0.3124436848), ("eg", 0.5, 5, 0.2168392106),
-])
+@pytest.mark.parametrize(
+  "method,eta,k,want",
+  [
+    ("gda", 0.3, 5, 0.8395867964),
+    ("alt", 0.3, 5, 0.7297491341),
+    ("eg", 0.3, 5, 0.6359344174),
+    ("gda", 0.2, 15, 0.3124436848),
+    ("eg", 0.5, 5, 0.2168392106),
+  ],
+)
 def test_lookahead_reference_table(x64, method, eta, k, want):
   """Values from research/lookahead_minmax.md section 7 (sigma = 1)."""
   alpha = 0.3 if k == 15 else 0.5

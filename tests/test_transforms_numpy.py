@@ -23,10 +23,10 @@ def _game(seed=0, n=6, m=4):
 
 def _jax_tx(method, inner, *, max_steps=1, la=None, shared=False):
   base = {
-      "gda": lambda: inner,
-      "alt": lambda: mml.alternating(inner, max_steps=max_steps),
-      "eg": lambda: mml.extragradient(inner, shared_state=shared),
-      "ogda": lambda: mml.optimistic(inner),
+    "gda": lambda: inner,
+    "alt": lambda: mml.alternating(inner, max_steps=max_steps),
+    "eg": lambda: mml.extragradient(inner, shared_state=shared),
+    "ogda": lambda: mml.optimistic(inner),
   }[method]()
   if la is None:
     return base
@@ -35,24 +35,24 @@ def _jax_tx(method, inner, *, max_steps=1, la=None, shared=False):
 
 
 INNERS = {
-    "sgd": (lambda: optax.sgd(0.2), lambda: ref.SGD(0.2)),
-    "adam": (lambda: optax.adam(0.05), lambda: ref.Adam(0.05)),
-    "adam_b1": (lambda: optax.adam(0.02, b1=-0.3), lambda: ref.Adam(0.02, b1=-0.3)),
+  "sgd": (lambda: optax.sgd(0.2), lambda: ref.SGD(0.2)),
+  "adam": (lambda: optax.adam(0.05), lambda: ref.Adam(0.05)),
+  "adam_b1": (lambda: optax.adam(0.02, b1=-0.3), lambda: ref.Adam(0.02, b1=-0.3)),
 }
 
 CASES = [
-    dict(method="gda"),
-    dict(method="alt"),
-    dict(method="alt", max_steps=3),
-    dict(method="eg"),
-    dict(method="eg", shared=True),
-    dict(method="ogda"),
-    dict(method="gda", la=(5, 0.5, False)),
-    dict(method="alt", la=(6, 0.4, False)),
-    dict(method="alt", max_steps=3, la=(4, 0.5, True)),
-    dict(method="eg", la=(5, 0.5, False)),
-    dict(method="eg", shared=True, la=(7, 0.3, True)),
-    dict(method="ogda", la=(5, 0.5, False)),
+  dict(method="gda"),
+  dict(method="alt"),
+  dict(method="alt", max_steps=3),
+  dict(method="eg"),
+  dict(method="eg", shared=True),
+  dict(method="ogda"),
+  dict(method="gda", la=(5, 0.5, False)),
+  dict(method="alt", la=(6, 0.4, False)),
+  dict(method="alt", max_steps=3, la=(4, 0.5, True)),
+  dict(method="eg", la=(5, 0.5, False)),
+  dict(method="eg", shared=True, la=(7, 0.3, True)),
+  dict(method="ogda", la=(5, 0.5, False)),
 ]
 
 
@@ -65,14 +65,27 @@ def _name(case):
 def test_trajectory_matches_numpy(x64, inner, case):
   A, b, c, x0, y0 = _game()
   make_jax, make_np = INNERS[inner]
-  tx = _jax_tx(case["method"], make_jax(), max_steps=case.get("max_steps", 1),
-               la=case.get("la"), shared=case.get("shared", False))
+  tx = _jax_tx(
+    case["method"],
+    make_jax(),
+    max_steps=case.get("max_steps", 1),
+    la=case.get("la"),
+    shared=case.get("shared", False),
+  )
   game = mml.games.bilinear(jnp.asarray(A), jnp.asarray(b), jnp.asarray(c))
   params = mml.Players(jnp.asarray(x0), jnp.asarray(y0))
   got = trajectory(tx, game.loss, params, STEPS)
-  want = ref.run(case["method"], ref.Bilinear(A, b, c), make_np(), x0, y0, STEPS,
-                 max_steps=case.get("max_steps", 1), la=case.get("la"),
-                 shared=case.get("shared", False))
+  want = ref.run(
+    case["method"],
+    ref.Bilinear(A, b, c),
+    make_np(),
+    x0,
+    y0,
+    STEPS,
+    max_steps=case.get("max_steps", 1),
+    la=case.get("la"),
+    shared=case.get("shared", False),
+  )
   want_x = np.stack([w[0] for w in want])
   want_y = np.stack([w[1] for w in want])
   assert got.min.dtype == jnp.float64
@@ -153,9 +166,9 @@ def test_averages_match_numpy(x64):
   field = mml.vector_field(game.loss)
   la = lambda: mml.lookahead_minmax(optax.sgd(0.2), 5, 0.5)
   txs = {
-      "ema": mml.averaging.ema(la(), decay=0.9),
-      "uniform": mml.averaging.uniform(la(), start_step=7),
-      "slow": mml.averaging.slow_ema(la(), decay=0.8),
+    "ema": mml.averaging.ema(la(), decay=0.9),
+    "uniform": mml.averaging.uniform(la(), start_step=7),
+    "slow": mml.averaging.slow_ema(la(), decay=0.8),
   }
   traj = ref.run("gda", ref.Bilinear(A, b, c), ref.SGD(0.2), x0, y0, 33, la=(5, 0.5, False))
   zs = [np.concatenate([x0, y0])] + [np.concatenate(t) for t in traj]
@@ -169,8 +182,11 @@ def test_averages_match_numpy(x64):
   want = {"ema": ema, "uniform": uni, "slow": slow}
   for name, tx in txs.items():
     p, s = params, tx.init(params)
-    step = jax.jit(lambda p, s, tx=tx: (lambda u_s: (optax.apply_updates(p, u_s[0]), u_s[1]))(
-        tx.update(field(p), s, p)))
+    step = jax.jit(
+      lambda p, s, tx=tx: (lambda u_s: (optax.apply_updates(p, u_s[0]), u_s[1]))(
+        tx.update(field(p), s, p)
+      )
+    )
     for _ in range(33):
       p, s = step(p, s)
     avg = mml.averaging.averaged_params(s)

@@ -24,22 +24,22 @@ def _adam():
 
 # name -> factory; every inner learning rate is injectable.
 REGISTRY = {
-    "gda_sgd": _sgd,
-    "gda_adam": _adam,
-    "per_player": lambda: mml.per_player(min=_sgd(), max=_adam()),
-    "alternating": lambda: mml.alternating(_sgd()),
-    "alternating_3": lambda: mml.alternating(_adam(), max_steps=3),
-    "extragradient": lambda: mml.extragradient(_adam()),
-    "extragradient_shared": lambda: mml.extragradient(_adam(), shared_state=True),
-    "optimistic": lambda: mml.optimistic(_adam()),
-    "lookahead_adam": lambda: mml.lookahead_minmax(_adam()),
-    "lookahead_eg": lambda: mml.lookahead_minmax(mml.extragradient(_adam()), 3, 0.5),
-    "lookahead_alt5": lambda: mml.lookahead_minmax(mml.alternating(_sgd(), max_steps=5)),
-    "lookahead_lazy_reset": lambda: mml.lookahead_minmax(_adam(), 2, 0.3, True, "lazy"),
-    "nested_lookahead": lambda: mml.nested_lookahead_minmax(_sgd(), (2, 6), (0.5, 0.5)),
-    "ema": lambda: mml.averaging.ema(mml.lookahead_minmax(_adam()), 0.9),
-    "uniform": lambda: mml.averaging.uniform(mml.extragradient(_sgd())),
-    "slow_ema": lambda: mml.averaging.slow_ema(mml.lookahead_minmax(_sgd(), 2), 0.9),
+  "gda_sgd": _sgd,
+  "gda_adam": _adam,
+  "per_player": lambda: mml.per_player(min=_sgd(), max=_adam()),
+  "alternating": lambda: mml.alternating(_sgd()),
+  "alternating_3": lambda: mml.alternating(_adam(), max_steps=3),
+  "extragradient": lambda: mml.extragradient(_adam()),
+  "extragradient_shared": lambda: mml.extragradient(_adam(), shared_state=True),
+  "optimistic": lambda: mml.optimistic(_adam()),
+  "lookahead_adam": lambda: mml.lookahead_minmax(_adam()),
+  "lookahead_eg": lambda: mml.lookahead_minmax(mml.extragradient(_adam()), 3, 0.5),
+  "lookahead_alt5": lambda: mml.lookahead_minmax(mml.alternating(_sgd(), max_steps=5)),
+  "lookahead_lazy_reset": lambda: mml.lookahead_minmax(_adam(), 2, 0.3, True, "lazy"),
+  "nested_lookahead": lambda: mml.nested_lookahead_minmax(_sgd(), (2, 6), (0.5, 0.5)),
+  "ema": lambda: mml.averaging.ema(mml.lookahead_minmax(_adam()), 0.9),
+  "uniform": lambda: mml.averaging.uniform(mml.extragradient(_sgd())),
+  "slow_ema": lambda: mml.averaging.slow_ema(mml.lookahead_minmax(_sgd(), 2), 0.9),
 }
 
 
@@ -105,8 +105,9 @@ def test_scan_matches_python_loop(tx):
   jstep = jax.jit(step)
   for _ in range(10):
     p, s = jstep(game, p, s)
-  (q, r), _ = jax.jit(lambda p0, s0: jax.lax.scan(
-      lambda c, _: (step(game, *c), None), (p0, s0), None, length=10))(params, tx.init(params))
+  (q, r), _ = jax.jit(
+    lambda p0, s0: jax.lax.scan(lambda c, _: (step(game, *c), None), (p0, s0), None, length=10)
+  )(params, tx.init(params))
   chex.assert_trees_all_close(p, q, rtol=1e-5, atol=1e-6)
   chex.assert_trees_all_close(s, r, rtol=1e-5, atol=1e-6)
 
@@ -167,8 +168,9 @@ def test_injected_learning_rate_takes_effect(tx):
   opt = jax.tree.leaves(s, is_leaf=lambda x: isinstance(x, mml.OptimisticState))
   opt = [x for x in opt if isinstance(x, mml.OptimisticState)]
   is_la = lambda x: isinstance(x, mml.LookaheadMinmaxState)
-  la = [x for x in jax.tree.leaves(s_frozen, is_leaf=is_la)
-        if isinstance(x, mml.LookaheadMinmaxState)]
+  la = [
+    x for x in jax.tree.leaves(s_frozen, is_leaf=is_la) if isinstance(x, mml.LookaheadMinmaxState)
+  ]
   if opt:
     want = jax.tree.map(lambda a, b: a - b, p, opt[0].previous)
     chex.assert_trees_all_close(p_frozen, want, rtol=1e-6, atol=1e-7)

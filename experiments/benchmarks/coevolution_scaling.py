@@ -58,12 +58,23 @@ def _pair():
 
 
 def _coevolution(rows, cols, steps, strategy, exchange=None):
-  cfg = co.CoevolutionConfig(rows=rows, cols=cols, batch_size=100, steps_per_generation=steps,
-                             fitness_samples=1000, mixture_samples=1, cell_strategy=strategy)
+  cfg = co.CoevolutionConfig(
+    rows=rows,
+    cols=cols,
+    batch_size=100,
+    steps_per_generation=steps,
+    fitness_samples=1000,
+    mixture_samples=1,
+    cell_strategy=strategy,
+  )
   return co.Coevolution(
-      cfg, _pair(), sample_real=lambda d, k, n: data.sample_batch(k, d, n),
-      score_fn=lambda d, samples, w: jnp.sum(w * jnp.mean(samples**2, axis=(1, 2, 3, 4))),
-      scheme=co.default_scheme(2e-4, lookahead=False), exchange=exchange)
+    cfg,
+    _pair(),
+    sample_real=lambda d, k, n: data.sample_batch(k, d, n),
+    score_fn=lambda d, samples, w: jnp.sum(w * jnp.mean(samples**2, axis=(1, 2, 3, 4))),
+    scheme=co.default_scheme(2e-4, lookahead=False),
+    exchange=exchange,
+  )
 
 
 def _images():
@@ -86,12 +97,15 @@ def _individuals(state):
 def _case(rows, cols, generation_s, exchange_s, compile_s, units):
   cells = rows * cols
   return {
-      "grid": f"{rows}x{cols}", "units": units, "cells_per_unit": cells // units,
-      "generation_s": round(generation_s, 4), "exchange_s": round(exchange_s, 5),
-      "compute_s": round(generation_s - exchange_s, 4),
-      "exchange_share": round(exchange_s / generation_s, 4),
-      "exchange_ms_per_cell": round(1e3 * exchange_s / cells, 4),
-      "compile_s": round(compile_s, 1),
+    "grid": f"{rows}x{cols}",
+    "units": units,
+    "cells_per_unit": cells // units,
+    "generation_s": round(generation_s, 4),
+    "exchange_s": round(exchange_s, 5),
+    "compute_s": round(generation_s - exchange_s, 4),
+    "exchange_share": round(exchange_s / generation_s, 4),
+    "exchange_ms_per_cell": round(1e3 * exchange_s / cells, 4),
+    "compile_s": round(compile_s, 1),
   }
 
 
@@ -110,11 +124,15 @@ def device_case(n, rows, cols, steps, repeats, exchange, strategy, images):
   spec = distributed.grid_shardings(_individuals(state), mesh, rows, cols)
   if ex is not None:
     specs = jax.tree.map(lambda s: s.spec, spec)
-    gather = jax.jit(jax.shard_map(lambda t: ex.gather(t, "von_neumann"), mesh=mesh,
-                                   in_specs=(specs,), out_specs=specs))
+    gather = jax.jit(
+      jax.shard_map(
+        lambda t: ex.gather(t, "von_neumann"), mesh=mesh, in_specs=(specs,), out_specs=specs
+      )
+    )
   else:
-    gather = jax.jit(lambda t: co.gather_neighbours(t, "von_neumann"), in_shardings=(spec,),
-                     out_shardings=spec)
+    gather = jax.jit(
+      lambda t: co.gather_neighbours(t, "von_neumann"), in_shardings=(spec,), out_shardings=spec
+    )
   exchange_s = _median_seconds(lambda: gather(_individuals(state)), max(repeats, 5))
   return _case(rows, cols, generation_s, exchange_s, compile_s, n)
 
@@ -135,23 +153,34 @@ def mpi_worker(rows, cols, steps, repeats):
   gather = jax.jit(lambda t: ex.gather(t, "von_neumann"))
   exchange_s = _median_seconds(lambda: gather(_individuals(state)), max(repeats, 5))
   # The slowest rank sets the pace.
-  generation_s, exchange_s, compile_s = (ex.comm.allreduce(v, op=ex._MPI.MAX)
-                                         for v in (generation_s, exchange_s, compile_s))
+  generation_s, exchange_s, compile_s = (
+    ex.comm.allreduce(v, op=ex._MPI.MAX) for v in (generation_s, exchange_s, compile_s)
+  )
   if ex.rank == 0:
-    print("RESULT " + json.dumps(_case(rows, cols, generation_s, exchange_s, compile_s,
-                                       ex.size)), flush=True)
+    print(
+      "RESULT " + json.dumps(_case(rows, cols, generation_s, exchange_s, compile_s, ex.size)),
+      flush=True,
+    )
 
 
 def mpi_case(p, rows, cols, steps, repeats):
   mpirun = Path(sys.executable).parent / "mpirun"
-  cmd = [str(mpirun), "-n", str(p), sys.executable, str(Path(__file__).resolve()),
-         "--mpi-worker", f"--grid={rows}x{cols}", f"--steps={steps}",
-         f"--generations={repeats}"]
+  cmd = [
+    str(mpirun),
+    "-n",
+    str(p),
+    sys.executable,
+    str(Path(__file__).resolve()),
+    "--mpi-worker",
+    f"--grid={rows}x{cols}",
+    f"--steps={steps}",
+    f"--generations={repeats}",
+  ]
   env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_NUM_CPU_DEVICES="1")
   r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
   for line in r.stdout.splitlines():
     if line.startswith("RESULT "):
-      return json.loads(line[len("RESULT "):])
+      return json.loads(line[len("RESULT ") :])
   return {"error": (r.stdout + r.stderr)[-800:]}
 
 
@@ -168,9 +197,10 @@ def _plot(result, path):
       if not ok:
         continue
       x = [c["units"] for c in ok]
-      line, = ax.plot(x, [c["generation_s"] for c in ok], "o-", label=f"{label}: generation")
-      ax.plot(x, [c["exchange_s"] for c in ok], "x--", color=line.get_color(),
-              label=f"{label}: exchange")
+      (line,) = ax.plot(x, [c["generation_s"] for c in ok], "o-", label=f"{label}: generation")
+      ax.plot(
+        x, [c["exchange_s"] for c in ok], "x--", color=line.get_color(), label=f"{label}: exchange"
+      )
     ax.set_xlabel("devices / ranks")
     ax.set_ylabel("seconds")
     ax.set_yscale("log")
@@ -187,10 +217,14 @@ def main():
   ap.add_argument("--devices", default="1,2,4")
   ap.add_argument("--ranks", default="1,2,4")
   ap.add_argument("--grid", default="4x4")
-  ap.add_argument("--cols", type=int, default=4, help="weak scaling: one row of this many cells"
-                  " per device/rank")
-  ap.add_argument("--variants", default="shard_map/map,shard_map/vmap,roll/vmap",
-                  help="device-mesh exchange/cell-strategy pairs (strong scaling)")
+  ap.add_argument(
+    "--cols", type=int, default=4, help="weak scaling: one row of this many cells per device/rank"
+  )
+  ap.add_argument(
+    "--variants",
+    default="shard_map/map,shard_map/vmap,roll/vmap",
+    help="device-mesh exchange/cell-strategy pairs (strong scaling)",
+  )
   ap.add_argument("--plot", default="experiments/benchmarks/coevolution_scaling.png")
   ap.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
   args = ap.parse_args()
@@ -202,21 +236,27 @@ def main():
   ranks = [int(v) for v in args.ranks.split(",") if v]
   images = _images()
   result = {
-      "benchmark": "coevolution_scaling",
-      "model": "Lipizzaner MNIST MLP pair, batch 100, Adam, 1000 fitness samples",
-      "steps_per_generation": args.steps, "cpus": os.cpu_count(),
-      "backend": jax.default_backend(), "jax": jax.__version__,
-      "python": platform.python_version(), "load_average_at_start": list(os.getloadavg()),
-      "strong": {}, "weak": {},
+    "benchmark": "coevolution_scaling",
+    "model": "Lipizzaner MNIST MLP pair, batch 100, Adam, 1000 fitness samples",
+    "steps_per_generation": args.steps,
+    "cpus": os.cpu_count(),
+    "backend": jax.default_backend(),
+    "jax": jax.__version__,
+    "python": platform.python_version(),
+    "load_average_at_start": list(os.getloadavg()),
+    "strong": {},
+    "weak": {},
   }
   for variant in args.variants.split(","):
     exchange, strategy = variant.split("/")
     result["strong"][f"devices {variant}"] = [
-        device_case(n, rows, cols, args.steps, args.generations, exchange, strategy, images)
-        for n in devices]
+      device_case(n, rows, cols, args.steps, args.generations, exchange, strategy, images)
+      for n in devices
+    ]
   result["weak"]["devices shard_map/map"] = [
-      device_case(n, n, args.cols, args.steps, args.generations, "shard_map", "map", images)
-      for n in devices]
+    device_case(n, n, args.cols, args.steps, args.generations, "shard_map", "map", images)
+    for n in devices
+  ]
   try:
     import mpi4jax  # noqa: F401
 
@@ -224,10 +264,12 @@ def main():
   except ImportError:
     have_mpi = False
   if have_mpi:
-    result["strong"]["mpi ranks"] = [mpi_case(p, rows, cols, args.steps, args.generations)
-                                     for p in ranks]
-    result["weak"]["mpi ranks"] = [mpi_case(p, p, args.cols, args.steps, args.generations)
-                                   for p in ranks]
+    result["strong"]["mpi ranks"] = [
+      mpi_case(p, rows, cols, args.steps, args.generations) for p in ranks
+    ]
+    result["weak"]["mpi ranks"] = [
+      mpi_case(p, p, args.cols, args.steps, args.generations) for p in ranks
+    ]
   else:
     result["mpi"] = "not run: mpi4jax or the venv's mpirun is missing"
   result["load_average_at_end"] = list(os.getloadavg())

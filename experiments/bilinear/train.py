@@ -19,12 +19,12 @@ def schemes(config) -> dict[str, optax.GradientTransformation]:
   sgd = lambda: optax.sgd(config.sgd_step_size)
   adam = lambda: optax.adam(config.adam_step_size, b1=config.adam_b1)
   base = {
-      "gda": sgd,
-      "altgda": lambda: mml.alternating(sgd()),
-      "eg": lambda: mml.extragradient(sgd()),
-      "ogda": lambda: mml.optimistic(sgd()),
-      "adam": adam,
-      "extra_adam": lambda: mml.extragradient(adam()),
+    "gda": sgd,
+    "altgda": lambda: mml.alternating(sgd()),
+    "eg": lambda: mml.extragradient(sgd()),
+    "ogda": lambda: mml.optimistic(sgd()),
+    "adam": adam,
+    "extra_adam": lambda: mml.extragradient(adam()),
   }
   wanted = [m.strip() for m in config.methods.split(",") if m.strip()]
   unknown = sorted(set(wanted) - set(base))
@@ -34,7 +34,7 @@ def schemes(config) -> dict[str, optax.GradientTransformation]:
   for name in wanted:
     out[name] = base[name]()
     out[f"la_{name}"] = mml.lookahead_minmax(
-        base[name](), config.sync_period, config.slow_step_size
+      base[name](), config.sync_period, config.slow_step_size
     )
   return out
 
@@ -49,9 +49,11 @@ def closed_form_rate(name: str, config) -> float | None:
   if base not in _CLOSED_FORM:
     return None
   eigs = analysis.closed_form_eigenvalues(
-      _CLOSED_FORM[base], config.sgd_step_size, np.array([1.0]),
-      sync_period=config.sync_period if la else None,
-      slow_step_size=config.slow_step_size,
+    _CLOSED_FORM[base],
+    config.sgd_step_size,
+    np.array([1.0]),
+    sync_period=config.sync_period if la else None,
+    slow_step_size=config.slow_step_size,
   )
   rho = analysis.spectral_radius(eigs)
   return float(analysis.per_step_rate(rho, config.sync_period)) if la else float(rho)
@@ -65,8 +67,9 @@ def make_games(config):
     kb, kc, kx, ky = jax.random.split(k, 4)
     d = config.dim
     s = 1.0 / jnp.sqrt(d)
-    game = mml.games.bilinear(jnp.eye(d), s * jax.random.normal(kb, (d,)),
-                              s * jax.random.normal(kc, (d,)))
+    game = mml.games.bilinear(
+      jnp.eye(d), s * jax.random.normal(kb, (d,)), s * jax.random.normal(kc, (d,))
+    )
     start = mml.Players(s * jax.random.normal(kx, (d,)), s * jax.random.normal(ky, (d,)))
     return game, start
 
@@ -81,13 +84,15 @@ def train(config, workdir: str) -> dict:
   for name, tx in schemes(config).items():
     one_game = jax.tree.map(lambda x: x[0], games)
     per_step = analysis.field_evaluations_per_step(
-        tx, mml.vector_field(one_game.loss), jax.tree.map(lambda x: x[0], starts))
+      tx, mml.vector_field(one_game.loss), jax.tree.map(lambda x: x[0], starts)
+    )
     steps = max(1, config.passes // per_step)
     traj = analysis.run_games(tx, games, starts, steps)
     dist = np.asarray(traj.distances["sum"], np.float64)
     curves[name] = (np.asarray(traj.passes), dist)
     final = dist[:, -1]
-    rows.append({
+    rows.append(
+      {
         "method": name,
         "passes_per_step": per_step,
         "steps": steps,
@@ -95,7 +100,8 @@ def train(config, workdir: str) -> dict:
         "start_distance": float(dist[:, 0].mean()),
         "final_distance_mean": float(np.mean(final)),
         "final_distance_std": float(np.std(final)),
-    })
+      }
+    )
   _print_table(rows, config)
   _plot(curves, config, os.path.join(workdir, "distance.png"))
   result = {"config": config.to_dict(), "results": rows}
@@ -106,19 +112,23 @@ def train(config, workdir: str) -> dict:
 
 
 def _print_table(rows, config):
-  print(f"Bilinear game d={config.dim}, A=I, {config.seeds} seeds, "
-        f"{config.passes} passes (EG = 2 per step); lookahead k={config.sync_period}, "
-        f"alpha={config.slow_step_size}")
-  head = (f"{'method':<14}{'passes/step':>12}{'rho/step':>11}{'start':>10}"
-          f"{'final (mean +- std)':>26}")
+  print(
+    f"Bilinear game d={config.dim}, A=I, {config.seeds} seeds, "
+    f"{config.passes} passes (EG = 2 per step); lookahead k={config.sync_period}, "
+    f"alpha={config.slow_step_size}"
+  )
+  head = (
+    f"{'method':<14}{'passes/step':>12}{'rho/step':>11}{'start':>10}{'final (mean +- std)':>26}"
+  )
   print(head)
   print("-" * len(head))
   for r in rows:
     rho = r["closed_form_rate_per_step"]
     rho = f"{rho:.4f}" if rho is not None else "-"
     final = f"{r['final_distance_mean']:.3e} +- {r['final_distance_std']:.1e}"
-    print(f"{r['method']:<14}{r['passes_per_step']:>12}{rho:>11}"
-          f"{r['start_distance']:>10.3f}{final:>26}")
+    print(
+      f"{r['method']:<14}{r['passes_per_step']:>12}{rho:>11}{r['start_distance']:>10.3f}{final:>26}"
+    )
 
 
 def _plot(curves, config, path):

@@ -158,8 +158,9 @@ def make_backend(config) -> Backend:
   name = config.get("backend", "single")
   if name == "single":
     # The state is already whole and readable here: no round trip through the host.
-    return Backend(name, None, True, lambda t: t, lambda t: jax.tree.map(jnp.asarray, t),
-                   lambda: None)
+    return Backend(
+      name, None, True, lambda t: t, lambda t: jax.tree.map(jnp.asarray, t), lambda: None
+    )
   if name == "mesh":
     from jax.experimental import multihost_utils
 
@@ -168,10 +169,12 @@ def make_backend(config) -> Backend:
     mesh = distributed.grid_mesh(tuple(config.mesh_shape) or None)
     distributed.check_grid_fits(rows, cols, mesh)
     if config.mesh_exchange not in ("shard_map", "roll"):
-      raise ValueError(f"config.mesh_exchange must be 'shard_map' or 'roll', got"
-                       f" {config.mesh_exchange!r}")
-    exchange = distributed.MeshExchange(mesh, rows, cols) if config.mesh_exchange == "shard_map" \
-        else None
+      raise ValueError(
+        f"config.mesh_exchange must be 'shard_map' or 'roll', got {config.mesh_exchange!r}"
+      )
+    exchange = (
+      distributed.MeshExchange(mesh, rows, cols) if config.mesh_exchange == "shard_map" else None
+    )
     multi = jax.process_count() > 1
 
     def to_host(t):
@@ -245,8 +248,9 @@ def _programs(config_json: str) -> Programs:
     from minmaxlab import distributed
 
     abstract = jax.eval_shape(coev.init, jax.random.key(0))
-    shardings = distributed.grid_shardings(abstract, backend.mesh, coev.config.rows,
-                                           coev.config.cols)
+    shardings = distributed.grid_shardings(
+      abstract, backend.mesh, coev.config.rows, coev.config.cols
+    )
     init = jax.jit(coev.init, out_shardings=shardings)
     step = distributed.sharded_step(coev, backend.mesh, abstract)
     replicated = NamedSharding(backend.mesh, P())
@@ -421,9 +425,13 @@ def train(
   writes = backend.writer
   if writes:
     runner.write_config(workdir, config, module=__name__)
-  writer = runner.MetricWriter(
-    workdir, tensorboard=config.tensorboard and writes, resume_step=start if resume else None
-  ) if writes else None
+  writer = (
+    runner.MetricWriter(
+      workdir, tensorboard=config.tensorboard and writes, resume_step=start if resume else None
+    )
+    if writes
+    else None
+  )
   if start == 0:
     host = backend.to_host(state)
     if writes:
@@ -440,8 +448,13 @@ def train(
   cell_steps = coev.config.num_cells * coev.config.steps_per_generation
   bar = None
   if config.progress and writes:
-    bar = runner.ProgressBar(config.generations, start=start, unit="generation",
-                             rate_unit="cell-steps", work_per_unit=cell_steps)
+    bar = runner.ProgressBar(
+      config.generations,
+      start=start,
+      unit="generation",
+      rate_unit="cell-steps",
+      work_per_unit=cell_steps,
+    )
   row: dict = {}
   seconds = []
   rows_written: list[dict] = []
@@ -457,7 +470,10 @@ def train(
       row = summarise(m, cols)
       row["seconds"] = seconds[-1]
       streak, warning = divergence_check(  # the same on every process: raises everywhere
-        row["diverged"], coev.config.num_cells, generation, streak,
+        row["diverged"],
+        coev.config.num_cells,
+        generation,
+        streak,
         config.get("diverged_patience", 3),
       )
       if warning and writes:
@@ -608,10 +624,16 @@ def report(row: dict, summary_path) -> str:
   g = s["grid"]
   lines = [
     f"grid {g[0]}x{g[1]} ({s['cell_strategy']}), {s['generations']} generations"
-    + (f", first generation (with compile) {s['first_generation_seconds']:.1f} s"
-       if s.get("first_generation_seconds") is not None else "")
-    + (f", then {s['median_generation_seconds']:.2f} s per generation"
-       if s.get("median_generation_seconds") is not None else "")
+    + (
+      f", first generation (with compile) {s['first_generation_seconds']:.1f} s"
+      if s.get("first_generation_seconds") is not None
+      else ""
+    )
+    + (
+      f", then {s['median_generation_seconds']:.2f} s per generation"
+      if s.get("median_generation_seconds") is not None
+      else ""
+    )
   ]
   best = row.get("best_cell")
   if "mixture/modes_covered" in row:

@@ -23,8 +23,8 @@ def _flat_field(field: FieldFn, params: Any):
     flat, _ = ravel_pytree(out)
     if flat.shape != w.shape:
       raise ValueError(
-          "field(params, *args) must return a pytree shaped like params (the descent"
-          f" field, a Players); got {flat.shape[0]} values for {w.shape[0]} parameters"
+        "field(params, *args) must return a pytree shaped like params (the descent"
+        f" field, a Players); got {flat.shape[0]} values for {w.shape[0]} parameters"
       )
     return flat
 
@@ -132,16 +132,16 @@ _WHICH = {"LM": lambda e: np.abs(e), "LI": lambda e: np.abs(e.imag), "LR": lambd
 
 
 def top_eigenvalues(
-    field: FieldFn,
-    params: Any,
-    *args: Any,
-    k: int = 6,
-    which: str = "LM",
-    tol: float | None = None,
-    ncv: int | None = None,
-    maxiter: int | None = None,
-    key: jax.Array | None = None,
-    return_eigenvectors: bool = False,
+  field: FieldFn,
+  params: Any,
+  *args: Any,
+  k: int = 6,
+  which: str = "LM",
+  tol: float | None = None,
+  ncv: int | None = None,
+  maxiter: int | None = None,
+  key: jax.Array | None = None,
+  return_eigenvectors: bool = False,
 ):
   r"""Top-``k`` eigenvalues of the game Jacobian, matrix-free.
 
@@ -205,8 +205,16 @@ def top_eigenvalues(
   ncv = min(n, max(2 * k + 1, 20)) if ncv is None else ncv
   if tol is None:
     tol = 0.0 if jnp.finfo(dtype).bits >= 64 else 1e-5
-  out = eigs(op, k=k, which=which, tol=tol, ncv=ncv, maxiter=maxiter, v0=v0,
-             return_eigenvectors=return_eigenvectors)
+  out = eigs(
+    op,
+    k=k,
+    which=which,
+    tol=tol,
+    ncv=ncv,
+    maxiter=maxiter,
+    v0=v0,
+    return_eigenvectors=return_eigenvectors,
+  )
   vals, vecs = out if return_eigenvectors else (out, None)
   order = np.argsort(-_WHICH[which](vals), kind="stable")
   if return_eigenvectors:

@@ -20,12 +20,12 @@ def _axes(ax):
 
 
 def plot_eigenvalues(
-    eigenvalues,
-    ax=None,
-    *,
-    label: str | None = None,
-    unit_circle: bool = False,
-    **scatter_kwargs: Any,
+  eigenvalues,
+  ax=None,
+  *,
+  label: str | None = None,
+  unit_circle: bool = False,
+  **scatter_kwargs: Any,
 ):
   """Scatter eigenvalues in the complex plane.
 
@@ -57,15 +57,15 @@ def plot_eigenvalues(
 
 
 def plot_radius_heatmap(
-    step_sizes,
-    sync_periods,
-    radius,
-    ax=None,
-    *,
-    title: str | None = None,
-    vmin: float | None = None,
-    vmax: float | None = None,
-    colorbar: bool = True,
+  step_sizes,
+  sync_periods,
+  radius,
+  ax=None,
+  *,
+  title: str | None = None,
+  vmin: float | None = None,
+  vmax: float | None = None,
+  colorbar: bool = True,
 ):
   """Heat map of a spectral radius (or per-step rate) over ``(eta, k)``.
 
@@ -88,8 +88,7 @@ def plot_radius_heatmap(
   r = np.asarray(radius, np.float64)
   etas, ks = np.asarray(step_sizes), np.asarray(sync_periods)
   vmax = min(float(r.max()), 1.2) if vmax is None else vmax
-  mesh = ax.pcolormesh(ks, etas, r, shading="nearest", cmap="viridis", vmin=vmin,
-                       vmax=vmax)
+  mesh = ax.pcolormesh(ks, etas, r, shading="nearest", cmap="viridis", vmin=vmin, vmax=vmax)
   if r.min() < 1.0 < r.max() and min(r.shape) > 1:
     ax.contour(ks, etas, r, levels=[1.0], colors="w", linewidths=1.2)
   if colorbar:
@@ -102,12 +101,12 @@ def plot_radius_heatmap(
 
 
 def plot_phase_portrait(
-    paths: Mapping[str, tuple[Any, Any]],
-    ax=None,
-    *,
-    field: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
-    limits: float = 1.5,
-    equilibrium: tuple[float, float] = (0.0, 0.0),
+  paths: Mapping[str, tuple[Any, Any]],
+  ax=None,
+  *,
+  field: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
+  limits: float = 1.5,
+  equilibrium: tuple[float, float] = (0.0, 0.0),
 ):
   """Phase portrait of 2-D game dynamics (e.g. ``f(x, y) = x y``).
 
@@ -143,12 +142,12 @@ def plot_phase_portrait(
 
 
 def plot_distance_curves(
-    curves: Mapping[str, tuple[Any, Any]],
-    ax=None,
-    *,
-    spread: str = "std",
-    log: bool = True,
-    ylabel: str = r"$\|x - x^*\| + \|y - y^*\|$",
+  curves: Mapping[str, tuple[Any, Any]],
+  ax=None,
+  *,
+  spread: str = "std",
+  log: bool = True,
+  ylabel: str = r"$\|x - x^*\| + \|y - y^*\|$",
 ):
   """Distance to the equilibrium vs passes, mean over seeds with a spread band.
 
@@ -194,9 +193,9 @@ def plot_distance_curves(
 
 
 def plot_radius_vs_step_size(
-    step_sizes: Sequence[float],
-    radii: Mapping[str, Any],
-    ax=None,
+  step_sizes: Sequence[float],
+  radii: Mapping[str, Any],
+  ax=None,
 ):
   """Spectral radius of several methods against the step size, with ``rho = 1``.
 

@@ -44,15 +44,15 @@ def _split_state(state):
 
 
 def update_operator(
-    tx: optax.GradientTransformation,
-    field: Callable[..., Any],
-    params: Any,
-    *args: Any,
-    num_steps: int = 1,
-    augment_state: bool | None = None,
-    warmup_steps: int | None = None,
-    scale: float = 1.0,
-    jit: bool = False,
+  tx: optax.GradientTransformation,
+  field: Callable[..., Any],
+  params: Any,
+  *args: Any,
+  num_steps: int = 1,
+  augment_state: bool | None = None,
+  warmup_steps: int | None = None,
+  scale: float = 1.0,
+  jit: bool = False,
 ) -> UpdateOperator:
   r"""The update map of ANY minmaxlab transform, built by running the transform.
 
@@ -144,8 +144,8 @@ def update_operator(
     from minmaxlab.transforms import LookaheadMinmaxState  # noqa: PLC0415
 
     is_la = any(
-        isinstance(s, LookaheadMinmaxState)
-        for s in jax.tree.leaves(state0, is_leaf=lambda s: isinstance(s, LookaheadMinmaxState))
+      isinstance(s, LookaheadMinmaxState)
+      for s in jax.tree.leaves(state0, is_leaf=lambda s: isinstance(s, LookaheadMinmaxState))
     )
     augment_state = bool(inexact) and not is_la
 
@@ -256,8 +256,9 @@ def altgda_eigenvalues(eta: float, sigma, mu: float = 0.0, max_steps: int = 1) -
   by :math:`1 - \eta\mu` per step.
   """
   eta, sigma, mu = _modes(eta, sigma, mu)
-  return np.concatenate([np.linalg.eigvals(_altgda_block(eta, s, mu, int(max_steps)))
-                         for s in sigma])
+  return np.concatenate(
+    [np.linalg.eigvals(_altgda_block(eta, s, mu, int(max_steps))) for s in sigma]
+  )
 
 
 def ogda_eigenvalues(eta: float, sigma, mu: float = 0.0) -> np.ndarray:
@@ -315,13 +316,13 @@ def _lookahead_ogda_eigenvalues(eta, sigma, mu, k, alpha):
 
 
 def closed_form_eigenvalues(
-    method: str,
-    eta: float,
-    sigma=1.0,
-    mu: float = 0.0,
-    sync_period: int | None = None,
-    slow_step_size: float = 0.5,
-    max_steps: int = 1,
+  method: str,
+  eta: float,
+  sigma=1.0,
+  mu: float = 0.0,
+  sync_period: int | None = None,
+  slow_step_size: float = 0.5,
+  max_steps: int = 1,
 ) -> np.ndarray:
   r"""Exact update-operator eigenvalues of a method on the bilinear game.
 
@@ -359,10 +360,10 @@ def closed_form_eigenvalues(
     e, s, m = _modes(eta, sigma, mu)
     return _lookahead_ogda_eigenvalues(e, s, m, int(sync_period), float(slow_step_size))
   base = {
-      "gda": lambda: gda_eigenvalues(eta, sigma, mu),
-      "eg": lambda: eg_eigenvalues(eta, sigma, mu),
-      "ogda": lambda: ogda_eigenvalues(eta, sigma, mu),
-      "altgda": lambda: altgda_eigenvalues(eta, sigma, mu, max_steps),
+    "gda": lambda: gda_eigenvalues(eta, sigma, mu),
+    "eg": lambda: eg_eigenvalues(eta, sigma, mu),
+    "ogda": lambda: ogda_eigenvalues(eta, sigma, mu),
+    "altgda": lambda: altgda_eigenvalues(eta, sigma, mu, max_steps),
   }[method]()
   if sync_period is None:
     return base
@@ -400,18 +401,22 @@ class RadiusGrid(NamedTuple):
   def best(self):
     """``(eta, k, alpha, per_step_rate)`` minimising the per-step rate."""
     i, j, l = np.unravel_index(np.argmin(self.per_step), self.per_step.shape)
-    return (float(self.step_sizes[i]), int(self.sync_periods[j]),
-            float(self.slow_step_sizes[l]), float(self.per_step[i, j, l]))
+    return (
+      float(self.step_sizes[i]),
+      int(self.sync_periods[j]),
+      float(self.slow_step_sizes[l]),
+      float(self.per_step[i, j, l]),
+    )
 
 
 def spectral_radius_grid(
-    method: str,
-    step_sizes: Sequence[float],
-    sync_periods: Sequence[int],
-    slow_step_sizes: Sequence[float] = (0.5,),
-    sigma=1.0,
-    mu: float = 0.0,
-    max_steps: int = 1,
+  method: str,
+  step_sizes: Sequence[float],
+  sync_periods: Sequence[int],
+  slow_step_sizes: Sequence[float] = (0.5,),
+  sigma=1.0,
+  mu: float = 0.0,
+  max_steps: int = 1,
 ) -> RadiusGrid:
   r"""Scan Lookahead(k, alpha) over a base method on a grid of (eta, k, alpha).
 
@@ -437,6 +442,9 @@ def spectral_radius_grid(
     base[i] = spectral_radius(closed_form_eigenvalues(method, eta, sigma, mu, max_steps=max_steps))
     for j, k in enumerate(ks):
       for l, a in enumerate(alphas):
-        cyc[i, j, l] = spectral_radius(closed_form_eigenvalues(
-            method, eta, sigma, mu, sync_period=int(k), slow_step_size=a, max_steps=max_steps))
+        cyc[i, j, l] = spectral_radius(
+          closed_form_eigenvalues(
+            method, eta, sigma, mu, sync_period=int(k), slow_step_size=a, max_steps=max_steps
+          )
+        )
   return RadiusGrid(etas, ks, alphas, cyc, per_step_rate(cyc, ks[None, :, None]), base)

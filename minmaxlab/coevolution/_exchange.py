@@ -71,8 +71,9 @@ class BlockExchange:
     br, bc = (int(b) for b in blocks)
     if br < 1 or bc < 1 or rows % br or cols % bc:
       raise ValueError(
-          f"a {rows}x{cols} grid cannot be split into {br}x{bc} blocks:"
-          f" rows must be a multiple of {br} and cols of {bc}")
+        f"a {rows}x{cols} grid cannot be split into {br}x{bc} blocks:"
+        f" rows must be a multiple of {br} and cols of {bc}"
+      )
     self.rows, self.cols = int(rows), int(cols)
     self.blocks = (br, bc)
     self.block_shape = (rows // br, cols // bc)
@@ -114,8 +115,9 @@ class BlockExchange:
       lasts = [jax.lax.slice_in_dim(x, n - 1, n, axis=axis) for x in leaves]
       before = self._edges_from_neighbour(lasts, axis, -1)  # previous block's last slice
       after = self._edges_from_neighbour(firsts, axis, +1)  # next block's first slice
-      leaves = [jnp.concatenate([b, x, a], axis=axis)
-                for b, x, a in zip(before, leaves, after, strict=True)]
+      leaves = [
+        jnp.concatenate([b, x, a], axis=axis) for b, x, a in zip(before, leaves, after, strict=True)
+      ]
 
     def member(x, dr, dc):
       for axis, d, size in ((0, dr, lr), (1, dc, lc)):

@@ -27,8 +27,9 @@ def aggregate_fitness(losses: jax.Array, valid: jax.Array, mode: str = "average"
   return jnp.where(jnp.isfinite(f), f, INF)
 
 
-def tournament(key: jax.Array, fitness: jax.Array, usable: jax.Array, num_winners: int,
-               tournament_size: int) -> jax.Array:
+def tournament(
+  key: jax.Array, fitness: jax.Array, usable: jax.Array, num_winners: int, tournament_size: int
+) -> jax.Array:
   """Indices of ``num_winners`` tournament winners.
 
   Each tournament draws ``tournament_size`` candidates uniformly (with
@@ -40,8 +41,9 @@ def tournament(key: jax.Array, fitness: jax.Array, usable: jax.Array, num_winner
   return cand[jnp.arange(num_winners), jnp.argmin(fitness[cand], axis=1)]
 
 
-def mutate_learning_rates(key: jax.Array, lr: jax.Array, probability: float, scale: float,
-                          min_learning_rate: float) -> jax.Array:
+def mutate_learning_rates(
+  key: jax.Array, lr: jax.Array, probability: float, scale: float, min_learning_rate: float
+) -> jax.Array:
   """With ``probability``, ``lr + scale * N(0, 1)``, clipped to ``>= min_learning_rate``."""
   k1, k2 = jax.random.split(key)
   hit = jax.random.bernoulli(k1, probability, lr.shape)
@@ -49,8 +51,9 @@ def mutate_learning_rates(key: jax.Array, lr: jax.Array, probability: float, sca
   return jnp.where(hit, new, lr)
 
 
-def replacement_sources(local_fitness: jax.Array, trained_fitness: jax.Array,
-                        n_replacements: int) -> jax.Array:
+def replacement_sources(
+  local_fitness: jax.Array, trained_fitness: jax.Array, n_replacements: int
+) -> jax.Array:
   """For every local slot, the trained individual that replaces it, or -1.
 
   The ``n_replacements`` worst local individuals are paired with the best
@@ -61,8 +64,11 @@ def replacement_sources(local_fitness: jax.Array, trained_fitness: jax.Array,
   worst = jnp.argsort(-local_fitness)[:n]
   best = jnp.argsort(trained_fitness)[:n]
   better = trained_fitness[best] < local_fitness[worst]
-  return jnp.full(local_fitness.shape, -1, jnp.int32).at[worst].set(
-      jnp.where(better, best, -1).astype(jnp.int32))
+  return (
+    jnp.full(local_fitness.shape, -1, jnp.int32)
+    .at[worst]
+    .set(jnp.where(better, best, -1).astype(jnp.int32))
+  )
 
 
 def normalise_weights(weights: jax.Array, usable: jax.Array, fallback: jax.Array) -> jax.Array:
@@ -72,8 +78,13 @@ def normalise_weights(weights: jax.Array, usable: jax.Array, fallback: jax.Array
   return jnp.where(total > 0, w / jnp.where(total > 0, total, 1.0), fallback)
 
 
-def mixture_es_step(key: jax.Array, weights: jax.Array, usable: jax.Array, sigma: float,
-                    score: Callable[[jax.Array], jax.Array]):
+def mixture_es_step(
+  key: jax.Array,
+  weights: jax.Array,
+  usable: jax.Array,
+  sigma: float,
+  score: Callable[[jax.Array], jax.Array],
+):
   """One (1+1)-ES step on mixture weights (lower score is better).
 
   ``w' = normalise(max(w + sigma * N(0, I), 0))`` over the usable members; ``w'``

@@ -9,8 +9,9 @@ import jax
 import jax.numpy as jnp
 
 
-def mode_tvd_score(mixture: Any, samples: jax.Array, weights: jax.Array,
-                   threshold: float = 3.0) -> jax.Array:
+def mode_tvd_score(
+  mixture: Any, samples: jax.Array, weights: jax.Array, threshold: float = 3.0
+) -> jax.Array:
   r"""Total variation between a weighted generator mixture's mode histogram and
   the ideal one, for a 2-D Gaussian mixture data set.
 

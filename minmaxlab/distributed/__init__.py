@@ -12,21 +12,21 @@ the results equal the single-device run.
 from minmaxlab.distributed._exchange import MeshExchange, MPIExchange, mpi_blocks
 from minmaxlab.distributed._init import initialize
 from minmaxlab.distributed._mesh import (
-    check_grid_fits,
-    grid_mesh,
-    grid_shardings,
-    shard_grid,
-    sharded_step,
+  check_grid_fits,
+  grid_mesh,
+  grid_shardings,
+  shard_grid,
+  sharded_step,
 )
 
 __all__ = [
-    "MPIExchange",
-    "MeshExchange",
-    "check_grid_fits",
-    "grid_mesh",
-    "grid_shardings",
-    "initialize",
-    "mpi_blocks",
-    "shard_grid",
-    "sharded_step",
+  "MPIExchange",
+  "MeshExchange",
+  "check_grid_fits",
+  "grid_mesh",
+  "grid_shardings",
+  "initialize",
+  "mpi_blocks",
+  "shard_grid",
+  "sharded_step",
 ]

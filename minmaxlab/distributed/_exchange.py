@@ -54,8 +54,9 @@ def _mpi():
     from mpi4py import MPI
   except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(
-        "the MPI backend needs mpi4py and mpi4jax (pip install 'minmaxlab[mpi]'; mpi4jax"
-        " compiles against the MPI found by mpicc)") from e
+      "the MPI backend needs mpi4py and mpi4jax (pip install 'minmaxlab[mpi]'; mpi4jax"
+      " compiles against the MPI found by mpicc)"
+    ) from e
   return MPI, mpi4jax
 
 
@@ -74,8 +75,9 @@ def mpi_blocks(size: int, rows: int, cols: int, blocks: tuple[int, int] | None =
   if cols % size == 0:
     return 1, size
   raise ValueError(
-      f"{size} MPI ranks cannot split a {rows}x{cols} grid: the number of ranks must divide"
-      f" the rows ({rows}) or the columns ({cols}), or give 2-D blocks that do")
+    f"{size} MPI ranks cannot split a {rows}x{cols} grid: the number of ranks must divide"
+    f" the rows ({rows}) or the columns ({cols}), or give 2-D blocks that do"
+  )
 
 
 class MPIExchange(BlockExchange):
@@ -116,8 +118,9 @@ class MPIExchange(BlockExchange):
     bi, bj = self.block_index
     source = self._rank_of(bi + step[0], bj + step[1])
     dest = self._rank_of(bi - step[0], bj - step[1])
-    return self._mpi4jax.sendrecv(edge, jnp.zeros_like(edge), source=source, dest=dest,
-                                  comm=self.comm)
+    return self._mpi4jax.sendrecv(
+      edge, jnp.zeros_like(edge), source=source, dest=dest, comm=self.comm
+    )
 
   def reduce(self, x, op):
     ops = {"min": self._MPI.MIN, "sum": self._MPI.SUM}
@@ -152,6 +155,6 @@ class MPIExchange(BlockExchange):
     def one(x):
       if jnp.ndim(x) < 2 or tuple(x.shape[:2]) != (self.rows, self.cols):
         return x
-      return x[r0:r0 + lr, c0:c0 + lc]
+      return x[r0 : r0 + lr, c0 : c0 + lc]
 
     return jax.tree.map(one, tree)

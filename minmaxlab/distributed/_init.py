@@ -35,10 +35,12 @@ def initialize(spec: str = "") -> bool:
       int(port)
     except ValueError:
       raise ValueError(
-          "distributed must be '', 'auto', 'mpi4py' or '<host>:<port>/<num_processes>/"
-          f"<process_id>', got {spec!r}") from None
+        "distributed must be '', 'auto', 'mpi4py' or '<host>:<port>/<num_processes>/"
+        f"<process_id>', got {spec!r}"
+      ) from None
     if not (n >= 1 and 0 <= i < n and host):
-      raise ValueError(f"distributed {spec!r}: need num_processes >= 1 and 0 <= process_id <"
-                       " num_processes")
+      raise ValueError(
+        f"distributed {spec!r}: need num_processes >= 1 and 0 <= process_id < num_processes"
+      )
     jax.distributed.initialize(address, num_processes=n, process_id=i)
   return True

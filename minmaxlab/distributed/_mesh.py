@@ -29,8 +29,9 @@ def check_grid_fits(rows: int, cols: int, mesh: Mesh) -> None:
   mr, mc = mesh.shape["rows"], mesh.shape["cols"]
   if rows % mr or cols % mc:
     raise ValueError(
-        f"a {rows}x{cols} grid cannot be split into {mr}x{mc} device blocks:"
-        f" rows must be a multiple of {mr} and cols of {mc}")
+      f"a {rows}x{cols} grid cannot be split into {mr}x{mc} device blocks:"
+      f" rows must be a multiple of {mr} and cols of {mc}"
+    )
 
 
 def grid_shardings(tree: Any, mesh: Mesh, rows: int, cols: int) -> Any:
@@ -84,14 +85,21 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any):
   replicated = NamedSharding(mesh, P())
   if isinstance(coevolution.exchange, MeshExchange):
     if coevolution.exchange.mesh.shape != mesh.shape:
-      raise ValueError(f"the coevolution's MeshExchange is for a mesh of shape"
-                       f" {dict(coevolution.exchange.mesh.shape)}, got {dict(mesh.shape)}")
+      raise ValueError(
+        f"the coevolution's MeshExchange is for a mesh of shape"
+        f" {dict(coevolution.exchange.mesh.shape)}, got {dict(mesh.shape)}"
+      )
     state_specs = jax.tree.map(lambda s: s.spec, state_sharding)
     compiled = {}
 
     def shard(metric_specs):
-      return jax.shard_map(coevolution.step, mesh=mesh, in_specs=(P(), state_specs, P()),
-                           out_specs=(state_specs, metric_specs), check_vma=False)
+      return jax.shard_map(
+        coevolution.step,
+        mesh=mesh,
+        in_specs=(P(), state_specs, P()),
+        out_specs=(state_specs, metric_specs),
+        check_vma=False,
+      )
 
     def step(key, state, data):
       tree = jax.tree.structure(data)
@@ -100,17 +108,23 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any):
         # reduced over all devices) replicated.
         _, local = jax.eval_shape(shard(P()), key, state, data)
         specs = jax.tree.map(lambda m: P("rows", "cols") if m.ndim >= 2 else P(), local)
-        compiled[tree] = jax.jit(shard(specs), in_shardings=(replicated, state_sharding,
-                                                             replicated),
-                                 out_shardings=(state_sharding, None))
+        compiled[tree] = jax.jit(
+          shard(specs),
+          in_shardings=(replicated, state_sharding, replicated),
+          out_shardings=(state_sharding, None),
+        )
       return compiled[tree](key, state, data)
 
     return step
   if coevolution.cell_strategy != "vmap":
     raise ValueError(
-        "sharded coevolution over the whole-grid exchange needs cell_strategy='vmap' (got"
-        f" {coevolution.cell_strategy!r}): a sequential map over cells would run every"
-        " device's cells one after another; use exchange=MeshExchange(...) to map cells"
-        " within each device")
-  return jax.jit(coevolution.step, in_shardings=(replicated, state_sharding, replicated),
-                 out_shardings=(state_sharding, replicated))
+      "sharded coevolution over the whole-grid exchange needs cell_strategy='vmap' (got"
+      f" {coevolution.cell_strategy!r}): a sequential map over cells would run every"
+      " device's cells one after another; use exchange=MeshExchange(...) to map cells"
+      " within each device"
+    )
+  return jax.jit(
+    coevolution.step,
+    in_shardings=(replicated, state_sharding, replicated),
+    out_shardings=(state_sharding, replicated),
+  )
