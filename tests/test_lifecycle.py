@@ -9,6 +9,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -191,8 +192,11 @@ def test_ctrl_c_while_compiling_ends_at_once_with_one_line(tmp_path):
   assert proc.returncode == 130
   assert took < 10  # at once, not after the compilation
   tail = [line for line in rest.splitlines() if line.strip()]
-  assert tail[-1] == (
-    "interrupted at step 0/40 (nothing saved yet); continue with: python3 dev.py gan-demo"
+  # Whether the step-0 checkpoint was written before the signal depends on the machine's speed.
+  assert re.fullmatch(
+    r"interrupted at step 0/40 \((nothing saved yet|saved: step 0)\); "
+    r"continue with: python3 dev\.py gan-demo",
+    tail[-1],
   ), rest
   assert "Traceback" not in rest
 
