@@ -57,6 +57,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minmaxlab import coevolution as co
+from minmaxlab import runner
 from minmaxlab.gan import data, metrics, models
 
 
@@ -351,17 +352,6 @@ def _reference_program(images, steps, d_every=2):
   return compiled, cells, time.perf_counter() - t0
 
 
-def _cpu_model():
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or platform.machine()
-
-
 def floor(args, pair, images):
   """2x2, ``--floor-steps`` batches per cell with Lipizzaner's schedule: seconds per
   generation of the library's programs and of the equal-work plain-JAX floor, repeats
@@ -410,7 +400,7 @@ def floor(args, pair, images):
     "work": f"{full} batches per cell, schedule={args.schedule}, d_every=2, plain Adam, "
     "5x5 fitness on 1000 samples + the replacement's re-scoring, trivial mixture score (no FID)",
     "machine": {
-      "cpu_model": _cpu_model(),
+      "cpu_model": runner.cpu_model(),
       "cpus": os.cpu_count(),
       "jax": jax.__version__,
       "python": platform.python_version(),

@@ -32,18 +32,8 @@ import jax.numpy as jnp  # noqa: E402
 
 from experiments.coevolution import train  # noqa: E402
 from minmaxlab import coevolution as co  # noqa: E402
+from minmaxlab import runner  # noqa: E402
 from minmaxlab.gan import metrics, models  # noqa: E402
-
-
-def _cpu_model() -> str:
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or platform.machine()
 
 
 def _abstract_image_experiment(config):
@@ -128,7 +118,7 @@ def main():
   result = {
     "benchmark": "compile_time",
     "machine": {
-      "cpu_model": _cpu_model(),
+      "cpu_model": runner.cpu_model(),
       "cpus": os.cpu_count(),
       "jax": jax.__version__,
       "python": platform.python_version(),

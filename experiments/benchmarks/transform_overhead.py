@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 
@@ -25,6 +24,7 @@ import jax.numpy as jnp
 import optax
 
 import minmaxlab as mml
+from minmaxlab import runner
 from minmaxlab.gan import losses, models
 
 TARGET = 0.03  # lookahead should add under 3% per step (issue 11)
@@ -146,17 +146,6 @@ def measure(problem, steps, repeats):
   return out
 
 
-def cpu_model() -> str:
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or platform.machine()
-
-
 def load_average() -> list[float] | None:
   try:
     return [round(x, 2) for x in os.getloadavg()]
@@ -187,7 +176,7 @@ def main():
         "benchmark": "transform_overhead",
         "backend": jax.default_backend(),
         "devices": jax.device_count(),
-        "cpu": cpu_model(),
+        "cpu": runner.cpu_model(),
         "cpu_count": os.cpu_count(),
         "load_average_before": load_before,
         "load_average_after": load_average(),

@@ -7,6 +7,7 @@ curves). The library itself never touches disk except through this package.
 """
 
 from minmaxlab.runner._checkpoint import CheckpointManager
+from minmaxlab.runner._host import cpu_model
 from minmaxlab.runner._lifecycle import (
   checkpoint_steps,
   compilation_cache_dir,
@@ -38,6 +39,7 @@ __all__ = [
   "checkpoint_steps",
   "compilation_cache_dir",
   "config_changes",
+  "cpu_model",
   "enable_compilation_cache",
   "exit_on_interrupt",
   "finished_run",

@@ -1,0 +1,15 @@
+"""The host a measurement ran on (benchmarks record it next to their numbers)."""
+
+import platform
+
+
+def cpu_model() -> str:
+  """The CPU's model name from /proc/cpuinfo (Linux), else what `platform` knows."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or platform.machine()
