@@ -176,6 +176,35 @@ RING8_VARIANTS = {
     "steps_per_generation": 1250,
   },
   "r2_1x1": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "rows": 1, "cols": 1},
+  # larger tori at the same steps per cell (longer takeover time); "_1x1_cN": one GAN with the
+  # total steps of N cells ("compute_cells")
+  "t2_4x4": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "rows": 4, "cols": 4},
+  "t2_5x5": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "rows": 5, "cols": 5},
+  "t1_5x5": {
+    "dataset_kwargs": {"radius": 2.0, "std": 0.02},
+    "rows": 5,
+    "cols": 5,
+    "tournament_size": 1,
+  },
+  "r2_1x1_c16": {
+    "dataset_kwargs": {"radius": 2.0, "std": 0.02},
+    "rows": 1,
+    "cols": 1,
+    "compute_cells": 16,
+  },
+  "r2_1x1_c25": {
+    "dataset_kwargs": {"radius": 2.0, "std": 0.02},
+    "rows": 1,
+    "cols": 1,
+    "compute_cells": 25,
+  },
+  # no interaction with 5x longer generations (run with --gens 40: 5x the budget)
+  "nosel_own_long": {
+    "dataset_kwargs": {"radius": 2.0, "std": 0.02},
+    "selection": False,
+    "opponents": "selected",
+    "steps_per_generation": 1250,
+  },
   # Lipizzaner's 2-D settings (ring radius 0.8, std 0.025, latent 32, batch 50, Adam 2e-4)
   "lip_t1": {**LIP2D, "tournament_size": 1},
   "lip_t2": {**LIP2D},
@@ -208,8 +237,9 @@ def ring8_study(args):
     overrides = dict(RING8_VARIANTS[name])
     gens = args.gens or overrides.get("generations", base.generations)
     steps = overrides.get("steps_per_generation", base.steps_per_generation)
+    cells = overrides.pop("compute_cells", base.rows * base.cols)
     if overrides.get("rows", base.rows) * overrides.get("cols", base.cols) == 1:
-      steps *= base.rows * base.cols  # one GAN with the grid's total number of steps
+      steps *= cells  # one GAN with the grid's (or compute_cells') total number of steps
     overrides.update(
       generations=gens,
       steps_per_generation=steps,
