@@ -69,12 +69,13 @@ PINS = {
     shard_grid sharded_step
   """,
   "pbt": """
-    CampaignFailed Categorical ConfigMismatch Continuous Controller ControllerGone PBTState
-    Store TaskSpec Trial VectorizedPBT explore explore_values exponential_decay
-    gather_members join_run load_checkpoint mpi_worker mpi_world named_task needed_trials
-    piecewise_constant replay resolve_task run_mpi run_trial sample_prior sample_values
-    serve_trials set_hyperparams task_spec tournament_exploit truncation_exploit
-    truncation_size validate_space vectorized_pbt worker_loop
+    CampaignFailed Categorical ConfigMismatch Continuous Controller ControllerGone EarlyStop
+    PBTState Ranking Store TaskSpec Trial VectorizedPBT comparator_ranking explore
+    explore_values exponential_decay gather_members join_run key_ranking load_checkpoint
+    mpi_worker mpi_world named_task needed_trials pareto_fronts pareto_rank piecewise_constant
+    replay resolve_task run_mpi run_trial sample_prior sample_values scalar serve_trials
+    set_hyperparams task_spec tournament_exploit truncation_exploit truncation_size
+    validate_space vectorized_pbt weighted_sum worker_loop
   """,
   "runner": """
     CheckpointManager EventFileWriter MetricWriter ProgressBar Run checkpoint_steps

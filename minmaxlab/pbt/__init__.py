@@ -11,8 +11,11 @@ processes, initiator-based tournament or truncation, lineage-aware checkpoint
 garbage collection, re-queue of killed workers' trials, resume after a killed
 controller, a per-trial attempt limit, a stored config fingerprint, named
 tasks (``"module:function"`` + JSON arguments, never pickles), workers that
-end with their controller, mutable schedules and :func:`replay` of the best
-lineage. Workers
+end with their controller, mutable schedules, :func:`replay` of the best
+lineage (dtype-exact checkpoints), multi-objective fitness (a pluggable
+:class:`Ranking`: Pareto rank, weighted sum, user key or comparison), a
+wall-clock budget (``run(budget_s=...)``) and early stopping
+(:class:`EarlyStop`). Workers
 are local processes, external processes joining through the store
 (``python -m minmaxlab.pbt worker``) or MPI ranks (:func:`run_mpi` under
 ``mpirun -n P``: rank 0 the controller).
@@ -26,7 +29,17 @@ from minmaxlab.pbt._controller import (
   replay,
 )
 from minmaxlab.pbt._mpi import mpi_worker, mpi_world, run_mpi
+from minmaxlab.pbt._objectives import (
+  Ranking,
+  comparator_ranking,
+  key_ranking,
+  pareto_fronts,
+  pareto_rank,
+  scalar,
+  weighted_sum,
+)
 from minmaxlab.pbt._schedules import exponential_decay, piecewise_constant
+from minmaxlab.pbt._selection import EarlyStop
 from minmaxlab.pbt._space import (
   Categorical,
   Continuous,
@@ -61,6 +74,14 @@ __all__ = [
   "Categorical",
   "Continuous",
   "Controller",
+  "EarlyStop",
+  "Ranking",
+  "comparator_ranking",
+  "key_ranking",
+  "pareto_fronts",
+  "pareto_rank",
+  "scalar",
+  "weighted_sum",
   "Store",
   "Trial",
   "PBTState",

@@ -25,29 +25,39 @@ References:
 from __future__ import annotations
 
 import os
-import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from minmaxlab.pbt._campaign import (
+  STOPPED,
+  CampaignFailed,
+  begin_epoch,
+  record_failed,
+  set_flag,
+)
 from minmaxlab.pbt._fingerprint import ConfigMismatch, check_fingerprint, space_json
 from minmaxlab.pbt._gc import collect_garbage, needed_trials, remove_strays
+from minmaxlab.pbt._objectives import Ranking, scalar
 from minmaxlab.pbt._replay import replay
-from minmaxlab.pbt._selection import Policy, choose_parent, initial_population, next_child
+from minmaxlab.pbt._selection import (
+  EarlyStop,
+  Policy,
+  choose_parent,
+  initial_population,
+  next_child,
+)
 from minmaxlab.pbt._space import Space, validate_space
 from minmaxlab.pbt._status import campaign_status, population_rows
 from minmaxlab.pbt._store import (
   CONFIG,
   DONE,
-  EPOCH,
-  FAILED,
-  MAX_ATTEMPTS,
+  DRAIN,
   PENDING,
   RUNNING,
   STORE_FILE,
-  TASK,
   Store,
   Trial,
 )
@@ -56,10 +66,6 @@ from minmaxlab.pbt._task import TaskSpec, resolve_task, task_spec
 from minmaxlab.pbt._worker import FINISHED, run_one
 
 __all__ = ["CampaignFailed", "ConfigMismatch", "Controller", "needed_trials", "replay"]
-
-
-class CampaignFailed(RuntimeError):
-  """More trials failed than the campaign's ``max_failed_trials`` allows."""
 
 
 class Controller:
@@ -122,6 +128,13 @@ class Controller:
       ``orphan_s / 6`` s) has not changed for this long exits; local workers
       also get SIGTERM from Linux as soon as the controller dies
       (``PR_SET_PDEATHSIG``) and exit once another controller takes over.
+    ranking: how fitness compares (:class:`minmaxlab.pbt.Ranking`: default the
+      scalar fitness; :func:`~minmaxlab.pbt.pareto_rank`,
+      :func:`~minmaxlab.pbt.weighted_sum` or a user key/comparison for a task
+      whose ``train`` returns a tuple of objectives); selection, ``top_k`` and
+      the best trial use it.
+    early_stop: :class:`minmaxlab.pbt.EarlyStop` (stop members below a fitness
+      quantile after ``min_steps``), or ``None``.
 
   A rerun on an existing store must have the same run-defining configuration
   (space, task and its arguments, population, trials, steps, selection,
@@ -153,8 +166,12 @@ class Controller:
     max_attempts: int = 3,
     max_failed_trials: int | None = None,
     orphan_s: float = 30.0,
+    ranking: Ranking | None = None,
+    early_stop: EarlyStop | None = None,
   ):
     validate_space(space)
+    self.ranking = ranking or scalar()
+    self.early_stop = None if early_stop is None else EarlyStop(*early_stop).validate()
     if int(max_attempts) < 1:
       raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
     if max_failed_trials is not None and int(max_failed_trials) < 1:
@@ -182,7 +199,12 @@ class Controller:
     if int(steps_per_trial) < 1 or int(workers) < 0 or int(top_k) < 0:
       raise ValueError("steps_per_trial must be >= 1, workers and top_k >= 0")
     self.policy = Policy(
-      dict(space), exploit, truncation_fraction, resample_probability, tuple(perturb_factors)
+      dict(space),
+      exploit,
+      truncation_fraction,
+      resample_probability,
+      tuple(perturb_factors),
+      self.ranking,
     ).validate(int(population_size))
     self.workdir = Path(workdir).expanduser().resolve()
     self.ckpt_root = self.workdir / "checkpoints"
@@ -234,6 +256,8 @@ class Controller:
       "seed": self.seed,
       "initial_hparams": self.initial_hparams,
       "synchronous": self.synchronous,
+      "ranking": self.ranking.to_json(),
+      "early_stop": None if self.early_stop is None else list(self.early_stop),
     }
 
   def _check_config(self) -> None:
@@ -266,9 +290,14 @@ class Controller:
       for t in finished:
         self.store.set_member(db, t.member, t.id)
       population = {m: self.store.trial(i) for m, i in self.store.population().items()}
+      stopped = set(self.store.get(STOPPED, []))
       for t in finished:
         if self.store.num_trials() >= self.num_trials:
           break
+        if self.early_stop is not None and self.early_stop.hopeless(t, population, self.ranking):
+          stopped.add(t.member)
+          self.store.put(db, STOPPED, sorted(stopped))
+          continue
         child = next_child(self.seed, t, population, self.policy)
         start = child.parent.start_step + child.parent.steps
         self.store.add_trial(
@@ -278,7 +307,7 @@ class Controller:
   def collect_garbage(self) -> list[int]:
     """Delete the checkpoints no trial can need any more; return their trial ids
     (:func:`minmaxlab.pbt._gc.collect_garbage`)."""
-    return collect_garbage(self.store, self.top_k)
+    return collect_garbage(self.store, self.top_k, self.ranking)
 
   # --- workers ------------------------------------------------------------------------------
   @property
@@ -291,30 +320,15 @@ class Controller:
 
   def _handle_failed(self) -> None:
     """Record newly failed trials (one line each) and apply ``max_failed_trials``."""
-    new = self.store.unprocessed(FAILED)
-    if new:
-      with self.store.transaction() as db:
-        self.store.mark_processed(db, [t.id for t in new])
-      for t in new:
-        print(
-          f"PBT: trial {t.id} (member {t.member}) failed after {t.failures} attempts: {t.error}",
-          file=sys.stderr,
-          flush=True,
-        )
-    failed = self.store.with_status(FAILED)
-    self.failed_seen = failed
-    if self.max_failed_trials is not None and len(failed) >= self.max_failed_trials:
-      first = failed[0]
-      raise CampaignFailed(
-        f"PBT campaign stopped: {len(failed)} trial(s) failed (max_failed_trials="
-        f"{self.max_failed_trials}); trial {first.id} after {first.failures} attempts:"
-        f" {first.error}"
-      )
+    self.failed_seen = record_failed(self.store, self.max_failed_trials)
 
   # --- the loop -----------------------------------------------------------------------------
   def status(self) -> dict[str, Any]:
     """Trial counts per status, failed trials, the best trial and the checkpoints on disk."""
-    return campaign_status(self.store, self.ckpt_root, [t.id for t in self.failed_seen])
+    return {
+      **campaign_status(self.store, self.ckpt_root, [t.id for t in self.failed_seen], self.ranking),
+      "stopped_members": self.store.get(STOPPED, []),
+    }
 
   def population_rows(self) -> list[dict[str, Any]]:
     """One row per member for a live table (:func:`minmaxlab.pbt._status.population_rows`)."""
@@ -325,8 +339,15 @@ class Controller:
     timeout: float | None = None,
     on_progress: Callable | None = None,
     serve: Callable[[float], None] | None = None,
+    budget_s: float | None = None,
   ) -> dict[str, Any]:
-    """Run (or resume) until ``num_trials`` trials are done and processed.
+    """Run (or resume) until ``num_trials`` trials are done and processed, or
+    until the wall-clock budget ``budget_s`` (seconds) is spent.
+
+    At the budget no trial is handed out any more; the running trials finish
+    and are processed, and the summary has ``budget_ended=True`` (pending
+    trials stay queued: the same call with a new budget resumes them).
+    ``timeout`` is a hard limit: :class:`TimeoutError`.
 
     On entry, trials left ``running`` by a previous controller's workers are
     re-queued (their late reports are ignored: a report must come from the
@@ -338,24 +359,13 @@ class Controller:
     between polls (the MPI backend answers its worker ranks there).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
+    budget_end = None if budget_s is None else time.monotonic() + float(budget_s)
+    draining = False
     self._initialize()
     self.epoch = uuid.uuid4().hex
-    with self.store.transaction() as db:
-      self.store.requeue_running(db)
-      self.store.put(db, FINISHED, False)
-      self.store.put(db, EPOCH, self.epoch)  # workers of an earlier controller stop
-      self.store.put(db, MAX_ATTEMPTS, self.max_attempts)
-      # any worker that joins with only the workdir gets the task's NAME from the store
-      self.store.put(
-        db,
-        TASK,
-        {
-          "task": None if self.task is None else self.task.to_json(),
-          "lease_s": self.lease_s,
-          "poll_s": self.poll_s,
-          "orphan_s": self.orphan_s,
-        },
-      )
+    timing = {"lease_s": self.lease_s, "poll_s": self.poll_s, "orphan_s": self.orphan_s}
+    task = None if self.task is None else self.task.to_json()
+    begin_epoch(self.store, self.epoch, self.max_attempts, {"task": task, **timing})
     remove_strays(self.store, self.ckpt_root)
     if self.supervisor is None:  # kept across runs: restarted_workers adds up
       self.supervisor = Supervisor(self.workdir, self.store, self.epoch)
@@ -381,6 +391,12 @@ class Controller:
         if status[PENDING] == 0 and status[RUNNING] == 0 and not self.store.unprocessed():
           remove_strays(self.store, self.ckpt_root)
           break
+        if draining and status[RUNNING] == 0 and not self.store.unprocessed(DONE):
+          break
+        if budget_end is not None and not draining and time.monotonic() > budget_end:
+          draining = True  # workers take no new trial; the running ones finish
+          set_flag(self.store, DRAIN, True)
+          continue
         if deadline is not None and time.monotonic() > deadline:
           raise TimeoutError(f"PBT run did not finish in {timeout} s: {status}")
         if self.workers == 0 and not self.external_workers:
@@ -390,14 +406,14 @@ class Controller:
           self._requeue_lapsed()
           (serve or time.sleep)(self.poll_s)
     finally:
-      with self.store.transaction() as db:
-        self.store.put(db, FINISHED, True)
+      set_flag(self.store, FINISHED, True)
       self.supervisor.stop()
       beat.stop()
     return {
       **self.status(),
       "max_checkpoints": max_ckpts,
       "restarted_workers": self.restarted_workers,
+      "budget_ended": draining,
     }
 
   def _run_one_inline(self) -> None:

@@ -23,15 +23,19 @@ import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from minmaxlab.pbt._objectives import rank_trials
 from minmaxlab.pbt._store import DONE, PENDING, RUNNING, Store, Trial
 
 
-def needed_trials(trials: Iterable[Trial], population: Mapping[int, int], top_k: int) -> set[int]:
+def needed_trials(
+  trials: Iterable[Trial], population: Mapping[int, int], top_k: int, ranking=None
+) -> set[int]:
   """Ids of the trials whose checkpoints must be kept.
 
   A trial is needed if it parents a pending or running trial, is in the
-  current population, is among the ``top_k`` fittest finished trials, or is
-  finished but not yet processed by the controller.
+  current population, is among the ``top_k`` fittest finished trials (by
+  ``ranking``, default the fitness), or is finished but not yet processed by
+  the controller.
   """
   trials = list(trials)
   needed = set(population.values())
@@ -40,8 +44,7 @@ def needed_trials(trials: Iterable[Trial], population: Mapping[int, int], top_k:
       needed.add(t.parent_id)
     if t.status == DONE and not t.processed:
       needed.add(t.id)
-  done = [t for t in trials if t.status == DONE and t.fitness is not None]
-  done.sort(key=lambda t: (-t.fitness, t.id))
+  done = rank_trials([t for t in trials if t.status == DONE], ranking)
   needed.update(t.id for t in done[: max(int(top_k), 0)])
   return needed
 
@@ -56,7 +59,7 @@ def remove_checkpoint(path: str | os.PathLike) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def collect_garbage(store: Store, top_k: int) -> list[int]:
+def collect_garbage(store: Store, top_k: int, ranking=None) -> list[int]:
   """Delete the checkpoints no trial can need any more; return their trial ids.
 
   The deletions are recorded in the store first (one transaction): a crash
@@ -64,7 +67,7 @@ def collect_garbage(store: Store, top_k: int) -> list[int]:
   :func:`remove_strays` removes.
   """
   with store.transaction() as db:
-    needed = needed_trials(store.trials(), store.population(), top_k)
+    needed = needed_trials(store.trials(), store.population(), top_k, ranking)
     doomed = [t for t in store.collectable() if t.id not in needed]
     store.mark_ckpt_deleted(db, [t.id for t in doomed])
   for t in doomed:

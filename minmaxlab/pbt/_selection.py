@@ -16,6 +16,10 @@ depend on how many times the controller was restarted.
   hyperparameters (random search, the baseline PBT is compared against).
 
 Fitness is higher-is-better here, as everywhere in :mod:`minmaxlab.pbt`.
+"Fitter" means a higher score of the policy's ranking
+(:mod:`minmaxlab.pbt._objectives`: the fitness itself by default; Pareto rank,
+a weighted sum or a user comparison for multi-objective fitness), computed over
+the current population.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from minmaxlab.pbt._objectives import Ranking, scalar, trial_objectives
 from minmaxlab.pbt._space import Space, explore_values, sample_values
 from minmaxlab.pbt._store import Trial
 from minmaxlab.pbt._vectorized import truncation_size
@@ -40,6 +45,7 @@ class Policy(NamedTuple):
     exploit: ``"tournament"``, ``"truncation"`` or ``"none"``.
     truncation_fraction, resample_probability, perturb_factors: as in
       :func:`minmaxlab.pbt.explore`.
+    ranking: how fitness (objectives) compares (default :func:`minmaxlab.pbt.scalar`).
   """
 
   space: Space
@@ -47,6 +53,7 @@ class Policy(NamedTuple):
   truncation_fraction: float = 0.25
   resample_probability: float = 0.25
   perturb_factors: tuple[float, ...] = (0.8, 1.2)
+  ranking: Ranking = scalar()
 
   def validate(self, population_size: int) -> Policy:
     """``self`` if it can select in a population of ``population_size``; else ``ValueError``."""
@@ -99,11 +106,15 @@ def choose_parent(
   others = [p for m, p in sorted(population.items()) if m != t.member and p.fitness is not None]
   if not others or policy.exploit == "none":
     return t, dict(t.hparams)
+  pool = {p.id: p for p in [*population.values(), t] if p.fitness is not None}
+  ids = sorted(pool)
+  scores = policy.ranking.scores([trial_objectives(pool[i]) for i in ids])
+  score = dict(zip(ids, scores))
   if policy.exploit == "tournament":
     opponent = others[int(rng.integers(len(others)))]
-    winner = opponent if opponent.fitness > t.fitness else t
+    winner = opponent if score[opponent.id] > score[t.id] else t
     return winner, _explore(rng, policy, winner.hparams)
-  members = sorted(population.values(), key=lambda p: (-p.fitness, p.id))
+  members = sorted(population.values(), key=lambda p: (-score[p.id], p.id))
   n = truncation_size(len(members), policy.truncation_fraction) if len(members) >= 2 else 0
   if n and t.id in {p.id for p in members[len(members) - n :]}:
     source = members[:n][int(rng.integers(n))]
@@ -118,3 +129,40 @@ def next_child(
   rng = np.random.default_rng([seed, initiator.id])
   parent, hparams = choose_parent(rng, initiator, population, policy)
   return Child(parent, hparams, int(rng.integers(2**31)))
+
+
+class EarlyStop(NamedTuple):
+  """The early-stopping rule of black-box PBT (a quantile stopping rule).
+
+  A member whose finished trial has trained at least ``min_steps`` steps in
+  all (``start_step + steps``) and whose score (the policy's ranking over the
+  current population) is strictly below the ``quantile`` of the population's
+  scores (linear interpolation; ``0.5``: the median stopping rule of Golovin
+  et al. 2017) is stopped: it gets no child, so its share of ``num_trials``
+  goes to the members still running. The best member is never below the
+  quantile, so at least one member always goes on.
+
+  Attributes:
+    min_steps: training steps a member must have before it can be stopped.
+    quantile: in ``(0, 1)``.
+  """
+
+  min_steps: int
+  quantile: float = 0.5
+
+  def validate(self) -> EarlyStop:
+    if int(self.min_steps) < 0 or not 0.0 < float(self.quantile) < 1.0:
+      raise ValueError(f"early_stop needs min_steps >= 0 and 0 < quantile < 1, got {tuple(self)!r}")
+    return self
+
+  def hopeless(self, trial: Trial, population: Mapping[int, Trial], ranking: Ranking) -> bool:
+    """Whether ``trial`` (its member's newest finished trial) stops its member."""
+    if trial.start_step + trial.steps < self.min_steps:
+      return False
+    pool = {p.id: p for p in [*population.values(), trial] if p.fitness is not None}
+    if trial.id not in pool or len(pool) < 2:
+      return False
+    ids = sorted(pool)
+    scores = ranking.scores([trial_objectives(pool[i]) for i in ids])
+    mine = scores[ids.index(trial.id)]
+    return bool(mine < np.quantile(scores, float(self.quantile)))

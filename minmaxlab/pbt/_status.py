@@ -10,17 +10,18 @@ from minmaxlab.pbt._store import Store
 
 
 def campaign_status(
-  store: Store, ckpt_root: str | os.PathLike, failed_trials: list[int]
+  store: Store, ckpt_root: str | os.PathLike, failed_trials: list[int], ranking=None
 ) -> dict[str, Any]:
   """Trial counts per status (``pending``, ``running``, ``done``, ``failed``),
   ``failed_trials``, ``best_fitness`` / ``best_trial`` and ``checkpoints`` (the
   trial checkpoint directories now under ``ckpt_root``)."""
-  best = store.best()
+  best = store.best(ranking)
   return {
     **store.counts(),
     "failed_trials": list(failed_trials),
     "best_fitness": None if best is None else best.fitness,
     "best_trial": None if best is None else best.id,
+    "best_objectives": None if best is None else best.objectives,
     "checkpoints": sum(1 for p in Path(ckpt_root).iterdir() if p.name.startswith("trial_")),
   }
 

@@ -16,11 +16,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import numpy as np
+
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 MAX_ATTEMPTS = "max_attempts"  # kv key: attempts before a trial is marked failed
 EPOCH = "controller_epoch"  # kv key: the id of the controller now running the campaign
 TASK = "task"  # kv key: the named task and timing a joining worker reads
 CONFIG = "config"  # kv key: the campaign's configuration fingerprint
+DRAIN = "drain"  # kv key: true while the campaign's budget is spent: no trial is handed out
 STORE_FILE = "pbt.sqlite"  # the store's file name in a run's workdir
 
 _SCHEMA = """
@@ -44,7 +47,8 @@ CREATE TABLE IF NOT EXISTS trials (
   created REAL,
   finished REAL,
   failures INTEGER NOT NULL DEFAULT 0,
-  error TEXT
+  error TEXT,
+  objectives TEXT
 );
 CREATE INDEX IF NOT EXISTS trials_status ON trials(status, id);
 CREATE TABLE IF NOT EXISTS population (member INTEGER PRIMARY KEY, trial_id INTEGER NOT NULL);
@@ -71,13 +75,15 @@ class Trial(NamedTuple):
     status: ``pending`` / ``running`` / ``done`` / ``failed``.
     attempt: how many times it was handed to a worker.
     worker: the worker holding it.
-    fitness: reported fitness (higher is better).
+    fitness: reported fitness (higher is better; of a multi-objective trial,
+      the first objective).
     ckpt: its own checkpoint directory once done.
     ckpt_deleted: whether garbage collection removed it.
     processed: whether the controller has used the result.
     failures: failed attempts (an exception in the task, its worker process
       dying, its lease lapsing); at ``max_attempts`` the trial is ``failed``.
     error: the last failure, one line.
+    objectives: every reported objective (a scalar fitness is a 1-tuple).
   """
 
   id: int
@@ -97,11 +103,12 @@ class Trial(NamedTuple):
   processed: bool
   failures: int = 0
   error: str | None = None
+  objectives: tuple[float, ...] | None = None
 
 
 _COLUMNS = (
   "id, member, parent_id, parent_ckpt, hparams, start_step, steps, seed, status,"
-  " attempt, worker, fitness, ckpt, ckpt_deleted, processed, failures, error"
+  " attempt, worker, fitness, ckpt, ckpt_deleted, processed, failures, error, objectives"
 )
 
 
@@ -109,6 +116,7 @@ def _trial(row) -> Trial:
   r = list(row)
   r[4] = json.loads(r[4])
   r[13], r[14] = bool(r[13]), bool(r[14])
+  r[17] = None if r[17] is None else tuple(json.loads(r[17]))
   return Trial(*r)
 
 
@@ -130,7 +138,8 @@ class Store:
       if stmt.strip():
         self._db.execute(stmt)
     columns = {r[1] for r in self._db.execute("PRAGMA table_info(trials)")}
-    for name, decl in (("failures", "INTEGER NOT NULL DEFAULT 0"), ("error", "TEXT")):
+    added = (("failures", "INTEGER NOT NULL DEFAULT 0"), ("error", "TEXT"), ("objectives", "TEXT"))
+    for name, decl in added:
       if name not in columns:  # a store written before these columns existed
         self._db.execute(f"ALTER TABLE trials ADD COLUMN {name} {decl}")
 
@@ -199,6 +208,8 @@ class Store:
     with self.transaction() as db:
       if epoch is not None and self.get(EPOCH) != epoch:
         raise ControllerGone(f"the controller that started worker {worker} is gone")
+      if self.get(DRAIN, False):  # the budget is spent: running trials finish, no new ones
+        return None
       row = db.execute(
         "SELECT t.id, p.ckpt FROM trials t LEFT JOIN trials p ON t.parent_id = p.id"
         " WHERE t.status=? AND (t.parent_id IS NULL OR p.status=?) ORDER BY t.id LIMIT 1",
@@ -251,14 +262,17 @@ class Store:
       )
     return cur.rowcount == 1
 
-  def complete(self, trial_id: int, worker: str, fitness: float, ckpt: str) -> bool:
-    """Record a finished trial (its checkpoint is already durable). A report from
-    a worker that lost the trial (lease expired, re-queued) is ignored."""
+  def complete(self, trial_id: int, worker: str, fitness, ckpt: str) -> bool:
+    """Record a finished trial (its checkpoint is already durable); ``fitness`` is
+    a number or a sequence of objectives. A report from a worker that lost the
+    trial (lease expired, re-queued) is ignored."""
+    objectives = [float(v) for v in np.asarray(fitness, np.float64).reshape(-1)]
     with self.transaction() as db:
       cur = db.execute(
-        "UPDATE trials SET status=?, fitness=?, ckpt=?, finished=?"
+        "UPDATE trials SET status=?, fitness=?, objectives=?, ckpt=?, finished=?"
         " WHERE id=? AND status=? AND worker=?",
-        (DONE, float(fitness), str(ckpt), time.time(), trial_id, RUNNING, worker),
+        (DONE, objectives[0], json.dumps(objectives), str(ckpt), time.time(), trial_id)
+        + (RUNNING, worker),
       )
     return cur.rowcount == 1
 
@@ -359,7 +373,14 @@ class Store:
         return chain[::-1]
       t = self.trial(t.parent_id)
 
-  def best(self) -> Trial | None:
+  def best(self, ranking=None) -> Trial | None:
+    """The fittest finished trial (ties: the older one); ``ranking``: a
+    :class:`minmaxlab.pbt.Ranking` over every finished trial's objectives."""
+    if ranking is not None and ranking.kind != "scalar":
+      from minmaxlab.pbt._objectives import rank_trials
+
+      ranked = rank_trials(self.with_status(DONE), ranking)
+      return ranked[0] if ranked else None
     row = self._db.execute(
       f"SELECT {_COLUMNS} FROM trials WHERE status=? AND fitness IS NOT NULL"
       " ORDER BY fitness DESC, id LIMIT 1",

@@ -24,6 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from minmaxlab.pbt._objectives import as_objectives
 from minmaxlab.pbt._store import EPOCH, STORE_FILE, TASK, ControllerGone, Store, Trial
 from minmaxlab.pbt._task import resolve_task, task_spec
 
@@ -85,15 +88,22 @@ def checkpoint_dir(ckpt_root: str | os.PathLike, trial: Trial) -> Path:
 
 
 def load_checkpoint(path: str | os.PathLike, target: Any) -> Any:
-  """Restore the pytree saved by a trial into the structure of ``target``."""
+  """Restore the pytree saved by a trial into the structure of ``target``.
+
+  Every leaf comes back with the dtype of ``target``'s leaf: one a jax array
+  cannot hold (``numpy.float64`` or ``int64`` with jax's x64 off) as a numpy
+  array, so a warm start -- and :func:`minmaxlab.pbt.replay` -- continues from
+  exactly the saved values.
+  """
   from minmaxlab.runner import CheckpointManager
 
   tree, _ = CheckpointManager(path, max_to_keep=None).restore(target)
   return tree
 
 
-def run_trial(trial: Trial, ckpt_root, init_fn: Callable, train_fn: Callable) -> tuple[float, str]:
-  """Warm-start, train and checkpoint one trial; return ``(fitness, checkpoint)``.
+def run_trial(trial: Trial, ckpt_root, init_fn: Callable, train_fn: Callable) -> tuple[Any, str]:
+  """Warm-start, train and checkpoint one trial; return ``(fitness, checkpoint)``
+  (``fitness``: a float, or a tuple of floats for a multi-objective task).
 
   ``init_fn(trial) -> state`` builds a fresh state (also the restore target);
   ``train_fn(hparams, state, trial) -> (fitness, state)`` trains
@@ -108,13 +118,15 @@ def run_trial(trial: Trial, ckpt_root, init_fn: Callable, train_fn: Callable) ->
     except Exception as e:  # orbax raises many types for damaged files
       raise BrokenCheckpointError(f"trial {trial.id}: parent checkpoint {trial.parent_ckpt}") from e
   fitness, state = train_fn(dict(trial.hparams), state, trial)
+  objectives = as_objectives(fitness)
+  fitness = objectives[0] if np.ndim(fitness) == 0 else objectives
   path = checkpoint_dir(ckpt_root, trial)
   CheckpointManager(path, max_to_keep=None).save(
     trial.start_step + trial.steps,
     state,
-    metadata={"trial": trial.id, "fitness": float(fitness), "hparams": trial.hparams},
+    metadata={"trial": trial.id, "fitness": fitness, "hparams": trial.hparams},
   )
-  return float(fitness), str(path)
+  return fitness, str(path)
 
 
 def worker_loop(
