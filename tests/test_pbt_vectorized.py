@@ -244,3 +244,24 @@ def test_vectorized_pbt_validation():
     pbt.vectorized_pbt(f, f, f, SPACE, steps=0)
   with pytest.raises(ValueError, match="low must be"):
     pbt.vectorized_pbt(f, f, f, {"a": pbt.Continuous(1.0, 0.5)}, steps=1)
+
+
+def test_members_sharded_across_devices_give_the_one_device_numbers():
+  devices = jax.devices()[:4]
+  assert len(devices) == 4  # conftest: JAX_NUM_CPU_DEVICES=4 (fake CPU devices)
+  one, _ = _quadratic_pbt()
+  four, _ = _quadratic_pbt(devices=devices)
+  s1, h1 = _run(one, 4)
+  s4, h4 = _run(four, 4)
+  for leaf in jax.tree.leaves((s4.params, s4.opt_state, s4.hparams, s4.fitness)):
+    assert leaf.sharding.device_set == set(devices)  # members stay split over the 4 devices
+    assert leaf.addressable_shards[0].data.shape[0] == 2  # 8 members / 4 devices
+  for a, b in zip(h1, h4):
+    for k in ("source", "copied", "best_member", "num_copied"):  # every discrete choice
+      np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
+  for a, b in zip(jax.tree.leaves((s1, h1)), jax.tree.leaves((s4, h4)), strict=True):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+  with pytest.raises(ValueError, match="multiple of the 4 devices"):
+    four.init(jax.random.key(0), 6)
+  with pytest.raises(ValueError, match="devices"):
+    _quadratic_pbt(devices="remote")
