@@ -4,7 +4,7 @@
 import jax
 
 from minmaxlab import coevolution as co
-from minmaxlab.gan import data, models
+from minmaxlab.gan import data, metrics, models
 
 RING = data.ring8()
 PAIR = models.make_pair("mlp", (2,), latent_dim=8, hidden=(16, 16))
@@ -27,7 +27,7 @@ def coevolution(neighbourhood="von_neumann", exchange=None, cell_strategy="map")
     config,
     PAIR,
     sample_real=lambda d, k, n: d.sample(k, n),
-    score_fn=co.mode_tvd_score,
+    score_fn=metrics.mode_tvd_score,
     exchange=exchange,
   )
 

@@ -8,6 +8,8 @@ import pytest
 from minmaxlab import coevolution as co
 from minmaxlab import distributed
 from minmaxlab.gan import data, models
+from minmaxlab.gan.metrics import mode_tvd_score
+from minmaxlab.transforms import player_labels
 
 RING = data.ring8()
 PAIR = models.make_pair("mlp", (2,), latent_dim=8, hidden=(16, 16))
@@ -29,7 +31,7 @@ def _coev(**overrides):
     co.CoevolutionConfig(**kw),
     PAIR,
     sample_real=lambda d, k, n: d.sample(k, n),
-    score_fn=co.mode_tvd_score,
+    score_fn=mode_tvd_score,
   )
 
 
@@ -186,7 +188,7 @@ def test_train_schedule_order(steps, d_every):
 
 def _step_counts(opt_state):
   """{label: set of values} of every optimizer step counter, by player."""
-  labels = co.player_labels(opt_state)
+  labels = player_labels(opt_state)
   out = {}
   for (path, leaf), label in zip(
     jax.tree_util.tree_leaves_with_path(opt_state), jax.tree.leaves(labels)

@@ -131,18 +131,18 @@ def _scheme():
 def test_player_labels_and_learning_rates():
   p = mml.Players(jnp.ones(2), {"w": jnp.ones(3)})
   state = _scheme().init(p)
-  labels = jax.tree.leaves(co.player_labels(state))
+  labels = jax.tree.leaves(mml.transforms.player_labels(state))
   assert set(labels) == {0, 1, 2}
-  assert co.count_learning_rates(state) == (0, 1, 1)
-  state = co.set_learning_rates(state, 0.1, 0.2)
+  assert mml.transforms.count_learning_rates(state) == (0, 1, 1)
+  state = mml.transforms.set_learning_rates(state, 0.1, 0.2)
   assert float(state.inner_state.min.hyperparams["learning_rate"]) == pytest.approx(0.1)
   assert float(state.inner_state.max.hyperparams["learning_rate"]) == pytest.approx(0.2)
   a, b = state, jax.tree.map(lambda x: x + 1 if x.dtype != bool else x, state)
-  merged = co.merge_by_player(co.player_labels(state), a, b, a)
+  merged = mml.transforms.merge_by_player(mml.transforms.player_labels(state), a, b, a)
   assert float(merged.slow[0].max["w"][0]) == 2.0 and float(merged.slow[0].min[0]) == 1.0
   shared = optax.inject_hyperparams(optax.adam)(learning_rate=1e-3).init(p)
   with pytest.raises(ValueError, match="per_player"):
-    co.set_learning_rates(shared, 0.1, 0.2)
+    mml.transforms.set_learning_rates(shared, 0.1, 0.2)
 
 
 @pytest.mark.parametrize(

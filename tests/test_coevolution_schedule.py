@@ -11,7 +11,7 @@ import pytest
 import minmaxlab as mml
 from minmaxlab import coevolution as co
 from minmaxlab.games import Players
-from minmaxlab.gan import losses
+from minmaxlab.gan import losses, metrics
 from minmaxlab.gan.models import GANPair, Model
 
 LR = 0.5  # SGD in the order tests: each player's step follows the other's move linearly
@@ -49,7 +49,7 @@ def _coev(schedule, d_every, steps, population=1, optimizer="sgd"):
     schedule=schedule, fitness_samples=8, mixture_samples=8, learning_rate=LR,
   )  # fmt: skip
   return co.Coevolution(cfg, PAIR, sample_real=lambda d, k, n: REAL[:n],
-                        score_fn=co.mode_tvd_score,
+                        score_fn=metrics.mode_tvd_score,
                         scheme=_scheme(optimizer))  # fmt: skip
 
 
@@ -107,7 +107,7 @@ def test_update_order_matches_hand_written_loop(schedule, d_every, steps):
 
 def _counts(opt_state):
   """(generator, discriminator) Adam step counts of every individual."""
-  labels = co.player_labels(opt_state)
+  labels = mml.transforms.player_labels(opt_state)
   out = {}
   for (path, leaf), label in zip(
     jax.tree_util.tree_leaves_with_path(opt_state), jax.tree.leaves(labels)

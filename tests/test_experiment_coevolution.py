@@ -205,7 +205,7 @@ def test_without_selection_the_trained_individuals_are_kept():
   # re-scores it; a replacement test that threw the training away when the re-score was
   # worse froze the discriminators of the issue-18 study's "no selection" runs.
   from minmaxlab import coevolution as co
-  from minmaxlab.gan import data, models
+  from minmaxlab.gan import data, metrics, models
 
   ring = data.ring8()
   cfg = co.CoevolutionConfig(
@@ -214,7 +214,7 @@ def test_without_selection_the_trained_individuals_are_kept():
   )  # fmt: skip
   pair = models.make_pair("mlp", (2,), latent_dim=4, hidden=(8,))
   coev = co.Coevolution(cfg, pair, sample_real=lambda d, k, n: d.sample(k, n),
-                        score_fn=co.mode_tvd_score)  # fmt: skip
+                        score_fn=metrics.mode_tvd_score)  # fmt: skip
   step = jax.jit(coev.step)
   state = coev.init(jax.random.key(0))
   for g in range(4):

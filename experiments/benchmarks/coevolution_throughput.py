@@ -7,7 +7,7 @@ replacement), ``--steps`` training steps (each step: one G update against a draw
 one D update against a drawn G), tournament, mutation, replacement and the mixture
 (1+1)-ES. The mixture score in the timed generation is a trivial one on 1 sample per
 generator, so generation times exclude FID; the in-step classifier-FID of a 5-generator
-mixture (``co.fid_score`` through the evaluation CNN, random weights: same cost) is timed
+mixture (``metrics.fid_score`` through the evaluation CNN, random weights: same cost) is timed
 on its own (``fid_score_seconds``, two per cell per generation). Real images are random
 arrays in [-1, 1] (the content does not change the cost).
 
@@ -568,7 +568,7 @@ def main():
   # The in-step mixture FID: 5 generators x 1000 samples through the evaluation CNN.
   net = metrics.cnn_classifier((28, 28, 1), 10)
   params = net.init(jax.random.key(2))
-  score = co.fid_score(lambda d, x: net.apply(d.clf, x)[0])
+  score = metrics.fid_score(lambda d, x: net.apply(d.clf, x)[0])
   d = FidData(params, jnp.zeros(net.feature_dim), jnp.eye(net.feature_dim))
   samples = jax.random.uniform(jax.random.key(3), (5, 1000, 28, 28, 1), jnp.float32, -1, 1)
   w = jnp.full(5, 0.2)

@@ -58,7 +58,7 @@ def _abstract_image_experiment(config):
     train.coevolution_config(config),
     pair,
     sample_real=lambda d, k, n: gan_data.sample_batch(k, d.images, n),
-    score_fn=co.fid_score(lambda d, x: clf.apply(d.classifier_params, x)[0]),
+    score_fn=metrics.fid_score(lambda d, x: clf.apply(d.classifier_params, x)[0]),
     scheme=co.default_scheme(
       config.learning_rate,
       lookahead=config.lookahead,

@@ -93,7 +93,7 @@ def build(config, exchange=None) -> Experiment:
       cfg,
       pair,
       sample_real=lambda d, k, n: d.sample(k, n),
-      score_fn=co.mode_tvd_score,
+      score_fn=metrics.mode_tvd_score,
       scheme=scheme,
       exchange=exchange,
     )
@@ -119,7 +119,7 @@ def build(config, exchange=None) -> Experiment:
     cfg,
     pair,
     sample_real=lambda d, k, n: data.sample_batch(k, d.images, n),
-    score_fn=co.fid_score(lambda d, x: net.apply(d.classifier_params, x)[0]),
+    score_fn=metrics.fid_score(lambda d, x: net.apply(d.classifier_params, x)[0]),
     scheme=scheme,
     exchange=exchange,
   )

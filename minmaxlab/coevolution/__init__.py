@@ -8,6 +8,15 @@ game transform, replacement, mixture (1+1)-ES, divergence repair).
 
 from minmaxlab.coevolution._coevolution import Coevolution, CoevolutionState, default_scheme
 from minmaxlab.coevolution._config import CoevolutionConfig
+from minmaxlab.coevolution._ensembles import (
+  EnsembleSearch,
+  MixtureOptimization,
+  class_tvd_score,
+  ga_ensemble,
+  greedy_ensemble,
+  optimize_mixture,
+  weight_grid,
+)
 from minmaxlab.coevolution._grid import (
   gather_neighbours,
   member_mask,
@@ -22,17 +31,12 @@ from minmaxlab.coevolution._operators import (
   replacement_sources,
   tournament,
 )
-from minmaxlab.coevolution._scores import (
-  fid_score,
-  frechet_distance_jax,
-  mode_tvd_score,
-  weighted_statistics,
-)
-from minmaxlab.transforms._by_player import (
-  count_learning_rates,
-  merge_by_player,
-  player_labels,
-  set_learning_rates,
+from minmaxlab.coevolution._sampling import (
+  SAMPLING_MODES,
+  exact_proportion_counts,
+  exact_proportion_score,
+  mixture_assignment,
+  sample_mixture,
 )
 
 __all__ = [
@@ -43,19 +47,23 @@ __all__ = [
   "replacement_sources",
   "tournament",
   "Coevolution",
+  "EnsembleSearch",
+  "MixtureOptimization",
+  "SAMPLING_MODES",
+  "class_tvd_score",
+  "exact_proportion_counts",
+  "exact_proportion_score",
+  "ga_ensemble",
+  "greedy_ensemble",
+  "mixture_assignment",
+  "optimize_mixture",
+  "sample_mixture",
+  "weight_grid",
   "CoevolutionConfig",
   "CoevolutionState",
-  "count_learning_rates",
   "default_scheme",
-  "fid_score",
-  "frechet_distance_jax",
   "gather_neighbours",
   "member_mask",
-  "merge_by_player",
-  "mode_tvd_score",
   "neighbour_indices",
   "neighbour_offsets",
-  "player_labels",
-  "set_learning_rates",
-  "weighted_statistics",
 ]

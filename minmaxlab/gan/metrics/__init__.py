@@ -1,12 +1,14 @@
 """Evaluation metrics for GANs.
 
 - 2-D mixtures: :func:`mixture_metrics` (modes covered, high-quality-sample
-  rate, KL of the mode histogram from uniform), jit-able.
+  rate, KL of the mode histogram from uniform), jit-able; :func:`mode_tvd_score`
+  of a weighted generator mixture (the coevolution's mixture score).
 - Images: an evaluation CNN trained on the real training split and cached
   (:func:`load_or_train_classifier`, :func:`classifier_evaluator`), and through
   any :class:`FeatureExtractor` (the classifier, or Inception weights you
   supply via :class:`FunctionExtractor`): :func:`frechet_distance` (FID),
-  :func:`inception_score`, :func:`class_tvd`, bundled in :class:`ImageEvaluator`.
+  :func:`inception_score`, :func:`class_tvd`, bundled in :class:`ImageEvaluator`;
+  :func:`fid_score` of a weighted generator mixture inside ``jit``.
 """
 
 from minmaxlab.gan.metrics._classifier import (
@@ -24,8 +26,18 @@ from minmaxlab.gan.metrics._evaluator import (
   classifier_evaluator,
   real_statistics,
 )
-from minmaxlab.gan.metrics._frechet import frechet_distance, gaussian_statistics
-from minmaxlab.gan.metrics._mixture import mixture_metrics, mode_assignments, mode_histogram
+from minmaxlab.gan.metrics._frechet import (
+  fid_score,
+  frechet_distance,
+  gaussian_statistics,
+  weighted_statistics,
+)
+from minmaxlab.gan.metrics._mixture import (
+  mixture_metrics,
+  mode_assignments,
+  mode_histogram,
+  mode_tvd_score,
+)
 from minmaxlab.gan.metrics._scores import class_tvd, inception_score
 
 __all__ = [
@@ -38,6 +50,7 @@ __all__ = [
   "classifier_evaluator",
   "cnn_classifier",
   "default_cache_dir",
+  "fid_score",
   "frechet_distance",
   "gaussian_statistics",
   "inception_score",
@@ -45,6 +58,8 @@ __all__ = [
   "mixture_metrics",
   "mode_assignments",
   "mode_histogram",
+  "mode_tvd_score",
   "real_statistics",
   "train_classifier",
+  "weighted_statistics",
 ]

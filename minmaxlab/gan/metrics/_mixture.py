@@ -86,3 +86,34 @@ def mixture_metrics(
     "high_quality_rate": total / samples.shape[0],
     "mode_kl": kl,
   }
+
+
+def mode_tvd_score(
+  mixture: Any, samples: jax.Array, weights: jax.Array, threshold: float = 3.0
+) -> jax.Array:
+  r"""Total variation between a weighted generator mixture's mode histogram and
+  the ideal one, for a 2-D Gaussian mixture data set (a mixture score: lower is
+  better, jit-able; see :class:`minmaxlab.coevolution.Coevolution`).
+
+  Each sample of generator :math:`m` carries weight :math:`w_m / S`. With
+  :math:`h_k` the weighted mass of high-quality samples (within ``threshold``
+  standard deviations, :func:`mode_assignments`) nearest to mode :math:`k` and
+  :math:`h_0 = 1 - \sum_k h_k` the mass of low-quality samples,
+
+  .. math:: \mathrm{score} = \tfrac12 \big(\textstyle\sum_k |h_k - 1/K| + h_0\big) \in [0, 1],
+
+  0 for a mixture that puts all its mass near the modes, evenly (the
+  Lipizzaner-style TVD over mode histograms, with misses counted).
+
+  Args:
+    mixture: has ``modes [K, 2]`` and scalar ``std``.
+    samples: ``[M, S, 2]``, ``S`` samples of each of ``M`` generators.
+    weights: ``[M]`` on the simplex.
+    threshold: high-quality radius in standard deviations.
+  """
+  m, s = samples.shape[:2]
+  nearest, hq = mode_assignments(samples.reshape(m * s, -1), mixture, threshold)
+  mass = jnp.repeat(weights / s, s) * hq
+  k = jnp.asarray(mixture.modes).shape[0]
+  h = jnp.zeros(k, mass.dtype).at[nearest].add(mass)
+  return 0.5 * (jnp.sum(jnp.abs(h - 1.0 / k)) + (jnp.sum(weights) - jnp.sum(h)))
