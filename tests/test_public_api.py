@@ -26,8 +26,8 @@ PINS = {
     OptimisticState PerPlayerState PerPlayerTransformation PlayerTransforms UnrolledState
     VectorFieldFn alternating apply_game_step averaged_params count_learning_rates ema
     extragradient game_step hyperparam lookahead_minmax lookahead_slow_params merge_by_player
-    nested_lookahead_minmax optimistic per_player player_labels set_learning_rates slow_ema
-    uniform unrolled with_field_processing
+    nested_lookahead_minmax optimistic per_player player_labels set_hyperparams
+    set_learning_rates slow_ema uniform unrolled with_field_processing
   """,
   "analysis": """
     JacobianSummary RadiusGrid Trajectory UpdateOperator altgda_eigenvalues
@@ -95,7 +95,6 @@ KNOWN_PRIVATE_IMPORTS = {
   ("minmaxlab/coevolution/_coevolution.py", "minmaxlab.games._players"),
   ("minmaxlab/coevolution/_coevolution.py", "minmaxlab.transforms._by_player"),
   ("minmaxlab/distributed/_exchange.py", "minmaxlab.coevolution._exchange"),
-  ("minmaxlab/pbt/_vectorized.py", "minmaxlab.transforms._by_player"),
   ("minmaxlab/transforms/_alternating.py", "minmaxlab.games._players"),
   ("minmaxlab/transforms/_averaging.py", "minmaxlab.games._players"),
   ("minmaxlab/transforms/_common.py", "minmaxlab.games._players"),

@@ -23,9 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minmaxlab.pbt._space import Space, explore, sample_prior, validate_space
-from minmaxlab.transforms._by_player import MAX, MIN, SHARED, player_labels
-
-_PLAYERS = {"min": MIN, "max": MAX}
+from minmaxlab.transforms import set_hyperparams
 
 
 def truncation_size(population_size: int, fraction: float) -> int:
@@ -95,57 +93,6 @@ def tournament_exploit(
 def gather_members(tree: Any, source: jax.Array) -> Any:
   """Row ``source[i]`` of every leaf (leading member axis) becomes row ``i``."""
   return jax.tree.map(lambda x: jnp.take(x, source, axis=0), tree)
-
-
-def set_hyperparams(
-  opt_state: Any, targets: Mapping[str, tuple[str, str]], hparams: Mapping[str, jax.Array]
-) -> Any:
-  """Write hyperparameter values into the ``inject_hyperparams`` states of a
-  game-transform state (one member).
-
-  The path-based labelling of :func:`minmaxlab.coevolution.player_labels`
-  tells which player an injected leaf belongs to, so
-  ``targets={"lr_d": ("max", "learning_rate"), "b1_g": ("min", "b1")}`` writes
-  ``hparams["lr_d"]`` into every ``learning_rate`` of the max player's
-  injected optimizers (inside ``per_player``, ``alternating``,
-  ``lookahead_minmax``, ...).
-
-  Raises:
-    ValueError: a target names an unknown player, no injected leaf matches it,
-      or a matching leaf is shared by both players (build the scheme with
-      ``per_player`` so each player has its own optimizer).
-  """
-  wanted = {}
-  for hp, (player, leaf_name) in targets.items():
-    if player not in _PLAYERS:
-      raise ValueError(f"{hp}: player must be 'min' or 'max', got {player!r}")
-    wanted[(_PLAYERS[player], leaf_name)] = hp
-  labels = player_labels(opt_state)
-  found = set()
-
-  def visit(path, label, leaf):
-    if not (path and isinstance(path[-1], jax.tree_util.DictKey)):
-      return leaf
-    name = path[-1].key
-    if label == SHARED and any(n == name for _, n in wanted):
-      raise ValueError(
-        f"the injected {name!r} is shared by both players; build the scheme with"
-        " minmaxlab.per_player(min=..., max=...)"
-      )
-    hp = wanted.get((label, name))
-    if hp is None:
-      return leaf
-    found.add(hp)
-    return jnp.asarray(hparams[hp], jnp.result_type(leaf)).reshape(jnp.shape(leaf))
-
-  out = jax.tree_util.tree_map_with_path(visit, labels, opt_state)
-  missing = set(targets) - found
-  if missing:
-    raise ValueError(
-      f"no inject_hyperparams leaf for {sorted(missing)}; wrap the optimizers with"
-      " optax.inject_hyperparams"
-    )
-  return out
 
 
 class PBTState(NamedTuple):

@@ -12,6 +12,7 @@ from minmaxlab.transforms._by_player import (
   count_learning_rates,
   merge_by_player,
   player_labels,
+  set_hyperparams,
   set_learning_rates,
 )
 from minmaxlab.transforms._common import (
@@ -64,6 +65,7 @@ __all__ = [
   "optimistic",
   "per_player",
   "player_labels",
+  "set_hyperparams",
   "set_learning_rates",
   "slow_ema",
   "uniform",
