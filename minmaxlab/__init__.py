@@ -5,7 +5,7 @@ over :class:`Players` trees); subpackages hold games, analysis and the GAN,
 coevolution and PBT stacks.
 """
 
-from minmaxlab import averaging, games, transforms
+from minmaxlab import games, transforms
 from minmaxlab.games import Players, value_and_vector_field, vector_field
 from minmaxlab.transforms import (
   AlternatingState,
@@ -39,7 +39,6 @@ __all__ = [
   "UnrolledState",
   "alternating",
   "apply_game_step",
-  "averaging",
   "extragradient",
   "game_step",
   "games",

@@ -82,7 +82,7 @@ def test_smoke_two_steps_on_a_fake_cifar_folder(tmp_path):
     # Right after a sync fast == slow (up to rounding: the fused update computes them apart).
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-10)
   # The evaluated generator: EMA (decay 0.5) of the initial and the synced slow weights.
-  ema = minmaxlab.averaging.averaged_params(state.opt_state).min
+  ema = minmaxlab.transforms.averaged_params(state.opt_state).min
   for e, s0, s1 in zip(*(jax.tree.leaves(t) for t in (ema, start, slow.min)), strict=True):
     np.testing.assert_allclose(e, 0.5 * s0 + 0.5 * s1, rtol=1e-6, atol=1e-7)
 

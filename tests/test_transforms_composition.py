@@ -97,7 +97,7 @@ def around(name: str, tx):
   return {
     "none": lambda t: t,
     "lookahead": lambda t: mml.lookahead_minmax(t, sync_period=2, slow_step_size=0.5),
-    "ema": lambda t: mml.averaging.ema(t, decay=0.9),
+    "ema": lambda t: mml.transforms.ema(t, decay=0.9),
   }[name](tx)
 
 

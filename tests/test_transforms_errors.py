@@ -83,11 +83,11 @@ def test_lookahead_needs_params():
 
 def test_bad_averaging_arguments():
   with pytest.raises(ValueError, match="decay"):
-    mml.averaging.ema(optax.sgd(0.1), decay=1.0)
+    mml.transforms.ema(optax.sgd(0.1), decay=1.0)
   with pytest.raises(ValueError, match="start_step"):
-    mml.averaging.uniform(optax.sgd(0.1), start_step=-1)
+    mml.transforms.uniform(optax.sgd(0.1), start_step=-1)
   with pytest.raises(ValueError, match="AveragingState"):
-    mml.averaging.averaged_params(optax.sgd(0.1).init(P))
+    mml.transforms.averaged_params(optax.sgd(0.1).init(P))
   with pytest.raises(ValueError, match="LookaheadMinmaxState"):
     mml.lookahead_slow_params(optax.sgd(0.1).init(P))
 

@@ -166,9 +166,9 @@ def test_averages_match_numpy(x64):
   field = mml.vector_field(game.loss)
   la = lambda: mml.lookahead_minmax(optax.sgd(0.2), 5, 0.5)
   txs = {
-    "ema": mml.averaging.ema(la(), decay=0.9),
-    "uniform": mml.averaging.uniform(la(), start_step=7),
-    "slow": mml.averaging.slow_ema(la(), decay=0.8),
+    "ema": mml.transforms.ema(la(), decay=0.9),
+    "uniform": mml.transforms.uniform(la(), start_step=7),
+    "slow": mml.transforms.slow_ema(la(), decay=0.8),
   }
   traj = ref.run("gda", ref.Bilinear(A, b, c), ref.SGD(0.2), x0, y0, 33, la=(5, 0.5, False))
   zs = [np.concatenate([x0, y0])] + [np.concatenate(t) for t in traj]
@@ -189,6 +189,6 @@ def test_averages_match_numpy(x64):
     )
     for _ in range(33):
       p, s = step(p, s)
-    avg = mml.averaging.averaged_params(s)
+    avg = mml.transforms.averaged_params(s)
     np.testing.assert_allclose(np.concatenate(avg), want[name], rtol=1e-10, err_msg=name)
     np.testing.assert_allclose(np.concatenate(p), zs[-1], rtol=1e-10)

@@ -26,7 +26,7 @@ def by_hand(tx, params, state):
     lambda: optax.adam(0.1),
     lambda: mml.extragradient(optax.adam(0.1)),
     lambda: mml.lookahead_minmax(mml.alternating(optax.sgd(0.1), max_steps=2), 2),
-    lambda: mml.averaging.ema(mml.optimistic(optax.sgd(0.1)), 0.9),
+    lambda: mml.transforms.ema(mml.optimistic(optax.sgd(0.1)), 0.9),
   ],
 )
 def test_game_step_is_the_idiom(make):

@@ -37,9 +37,9 @@ REGISTRY = {
   "lookahead_alt5": lambda: mml.lookahead_minmax(mml.alternating(_sgd(), max_steps=5)),
   "lookahead_lazy_reset": lambda: mml.lookahead_minmax(_adam(), 2, 0.3, True, "lazy"),
   "nested_lookahead": lambda: mml.nested_lookahead_minmax(_sgd(), (2, 6), (0.5, 0.5)),
-  "ema": lambda: mml.averaging.ema(mml.lookahead_minmax(_adam()), 0.9),
-  "uniform": lambda: mml.averaging.uniform(mml.extragradient(_sgd())),
-  "slow_ema": lambda: mml.averaging.slow_ema(mml.lookahead_minmax(_sgd(), 2), 0.9),
+  "ema": lambda: mml.transforms.ema(mml.lookahead_minmax(_adam()), 0.9),
+  "uniform": lambda: mml.transforms.uniform(mml.extragradient(_sgd())),
+  "slow_ema": lambda: mml.transforms.slow_ema(mml.lookahead_minmax(_sgd(), 2), 0.9),
 }
 
 

@@ -9,7 +9,7 @@ ExtraGrad vs LA-ExtraGrad, LA with the paper's MNIST sync period k = 1000 and it
 CIFAR k = 5, alpha = 0.5. Every run is evaluated (classifier-FID, IS analogue, class
 TVD) at the point the paper evaluates, the slow weights (for the base methods: the
 iterate), and at an EMA of the fast weights and (LA only) an EMA of the slow weights
-updated at syncs (``minmaxlab.averaging.slow_ema``). Evaluation steps are multiples
+updated at syncs (``minmaxlab.transforms.slow_ema``). Evaluation steps are multiples
 of k, where the fast weights equal the slow ones (they are reset at each sync), so the
 fast weights need no evaluation of their own.
 
@@ -93,8 +93,8 @@ def _tx(config, ema_horizon: float):
   inner = train.make_optimizer(config)  # ema_decay = 0: scheme (+ lookahead) only
   beta = 1.0 - 1.0 / ema_horizon
   if config.lookahead:
-    inner = minmaxlab.averaging.slow_ema(inner, beta**config.sync_period)
-  return optax.with_extra_args_support(minmaxlab.averaging.ema(inner, beta))
+    inner = minmaxlab.transforms.slow_ema(inner, beta**config.sync_period)
+  return optax.with_extra_args_support(minmaxlab.transforms.ema(inner, beta))
 
 
 def _points(config, state) -> dict:

@@ -232,7 +232,7 @@ def lookahead_slow_params(opt_state: Any, level: int = 0) -> Players:
   Args:
     opt_state: a state containing a :class:`LookaheadMinmaxState` (e.g. the
       state of ``lookahead_minmax(optax.chain(clip, adam))`` or of an
-      ``averaging.ema`` around it; processing goes inside the scheme, see
+      ``transforms.ema`` around it; processing goes inside the scheme, see
       :func:`minmaxlab.game_step`).
     level: which level of a nested lookahead (0 = the usual slow weights).
 
