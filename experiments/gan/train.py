@@ -131,6 +131,28 @@ def check_config(config) -> None:
       )
   if config.scheme not in SCHEMES:
     raise ValueError(f"scheme must be one of {SCHEMES}, got {config.scheme!r}")
+  if "data_parallel" in config:
+    _require(config, "data_parallel", lambda v: isinstance(v, int) and v >= 1, "an integer >= 1")
+    if config.batch_size % config.data_parallel:
+      raise ValueError(
+        f"config.batch_size={config.batch_size} must be a multiple of"
+        f" config.data_parallel={config.data_parallel}"
+      )
+
+
+def data_mesh(config):
+  """The ``("batch",)`` mesh of the first ``config.data_parallel`` local devices
+  (``None`` for one device): every minibatch is split over it, the parameters and
+  optimizer state are replicated, and XLA all-reduces the gradients."""
+  from jax.sharding import Mesh
+
+  n = int(config.get("data_parallel", 1))
+  if n <= 1:
+    return None
+  devices = jax.local_devices()
+  if n > len(devices):
+    raise ValueError(f"config.data_parallel={n}, but this process has {len(devices)} devices")
+  return Mesh(np.asarray(devices[:n]), ("batch",))
 
 
 def build(config) -> Experiment:
@@ -212,13 +234,21 @@ def all_finite(tree) -> jax.Array:
 
 def make_chunk(exp: Experiment, config) -> Callable:
   """A jitted ``state -> (state, losses [log_every, 2])``: ``log_every`` steps in a ``lax.scan``."""
+  from jax.sharding import NamedSharding, PartitionSpec
+
   train_key = _keys(config)[1]
   vaf = minmaxlab.value_and_vector_field(exp.loss_fn)
   b, latent = config.batch_size, exp.pair.latent_dim
+  mesh = data_mesh(config)
+
+  def split(x):  # data parallel: the batch axis over the mesh's devices
+    if mesh is None:
+      return x
+    return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, PartitionSpec("batch")))
 
   def minibatch(step_key, i):
     k_real, k_z, k_loss = jax.random.split(jax.random.fold_in(step_key, i), 3)
-    return exp.sample_real(k_real, b), jax.random.normal(k_z, (b, latent)), k_loss
+    return split(exp.sample_real(k_real, b)), split(jax.random.normal(k_z, (b, latent))), k_loss
 
   def step(state, _):
     step_key = jax.random.fold_in(train_key, state.step)
@@ -231,12 +261,14 @@ def make_chunk(exp: Experiment, config) -> Callable:
     )
     return TrainState(state.step + 1, params, opt_state), jnp.stack([loss_min, loss_max])
 
-  @jax.jit
   def chunk(state):
     state, step_losses = jax.lax.scan(step, state, None, length=config.log_every)
     return state, step_losses, all_finite(state.params)
 
-  return chunk
+  if mesh is None:
+    return jax.jit(chunk)
+  replicated = NamedSharding(mesh, PartitionSpec())
+  return jax.jit(chunk, in_shardings=replicated, out_shardings=replicated)
 
 
 def generator_params(config, state: TrainState) -> dict[str, Any]:
@@ -336,6 +368,10 @@ def train(
       raise ValueError(f"{workdir} holds a run of another config ({diff}); use a fresh --workdir")
     state, _ = ckpt.restore(jax.eval_shape(lambda: state))
     start = int(state.step)
+  if (mesh := data_mesh(config)) is not None:  # replicas of the state on every device
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    state = jax.device_put(state, NamedSharding(mesh, PartitionSpec()))
   runner.write_config(workdir, config, module=__name__)
   writer = runner.MetricWriter(
     workdir, tensorboard=config.tensorboard, resume_step=start if resume else None

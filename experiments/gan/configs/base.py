@@ -34,6 +34,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.b2 = 0.999
   # Loop.
   c.batch_size = 64
+  c.data_parallel = 1  # > 1: split every minibatch over this many local devices (replicas)
   c.num_steps = 1000
   c.log_every = 50  # steps per jitted lax.scan chunk; the others must be multiples of it
   c.eval_every = 500
