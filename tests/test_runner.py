@@ -86,35 +86,90 @@ def test_no_restorable_checkpoint_is_one_line(tmp_path):
   assert len(lines) == 2  # each checkpoint named once
 
 
+class _Killed(Exception):
+  """Stands for the process dying at that instant."""
+
+
 def test_kill_mid_write_leaves_last_good_checkpoint(tmp_path, monkeypatch):
+  import os
+
   ckpt = runner.CheckpointManager(tmp_path, max_to_keep=3)
   ckpt.save(5, _state(5.0))
-  # A process killed while writing: orbax wrote some files, the final rename never happened.
-  real_rename = Path.rename
+  # Killed while orbax writes: its files are in place, orbax's final rename never happens.
+  real_rename = os.rename
 
-  def killed(self, target):
-    if self.name.startswith(".tmp-"):
-      raise KeyboardInterrupt("simulated kill before the rename")
-    return real_rename(self, target)
+  def killed(src, dst, *a, **kw):
+    if ".orbax-checkpoint-tmp" in str(src):
+      raise _Killed("before orbax's rename")
+    return real_rename(src, dst, *a, **kw)
 
-  monkeypatch.setattr(Path, "rename", killed)
-  with pytest.raises(KeyboardInterrupt):
+  monkeypatch.setattr(os, "rename", killed)
+  with pytest.raises(_Killed):
     ckpt.save(6, _state(6.0))
-  monkeypatch.setattr(Path, "rename", real_rename)
-  # ... and one killed even earlier: a temp dir holding a truncated file.
-  junk = tmp_path / ".tmp-step_7-deadbeef" / "state"
+  monkeypatch.setattr(os, "rename", real_rename)
+  assert ckpt.steps() == [5]
+  assert [p for p in tmp_path.iterdir() if ".orbax-checkpoint-tmp" in p.name]
+  # Killed after orbax committed step 7 but before its SHA-256 was recorded.
+  real_path_rename = Path.rename
+
+  def killed_late(self, target):
+    if self.name.startswith(".tmp-sha256"):
+      raise _Killed("before the digest's rename")
+    return real_path_rename(self, target)
+
+  monkeypatch.setattr(Path, "rename", killed_late)
+  with pytest.raises(_Killed):
+    ckpt.save(7, _state(7.0))
+  monkeypatch.setattr(Path, "rename", real_path_rename)
+  # ... and a temporary folder of the earlier layout holding a truncated file.
+  junk = tmp_path / ".tmp-step_8-deadbeef" / "state"
   junk.mkdir(parents=True)
   (junk / "manifest.ocdbt").write_bytes(b"\x00\x01trunc")
-  leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".tmp-"))
-  assert len(leftovers) == 2
   fresh = runner.CheckpointManager(tmp_path, max_to_keep=3)  # a new process
-  assert fresh.steps() == [5]
-  restored, meta = fresh.restore(jax.eval_shape(lambda: _state()))
+  assert fresh.steps() == [5, 7]
+  assert "cut off" in fresh.verify(7)
+  lines = []
+  restored, meta = fresh.restore(jax.eval_shape(lambda: _state()), log=lines.append)
   _assert_tree_equal(restored, _state(5.0))
-  assert meta["step"] == 5
-  fresh.save(8, _state(8.0))  # the next save cleans the leftovers up
-  assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
-  assert fresh.steps() == [5, 8]
+  assert meta["step"] == 5 and len(lines) == 1 and "step_7" in lines[0]
+  fresh.save(6, _state(6.0))  # the resumed run: cleans the leftovers, supersedes step 7
+  assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") or "tmp" in p.name]
+  assert fresh.steps() == [5, 6]
+  restored, meta = fresh.restore(jax.eval_shape(lambda: _state()))
+  _assert_tree_equal(restored, _state(6.0))
+
+
+def test_checkpoints_are_orbax_managed_and_keep_64_bit_dtypes(tmp_path):
+  import orbax.checkpoint as ocp
+
+  tree = {
+    "f64": np.linspace(0.0, 1.0, 5) / 3.0,  # float64, not representable as float32
+    "i64": np.array([2**40, -3], dtype=np.int64),
+    "f32": jnp.arange(3.0),
+  }
+  ckpt = runner.CheckpointManager(tmp_path, max_to_keep=2)
+  for s in (1, 2, 3):
+    ckpt.save(s, tree, metadata={"s": s})
+  # orbax's own manager reads the folder: the same steps, the same metadata
+  with ocp.CheckpointManager(
+    tmp_path, options=ocp.CheckpointManagerOptions(step_prefix="step")
+  ) as m:
+    assert list(m.all_steps()) == [2, 3]
+    item = m.restore(3, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
+    assert item["meta"] == {"step": 3, "s": 3}
+  assert not jax.config.jax_enable_x64
+  for target in (tree, jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), tree)):
+    back, meta = ckpt.restore(target)
+    assert meta == {"step": 3, "s": 3}
+    assert back["f64"].dtype == np.float64 and back["i64"].dtype == np.int64
+    np.testing.assert_array_equal(back["f64"], tree["f64"])
+    np.testing.assert_array_equal(back["i64"], tree["i64"])
+    assert isinstance(back["f32"], jax.Array) and back["f32"].dtype == jnp.float32
+  # re-saving an earlier step supersedes the later ones
+  ckpt.save(2, {**tree, "f32": jnp.zeros(3)})
+  assert ckpt.steps() == [2]
+  back, _ = ckpt.restore(tree)
+  np.testing.assert_array_equal(back["f32"], np.zeros(3))
 
 
 def test_metric_writer_jsonl_and_tensorboard(tmp_path):

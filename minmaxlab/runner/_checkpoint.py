@@ -1,4 +1,4 @@
-"""Atomic orbax checkpoints: write to a temporary directory, then rename; verified restore."""
+"""Numbered checkpoints through orbax's own ``CheckpointManager``, with a SHA-256 check."""
 
 from __future__ import annotations
 
@@ -16,22 +16,31 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+_STEP_PREFIX = "step"  # orbax names the step folders step_<n>
 _STEP_DIR = re.compile(r"^step_(\d+)$")
-_TMP_PREFIX = ".tmp-"
+_ORBAX_TMP = (
+  ".orbax-checkpoint-tmp"  # orbax's unfinished folders: step_<n>.orbax-checkpoint-tmp-<t>
+)
+_TMP_PREFIX = ".tmp-"  # ours: unfinished digest files, and folders of the pre-orbax-manager layout
 _TRASH_PREFIX = ".trash-"
-_STATE = "state"
-_META = "meta.json"
-_DIGEST = "state_sha256"  # metadata key: digest of every file of the saved state
+_STATE = "state"  # orbax item: the pytree (StandardSave)
+_META = "meta"  # orbax item: the JSON metadata (JsonSave)
+_DIGEST = "sha256.json"  # ours, written once orbax has committed the step
+_LEGACY_META = "meta.json"  # checkpoints written before orbax's manager: digest inside
+_LEGACY_DIGEST = "state_sha256"
 
 
 class CheckpointError(RuntimeError):
   """No checkpoint in a directory can be restored into the requested structure."""
 
 
-def _digest(folder: Path) -> str:
-  """SHA-256 over the relative paths and contents of every file under ``folder``."""
+def _digest(folder: Path, items=None) -> str:
+  """SHA-256 over the relative paths and contents of every file under ``folder``
+  (only under its subfolders ``items`` when given)."""
+  roots = [folder / i for i in items] if items else [folder]
   h = hashlib.sha256()
-  for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+  files = sorted(p for r in roots if r.is_dir() for p in r.rglob("*") if p.is_file())
+  for f in files:
     h.update(str(f.relative_to(folder)).encode() + b"\0")
     with open(f, "rb") as fh:
       for block in iter(lambda: fh.read(1 << 20), b""):
@@ -46,48 +55,84 @@ def _one_line(e: BaseException) -> str:
 
 
 def _abstract(tree: Any) -> Any:
-  """Shape/dtype structs with a single-device sharding (orbax restores onto it)."""
+  """The restore target orbax is given: shape/dtype structs on one device, except for
+  leaves whose dtype a JAX array cannot hold here (64-bit ones with ``jax_enable_x64``
+  off), which are restored as NumPy arrays of exactly that dtype."""
   sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
 
   def leaf(x):
+    dtype = x.dtype if hasattr(x, "dtype") else jnp.result_type(x)
+    shape = tuple(x.shape) if hasattr(x, "shape") else tuple(np.shape(x))
+    extended = jax.dtypes.issubdtype(dtype, jax.dtypes.extended)
+    if not extended and jax.dtypes.canonicalize_dtype(dtype) != dtype:
+      return np.empty(shape, dtype)  # orbax restores NumPy targets as NumPy, dtype kept
     if isinstance(x, jax.ShapeDtypeStruct) and getattr(x, "sharding", None) is not None:
       return x
-    return jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x), sharding=sharding)
+    return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding)
 
   return jax.tree.map(leaf, tree)
 
 
-def _checkpointer(ocp):
-  """An orbax checkpointer private to this process: the manager writes host
-  (numpy) trees from one process, so in a multi-process JAX job it must not wait
-  for the other processes at orbax's barriers."""
+def _orbax_manager(directory: Path, max_to_keep: int | None):
+  """orbax's ``CheckpointManager`` over ``directory``, private to this process: a
+  run writes host (NumPy) trees from one process, so in a multi-process JAX job it
+  must not wait for the other processes at orbax's barriers. Saves are synchronous
+  (the state is on the host already and the caller wants it on disk)."""
+  import orbax.checkpoint as ocp  # imported lazily: ~1 s
+
   me = jax.process_index()
-  options = ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
-  return ocp.StandardCheckpointer(multiprocessing_options=options)
+  options = ocp.CheckpointManagerOptions(
+    max_to_keep=max_to_keep,
+    step_prefix=_STEP_PREFIX,
+    create=False,  # orbax refuses create=True with active_processes; __init__ creates it
+    cleanup_tmp_directories=False,  # the writer cleans up in save(): a reader must not
+    enable_async_checkpointing=False,
+    multiprocessing_options=ocp.options.MultiprocessingOptions(
+      primary_host=me, active_processes={me}
+    ),
+  )
+  return ocp.CheckpointManager(directory, options=options, item_names=(_STATE, _META))
+
+
+def _fsync_write(path: Path, text: str) -> None:
+  """Write ``text`` to ``path`` atomically (temporary file, fsync, rename)."""
+  tmp = path.with_name(f"{_TMP_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}")
+  with open(tmp, "w") as f:
+    f.write(text)
+    f.flush()
+    os.fsync(f.fileno())
+  tmp.rename(path)
 
 
 class CheckpointManager:
-  """Numbered checkpoints of a pytree in ``directory/step_<n>``, written atomically.
+  """Numbered checkpoints of a pytree in ``directory/step_<n>``, kept by orbax's
+  own ``orbax.checkpoint.CheckpointManager`` and verified with SHA-256.
 
-  ``save`` writes the pytree (orbax ``StandardCheckpointer``) and a JSON
-  ``metadata`` dict into a fresh hidden directory ``.tmp-step_<n>-<id>``,
-  waits for orbax to finish, then renames it to ``step_<n>``. A rename
-  within one file system is atomic, so a process killed at any moment leaves
-  either the old set of checkpoints or the new one: a half-written
-  checkpoint is only ever a hidden temporary directory, which ``steps``
-  ignores and the next ``save`` removes. Old checkpoints beyond
-  ``max_to_keep`` are first renamed away (atomically) and then deleted.
+  ``save`` hands the pytree (orbax ``StandardSave``) and a JSON ``metadata``
+  dict (``JsonSave``) to orbax's manager, which writes them into a temporary
+  folder and renames it to ``step_<n>`` when complete (atomic within one file
+  system: a process killed at any moment leaves either the old set of
+  checkpoints or the new one plus an unfinished temporary folder, which
+  ``steps`` ignores and the next ``save`` removes). orbax also deletes the
+  checkpoints beyond ``max_to_keep``. A save at step ``n`` supersedes every
+  checkpoint at ``n`` or later (they belong to a continuation that was given
+  up, e.g. after a damaged checkpoint), so the kept ones are always the newest
+  steps.
+
+  orbax does not checksum the data it writes (its zarr3 arrays have a CRC-32C
+  on the shard index only), so this class adds one: once orbax has committed a
+  step, a SHA-256 of its ``state`` and ``meta`` files goes to
+  ``step_<n>/sha256.json``. ``restore()`` checks it (a step without it was cut
+  off before it was verified and counts as damaged), and if the latest
+  checkpoint is damaged it prints one line naming it and restores the newest
+  intact one. When no checkpoint fits the target (e.g. the run's configuration
+  changed), :class:`CheckpointError` says so in one line.
 
   Restore always takes an abstract target (any pytree of arrays or
   ``jax.ShapeDtypeStruct``, e.g. from ``jax.eval_shape``), so NamedTuple
-  states and dtypes come back exactly as saved.
-
-  Verification: ``save`` records a SHA-256 of the saved state's files in the
-  metadata; ``restore()`` of the latest checkpoint checks it (and that the
-  metadata and the state can be read), and if the latest checkpoint is
-  damaged it prints one line naming it and restores the newest intact one.
-  When no checkpoint fits the target (e.g. the run's configuration changed),
-  :class:`CheckpointError` says so in one line.
+  states and dtypes come back exactly as saved; a 64-bit leaf (NumPy array or
+  struct) comes back as a NumPy array of that dtype even with ``jax_enable_x64``
+  off, every other leaf as an uncommitted JAX array.
 
   Example:
     >>> ckpt = CheckpointManager("runs/x/checkpoints", max_to_keep=3)
@@ -103,11 +148,11 @@ class CheckpointManager:
     if max_to_keep is not None and int(max_to_keep) < 1:
       raise ValueError(f"max_to_keep must be >= 1 or None, got {max_to_keep!r}")
     self.directory = Path(directory).expanduser().resolve()
-    self.max_to_keep = max_to_keep
+    self.max_to_keep = None if max_to_keep is None else int(max_to_keep)
     self.directory.mkdir(parents=True, exist_ok=True)
 
   def steps(self) -> list[int]:
-    """Steps of the complete checkpoints, ascending."""
+    """Steps of the complete checkpoints, ascending (read from disk on each call)."""
     out = []
     for p in self.directory.iterdir():
       m = _STEP_DIR.match(p.name)
@@ -121,51 +166,65 @@ class CheckpointManager:
     return steps[-1] if steps else None
 
   def path(self, step: int) -> Path:
-    return self.directory / f"step_{int(step)}"
+    return self.directory / f"{_STEP_PREFIX}_{int(step)}"
 
   def _remove_leftovers(self) -> None:
+    """Unfinished saves (orbax's temporary folders, our temporary files) and folders
+    renamed away for deletion."""
     for p in self.directory.iterdir():
-      if p.name.startswith((_TMP_PREFIX, _TRASH_PREFIX)):
-        shutil.rmtree(p, ignore_errors=True)
+      if p.name.startswith((_TMP_PREFIX, _TRASH_PREFIX)) or _ORBAX_TMP in p.name:
+        if p.is_dir():
+          shutil.rmtree(p, ignore_errors=True)
+        else:
+          p.unlink(missing_ok=True)
+
+  def _discard(self, step: int) -> None:
+    """Remove checkpoint ``step``: renamed away first (atomic), then deleted."""
+    old = self.path(step)
+    trash = self.directory / f"{_TRASH_PREFIX}{old.name}-{uuid.uuid4().hex[:8]}"
+    old.rename(trash)
+    shutil.rmtree(trash, ignore_errors=True)
 
   def save(self, step: int, tree: Any, metadata: dict | None = None) -> Path:
     """Write ``tree`` (and JSON-able ``metadata``) as checkpoint ``step``, atomically."""
-    import orbax.checkpoint as ocp  # imported lazily: ~1 s
+    import orbax.checkpoint as ocp
 
     step = int(step)
     self._remove_leftovers()
-    final = self.path(step)
-    tmp = self.directory / f"{_TMP_PREFIX}step_{step}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
+    for s in self.steps():  # superseded: a continuation that was given up
+      if s >= step:
+        self._discard(s)
     tree = jax.device_get(tree)
-    with _checkpointer(ocp) as ckptr:
-      ckptr.save(tmp / _STATE, tree)
-      ckptr.wait_until_finished()
-    with open(tmp / _META, "w") as f:
-      json.dump({"step": step, **(metadata or {}), _DIGEST: _digest(tmp / _STATE)}, f)
-      f.flush()
-      os.fsync(f.fileno())
-    if final.exists():  # re-saving a step: move the old one away first
-      final.rename(self.directory / f"{_TRASH_PREFIX}{final.name}-{uuid.uuid4().hex[:8]}")
-    tmp.rename(final)
-    self._prune()
-    self._remove_leftovers()
+    meta = {"step": step, **(metadata or {})}
+    with _orbax_manager(self.directory, self.max_to_keep) as mngr:
+      saved = mngr.save(
+        step,
+        args=ocp.args.Composite(
+          **{_STATE: ocp.args.StandardSave(tree), _META: ocp.args.JsonSave(meta)}
+        ),
+        force=True,
+      )
+      mngr.wait_until_finished()
+    final = self.path(step)
+    if not saved or not final.is_dir():
+      raise RuntimeError(f"orbax did not write checkpoint {final}")
+    _fsync_write(final / _DIGEST, json.dumps({"sha256": _digest(final, (_STATE, _META))}))
     return final
-
-  def _prune(self) -> None:
-    if self.max_to_keep is None:
-      return
-    for s in self.steps()[: -self.max_to_keep]:
-      old = self.path(s)
-      old.rename(self.directory / f"{_TRASH_PREFIX}{old.name}-{uuid.uuid4().hex[:8]}")
 
   def metadata(self, step: int | None = None) -> dict:
     """The JSON metadata stored with checkpoint ``step`` (default: latest)."""
     step = self._resolve(step)
-    with open(self.path(step) / _META) as f:
-      meta = json.load(f)
-    meta.pop(_DIGEST, None)
-    return meta
+    return self._read_meta(self.path(step))
+
+  @staticmethod
+  def _read_meta(path: Path) -> dict:
+    if (path / _LEGACY_META).exists():
+      with open(path / _LEGACY_META) as f:
+        meta = json.load(f)
+      meta.pop(_LEGACY_DIGEST, None)
+      return meta
+    with open(path / _META / "metadata") as f:  # orbax JsonSave's file
+      return json.load(f)
 
   def _resolve(self, step):
     if step is None:
@@ -178,20 +237,40 @@ class CheckpointManager:
 
   def verify(self, step: int) -> str | None:
     """``None`` if checkpoint ``step`` is intact, else what is wrong (one line):
-    unreadable metadata, a missing state, or files whose digest differs from the
-    one recorded at save time (checkpoints saved without a digest are only
-    checked for readable metadata)."""
+    unreadable metadata, a missing state, no recorded digest, or files whose digest
+    differs from the one recorded at save time."""
     path = self.path(step)
+    if (path / _LEGACY_META).exists():
+      return self._verify_legacy(path, step)
     try:
-      with open(path / _META) as f:
-        meta = json.load(f)
+      meta = self._read_meta(path)
     except (OSError, ValueError) as e:
-      return f"unreadable {_META} ({_one_line(e)})"
+      return f"unreadable metadata ({_one_line(e)})"
     if not isinstance(meta, dict) or meta.get("step") != int(step):
-      return f"{_META} does not describe step {step}"
+      return f"its metadata does not describe step {step}"
     if not (path / _STATE).is_dir():
       return "the state is missing"
-    want = meta.get(_DIGEST)
+    try:
+      want = json.loads((path / _DIGEST).read_text())["sha256"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      return f"no readable {_DIGEST}: the save was cut off ({_one_line(e)})"
+    if _digest(path, (_STATE, _META)) != want:
+      return "its files differ from those written (checksum mismatch)"
+    return None
+
+  @staticmethod
+  def _verify_legacy(path: Path, step: int) -> str | None:
+    """Checkpoints of the earlier layout (``meta.json`` holding the digest of ``state``)."""
+    try:
+      with open(path / _LEGACY_META) as f:
+        meta = json.load(f)
+    except (OSError, ValueError) as e:
+      return f"unreadable {_LEGACY_META} ({_one_line(e)})"
+    if not isinstance(meta, dict) or meta.get("step") != int(step):
+      return f"{_LEGACY_META} does not describe step {step}"
+    if not (path / _STATE).is_dir():
+      return "the state is missing"
+    want = meta.get(_LEGACY_DIGEST)
     if want is not None and _digest(path / _STATE) != want:
       return "its files differ from those written (checksum mismatch)"
     return None
@@ -253,8 +332,9 @@ class CheckpointManager:
   def _restore(self, target: Any, step: int) -> tuple[Any, dict]:
     import orbax.checkpoint as ocp
 
-    with _checkpointer(ocp) as ckptr:
-      tree = ckptr.restore(self.path(step) / _STATE, _abstract(target))
+    args = {_STATE: ocp.args.StandardRestore(_abstract(target))}
+    with _orbax_manager(self.directory, None) as mngr:
+      tree = mngr.restore(step, args=ocp.args.Composite(**args))[_STATE]
     # orbax returns arrays committed to a device; freshly computed ones are not, and jit
     # keys its cache on that, so a resumed run would compile its step again. Hand back
     # plain (uncommitted) arrays instead.
