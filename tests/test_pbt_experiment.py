@@ -141,3 +141,28 @@ def test_fashion_mnist_lagan_shrunk_end_to_end(tmp_path):
   header = [x for x in logs if x.startswith("  member")][-1].splitlines()[0].split()
   assert header[-4:] == ["lr_G", "lr_D", "slow_step_size", "sync_period"]
   assert (tmp_path / "cache" / "fashion_mnist_first2000").is_dir()  # the classifier was cached
+
+
+@pytest.mark.slow
+def test_cli_budget_ends_the_campaign_with_exit_0(tmp_path):
+  """``--budget_s``: the trial running when the budget is spent finishes (inline: the
+  first), the summary is written, one line says the budget ended it, exit status 0."""
+  env = {**os.environ, "JAX_PLATFORMS": "cpu", "MPLBACKEND": "Agg"}
+  cmd = [sys.executable, "-m", "experiments.pbt.main", "--workers", "0", "--budget_s", "2"]
+  cmd += ["--config", str(ROOT / "experiments/pbt/configs/smoke.py"), "--workdir", str(tmp_path)]
+  proc = _procs.run(cmd, timeout=600, cwd=ROOT, env=env)
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+  lines = [x for x in proc.stdout.splitlines() if x.startswith("the budget of")]
+  assert len(lines) == 1 and "ended the campaign after 1/8 trials; continue with:" in lines[0]
+  s = json.loads((tmp_path / "summary.json").read_text())
+  assert s["budget_ended"] and s["done"] == 1 and s["running"] == 0 and s["pending"] >= 1
+
+
+def test_early_stop_config():
+  config = smoke.get_config()
+  assert train.early_stop(config) is None  # quantile 0: off
+  config.early_stop_quantile, config.early_stop_min_steps = 0.5, 40
+  assert train.early_stop(config) == pbt.EarlyStop(40, 0.5)
+  config.early_stop_quantile = 1.5
+  with pytest.raises(ValueError, match="config.early_stop_quantile must be in"):
+    train.check_config(config)

@@ -24,7 +24,13 @@ _WORKERS = flags.DEFINE_string(
   "Local worker processes (0: trials inline), or 'mpi': the ranks of `mpirun -n P` (P >= 2;"
   " rank 0 runs the controller, ranks 1..P-1 are workers).",
 )
-_TIMEOUT = flags.DEFINE_float("timeout", None, "Give up after this many seconds.")
+_TIMEOUT = flags.DEFINE_float("timeout", None, "Give up after this many seconds (exit 1).")
+_BUDGET = flags.DEFINE_float(
+  "budget_s",
+  None,
+  "Wall-clock budget in seconds: then no new trial starts, the running ones finish, the"
+  " summary is written and the run exits 0 (the same command continues the campaign).",
+)
 flags.mark_flags_as_required(["config", "workdir"])
 
 
@@ -73,9 +79,21 @@ def main(argv):
       pbt.mpi_world()  # fewer than 2 ranks: a clear error before any work
     except ValueError as e:
       raise SystemExit(f"ERROR: {e}") from None
-  s = train.train(_CONFIG.value, _WORKDIR.value, workers=workers, timeout=_TIMEOUT.value, log=log)
+  if _BUDGET.value is not None and not _BUDGET.value > 0:
+    raise app.UsageError(f"--budget_s must be > 0, got {_BUDGET.value!r}")
+  s = train.train(
+    _CONFIG.value,
+    _WORKDIR.value,
+    workers=workers,
+    timeout=_TIMEOUT.value,
+    log=log,
+    budget_s=_BUDGET.value,
+  )
   if s is None:
     return  # an MPI worker rank
+  if not s["best_lineage"]:  # the budget ended the campaign before any trial finished
+    print(f"the budget of {_BUDGET.value:g} s ended the campaign before a trial finished")
+    return
   best = s["best_lineage"][-1]
   hparams = ", ".join(
     f"{k} {train._fmt(v)}"
@@ -88,6 +106,12 @@ def main(argv):
     f"{s['max_checkpoints']} checkpoints on disk"
   )
   print(f"lineage log: {_WORKDIR.value}/lineage.jsonl, plot: {_WORKDIR.value}/lineages.png")
+  if s.get("budget_ended"):
+    print(
+      f"the budget of {_BUDGET.value:g} s ended the campaign after {s['done']}/"
+      f"{_CONFIG.value.num_trials} trials; continue with:"
+      f" {runner.rerun_command('experiments.pbt.main')}"
+    )
 
 
 def _log(text: str) -> None:

@@ -91,6 +91,8 @@ def check_config(config) -> None:
   if config.get("max_failed_trials") is not None:
     need("max_failed_trials", integer(1), "an integer >= 1 or None")
   need("slow_step_size", lambda v: 0 < v <= 1, "in (0, 1]")
+  need("early_stop_min_steps", integer(0), "an integer >= 0")
+  need("early_stop_quantile", lambda v: 0 <= v < 1, "in [0, 1) (0: off)")
   if config.exploit not in ("tournament", "truncation", "none"):
     raise ValueError(
       f"config.exploit must be tournament, truncation or none, got {config.exploit!r}"
@@ -330,11 +332,24 @@ def _controller(config, workdir, task, workers: int) -> pbt.Controller:
     lease_s=config.lease_s,
     max_attempts=config.get("max_attempts", 3),
     max_failed_trials=config.get("max_failed_trials", None),
+    early_stop=early_stop(config),
   )
 
 
+def early_stop(config) -> pbt.EarlyStop | None:
+  """``config.early_stop_quantile > 0``: members below that quantile of the population's
+  fitness after ``config.early_stop_min_steps`` steps stop (:class:`minmaxlab.pbt.EarlyStop`)."""
+  q = config.get("early_stop_quantile", 0.0)
+  return pbt.EarlyStop(config.get("early_stop_min_steps", 0), q) if q else None
+
+
 def train(
-  config, workdir, workers: int | str = 2, timeout: float | None = None, log=print
+  config,
+  workdir,
+  workers: int | str = 2,
+  timeout: float | None = None,
+  log=print,
+  budget_s: float | None = None,
 ) -> dict | None:
   """Run (or resume: the store in ``workdir`` is the state) PBT; return the summary.
 
@@ -343,6 +358,10 @@ def train(
   rank 0 runs the controller and returns the summary, ranks ``1..P-1`` are
   workers (same claim/lease/report protocol, see ``minmaxlab.pbt.run_mpi``) and
   return ``None``.
+
+  ``budget_s``: a wall-clock budget (seconds); when it is spent no trial is
+  started any more, the running ones finish, the outputs are written and the
+  summary has ``budget_ended=True`` (the same call resumes the campaign).
   """
   check_config(config)
   workdir = Path(workdir)
@@ -361,7 +380,11 @@ def train(
       return c
 
     out = pbt.run_mpi(
-      make_controller, comm=comm, timeout=timeout, on_progress=lambda s: progress[0](s)
+      make_controller,
+      comm=comm,
+      timeout=timeout,
+      on_progress=lambda s: progress[0](s),
+      budget_s=budget_s,
     )
     if out is None:
       return None  # a worker rank: rank 0 writes the outputs
@@ -372,14 +395,16 @@ def train(
   try:
     if status is None:
       status = controller.run(
-        timeout=timeout, on_progress=_Progress(controller, config.num_trials, task, log)
+        timeout=timeout,
+        on_progress=_Progress(controller, config.num_trials, task, log),
+        budget_s=budget_s,
       )
     rows = _lineage_rows(controller.store, task)
     with open(workdir / "lineage.jsonl", "w") as f:
       for r in rows:
         f.write(json.dumps(r) + "\n")
-    best = controller.store.best()
-    chain = controller.store.lineage(best.id)
+    best = controller.store.best(controller.ranking)
+    chain = [] if best is None else controller.store.lineage(best.id)  # none: budget spent
     plot_lineages(workdir / "lineages.png", controller.store, task)
     population = {m: controller.store.trial(t) for m, t in controller.store.population().items()}
     summary = {

@@ -254,6 +254,7 @@ def run_mpi(
   comm=None,
   timeout: float | None = None,
   on_progress: Callable | None = None,
+  budget_s: float | None = None,
 ) -> tuple[Any, dict[str, Any]] | None:
   """Run black-box PBT with the MPI ranks as workers (``mpirun -n P``, ``P >= 2``).
 
@@ -293,7 +294,9 @@ def run_mpi(
       )
     controller.external_workers = True  # never train inline on rank 0
     server = _RankServer(comm, controller)
-    summary = controller.run(timeout=timeout, on_progress=on_progress, serve=server.serve)
+    summary = controller.run(
+      timeout=timeout, on_progress=on_progress, serve=server.serve, budget_s=budget_s
+    )
     server.drain()
   except BaseException:
     _abort(comm, "PBT controller failed")

@@ -32,6 +32,10 @@ def get_config() -> ml_collections.ConfigDict:
   c.lease_s = 60.0  # a worker silent this long loses its trial (re-queued)
   c.max_attempts = 3  # a trial failing this often is marked failed (its member stops)
   c.max_failed_trials = 1  # the campaign stops (exit 1) once this many trials failed
+  # Early stopping (pbt.EarlyStop): once a member has trained early_stop_min_steps steps, it
+  # stops when its fitness is below this quantile of the population's (0.5: median rule; 0: off).
+  c.early_stop_quantile = 0.0
+  c.early_stop_min_steps = 1000
   # Fitness (non-differentiable): modes covered + high-quality rate - mode KL / log 8.
   c.eval_samples = 2000
   return c
