@@ -53,10 +53,9 @@ PINS = {
   """,
   "gan.metrics": """
     ClassifierNet EvalClassifier FeatureExtractor FunctionExtractor ImageEvaluator class_tvd
-    classifier_evaluator cnn_classifier default_cache_dir fid_score frechet_distance
-    gaussian_statistics inception_score load_or_train_classifier mixture_metrics
-    mode_assignments mode_histogram mode_tvd_score real_statistics train_classifier
-    weighted_statistics
+    cnn_classifier fid_score frechet_distance gaussian_statistics inception_score
+    mixture_metrics mode_assignments mode_histogram mode_tvd_score real_statistics
+    train_classifier weighted_statistics
   """,
   "coevolution": """
     Coevolution CoevolutionConfig CoevolutionState aggregate_fitness default_scheme

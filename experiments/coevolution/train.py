@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from experiments import _classifier_cache
 from experiments.coevolution import plots
 from minmaxlab import coevolution as co
 from minmaxlab import runner
@@ -99,7 +100,7 @@ def build(config, exchange=None) -> Experiment:
     )
     return Experiment(coev, mixture, mixture, None, None)
   dataset = data.load(config.dataset, "train", data_dir=config.data_dir or None)
-  evaluator, clf = metrics.classifier_evaluator(
+  evaluator, clf = _classifier_cache.classifier_evaluator(
     config.dataset,
     cache_dir=config.classifier.cache_dir or None,
     data_dir=config.data_dir or None,

@@ -115,11 +115,11 @@ _SHARED: dict = {}  # per process: the image evaluator (classifier + real statis
 
 
 def _image_evaluator(config):
-  from minmaxlab.gan import metrics
+  from experiments import _classifier_cache
 
   key = (config.dataset, config.classifier.cache_dir, config.classifier.steps)
   if key not in _SHARED:
-    _SHARED[key] = metrics.classifier_evaluator(
+    _SHARED[key] = _classifier_cache.classifier_evaluator(
       config.dataset,
       cache_dir=config.classifier.cache_dir or None,
       data_dir=config.data_dir or None,

@@ -22,6 +22,7 @@ import numpy as np
 import optax
 
 import minmaxlab
+from experiments import _classifier_cache
 from minmaxlab import runner
 from minmaxlab.gan import data, losses, metrics, models
 
@@ -76,7 +77,7 @@ def make_optimizer(config) -> optax.GradientTransformationExtraArgs:
     tx = minmaxlab.lookahead_minmax(tx, config.sync_period, config.slow_step_size)
   if config.ema_decay > 0:
     # ema_slow: an EMA of the lookahead slow weights, updated at syncs (the paper's G_ema_slow).
-    average = minmaxlab.averaging.slow_ema if config.ema_slow else minmaxlab.averaging.ema
+    average = minmaxlab.transforms.slow_ema if config.ema_slow else minmaxlab.transforms.ema
     tx = average(tx, config.ema_decay)
   return optax.with_extra_args_support(tx)
 
@@ -275,7 +276,7 @@ def generator_params(config, state: TrainState) -> dict[str, Any]:
   """The generators to evaluate: the current one and, with ``ema_decay``, its EMA."""
   out = {"": state.params.min}
   if config.ema_decay > 0:
-    out["ema/"] = minmaxlab.averaging.averaged_params(state.opt_state).min
+    out["ema/"] = minmaxlab.transforms.averaged_params(state.opt_state).min
   return out
 
 
@@ -287,7 +288,7 @@ class Evaluator:
     self.eval_key = _keys(config)[2]
     self.image_evaluator, self.classifier = None, None
     if exp.mixture is None:
-      self.image_evaluator, self.classifier = metrics.classifier_evaluator(
+      self.image_evaluator, self.classifier = _classifier_cache.classifier_evaluator(
         config.dataset,
         cache_dir=config.classifier.cache_dir or None,
         data_dir=config.data_dir or None,

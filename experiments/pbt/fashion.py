@@ -5,7 +5,7 @@ sizes by default) ``steps_per_trial`` steps of LA-AltGAN,
 ``lookahead_minmax(alternating(per_player(adam, adam)), sync_period, slow_step_size)``,
 from its parent's checkpoint, then scores the generator by the Frechet
 distance in the feature space of the project's evaluation classifier
-(``minmaxlab.gan.metrics.classifier_evaluator``: trained once on the real
+(``experiments/_classifier_cache.py``: trained once on the real
 training split and cached). Explored: ``lr_G`` (generator, the min player),
 ``lr_D`` (discriminator), ``slow_step_size`` and the sync period (a categorical
 index into ``config.sync_period_choices``, stored as ``sync_period_index`` and
@@ -25,6 +25,7 @@ import numpy as np
 import optax
 
 import minmaxlab
+from experiments import _classifier_cache
 from minmaxlab import pbt
 from minmaxlab.gan import data, losses, metrics, models
 
@@ -36,7 +37,7 @@ def _evaluator(cfg: dict):
   """``(images [N, 28, 28, 1] in [-1, 1], ImageEvaluator)`` of the config.
 
   ``train_examples == 0``: the full training split and the shared cached
-  classifier (``classifier_evaluator``, the one experiments/gan and
+  classifier (``_classifier_cache.classifier_evaluator``, the one experiments/gan and
   experiments/coevolution use). Otherwise the first ``train_examples`` images
   for the GAN, the classifier (cached under its own name) and the real
   statistics (recomputed, cheap at that size): for quick runs and tests.
@@ -45,14 +46,14 @@ def _evaluator(cfg: dict):
   data_dir = cfg["data_dir"] or None
   n = int(cfg["train_examples"])
   if n == 0:
-    evaluator, _ = metrics.classifier_evaluator(
+    evaluator, _ = _classifier_cache.classifier_evaluator(
       "fashion_mnist", cache_dir=cache_dir, data_dir=data_dir, steps=cfg["classifier_steps"]
     )
     return data.load("fashion_mnist", "train", data_dir=data_dir).images, evaluator
   train = data.load("fashion_mnist", "train", data_dir=data_dir)
   test = data.load("fashion_mnist", "test", data_dir=data_dir)
   images, labels = train.images[:n], train.labels[:n]
-  clf = metrics.load_or_train_classifier(
+  clf = _classifier_cache.load_or_train_classifier(
     f"fashion_mnist_first{n}",
     images,
     labels,

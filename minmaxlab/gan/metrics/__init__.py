@@ -3,8 +3,9 @@
 - 2-D mixtures: :func:`mixture_metrics` (modes covered, high-quality-sample
   rate, KL of the mode histogram from uniform), jit-able; :func:`mode_tvd_score`
   of a weighted generator mixture (the coevolution's mixture score).
-- Images: an evaluation CNN trained on the real training split and cached
-  (:func:`load_or_train_classifier`, :func:`classifier_evaluator`), and through
+- Images: an evaluation CNN trained on the real training split
+  (:func:`train_classifier`; the experiments cache it on disk, see
+  ``experiments/_classifier_cache.py``), and through
   any :class:`FeatureExtractor` (the classifier, or Inception weights you
   supply via :class:`FunctionExtractor`): :func:`frechet_distance` (FID),
   :func:`inception_score`, :func:`class_tvd`, bundled in :class:`ImageEvaluator`;
@@ -15,15 +16,12 @@ from minmaxlab.gan.metrics._classifier import (
   ClassifierNet,
   EvalClassifier,
   cnn_classifier,
-  default_cache_dir,
-  load_or_train_classifier,
   train_classifier,
 )
 from minmaxlab.gan.metrics._evaluator import (
   FeatureExtractor,
   FunctionExtractor,
   ImageEvaluator,
-  classifier_evaluator,
   real_statistics,
 )
 from minmaxlab.gan.metrics._frechet import (
@@ -47,14 +45,11 @@ __all__ = [
   "FunctionExtractor",
   "ImageEvaluator",
   "class_tvd",
-  "classifier_evaluator",
   "cnn_classifier",
-  "default_cache_dir",
   "fid_score",
   "frechet_distance",
   "gaussian_statistics",
   "inception_score",
-  "load_or_train_classifier",
   "mixture_metrics",
   "mode_assignments",
   "mode_histogram",

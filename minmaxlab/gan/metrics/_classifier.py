@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
 from functools import partial
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -182,87 +179,4 @@ def train_classifier(
   clf = EvalClassifier(net, params, name=name)
   if test_images is not None:
     clf.test_accuracy = clf.accuracy(test_images, test_labels)
-  return clf
-
-
-def _fingerprint(images, labels) -> str:
-  h = hashlib.sha1()
-  h.update(str(np.shape(images)).encode())
-  h.update(
-    np.ascontiguousarray(np.asarray(images, np.float32)[:: max(1, len(images) // 64)]).tobytes()
-  )
-  h.update(np.ascontiguousarray(np.asarray(labels, np.int64)).tobytes())
-  return h.hexdigest()[:16]
-
-
-def default_cache_dir() -> Path:
-  """``$MINMAXLAB_CACHE/classifiers`` or ``~/.cache/minmaxlab/classifiers``."""
-  root = os.environ.get("MINMAXLAB_CACHE")
-  return (Path(root) if root else Path.home() / ".cache" / "minmaxlab") / "classifiers"
-
-
-def load_or_train_classifier(
-  name: str,
-  images,
-  labels,
-  num_classes: int,
-  *,
-  test_images=None,
-  test_labels=None,
-  cache_dir: str | os.PathLike | None = None,
-  seed: int = 0,
-  **train_kwargs,
-) -> EvalClassifier:
-  """The cached classifier for data set ``name``, training (and caching) it if needed.
-
-  The checkpoint lives in ``<cache_dir>/<name>`` (default cache dir:
-  :func:`default_cache_dir`) as an atomic orbax checkpoint
-  (:class:`minmaxlab.runner.CheckpointManager`) with JSON metadata: the
-  training settings, a fingerprint of the data and the test accuracy. A cache
-  whose settings or data differ is retrained and overwritten.
-
-  Args:
-    name: data set name (a directory name; ``:``/``/`` are replaced).
-    images, labels, num_classes, test_images, test_labels: as in :func:`train_classifier`.
-    cache_dir: cache root (default :func:`default_cache_dir`).
-    seed: training seed.
-    **train_kwargs: ``steps``, ``batch_size``, ``learning_rate``, ``width``, ``feature_dim``.
-  """
-  from minmaxlab.runner import CheckpointManager
-
-  settings = {
-    "steps": 1500,
-    "batch_size": 128,
-    "learning_rate": 1e-3,
-    "width": 32,
-    "feature_dim": 128,
-    **train_kwargs,
-  }
-  wanted = {
-    "seed": int(seed),
-    "num_classes": int(num_classes),
-    "settings": settings,
-    "data": _fingerprint(images, labels),
-  }
-  folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-  ckpt = CheckpointManager(folder / name.replace(":", "_").replace("/", "_"), max_to_keep=1)
-  shape = tuple(np.shape(images)[1:]) + ((1,) if np.ndim(images) == 3 else ())
-  net = cnn_classifier(shape, num_classes, settings["width"], settings["feature_dim"])
-  if ckpt.latest_step() is not None:
-    meta = ckpt.metadata()
-    if {k: meta.get(k) for k in wanted} == wanted:
-      target = jax.eval_shape(net.init, jax.random.key(0))
-      params, meta = ckpt.restore(target)
-      return EvalClassifier(net, params, meta["test_accuracy"], name)
-  clf = train_classifier(
-    jax.random.key(seed),
-    images,
-    labels,
-    num_classes,
-    test_images=test_images,
-    test_labels=test_labels,
-    name=name,
-    **settings,
-  )
-  ckpt.save(0, clf.params, metadata={**wanted, "test_accuracy": clf.test_accuracy})
   return clf
