@@ -508,7 +508,7 @@ def test_tournament_child_is_the_winner_with_mutated_hyperparameters(tmp_path, i
   winner = initiator if initiator_wins else opponent
   for seed in range(20):
     rng = np.random.default_rng(seed)
-    parent, child = c._choose_parent(rng, initiator, {0: initiator, 1: opponent})
+    parent, child = _selection.choose_parent(rng, initiator, {0: initiator, 1: opponent}, c.policy)
     assert parent.id == winner.id
     for name, dim in SPACE.items():
       ratio = child[name] / winner.hparams[name]

@@ -190,3 +190,20 @@ def test_early_stop_rule(tmp_path):
   assert sum(counts.values()) == 16  # their budget went to the others
   with pytest.raises(ValueError, match="quantile"):
     pbt.EarlyStop(3, 1.5).validate()
+
+
+def test_a_spent_budget_hands_out_no_trial(tmp_path):
+  """While the store drains (the budget is spent) no worker claims a trial; the
+  controller's next run clears the flag."""
+  from minmaxlab.pbt._campaign import set_flag
+  from minmaxlab.pbt._store import DRAIN
+
+  c = pbt.Controller(
+    tmp_path, SPACE, init64, train64, population_size=2, num_trials=2, steps_per_trial=1
+  )
+  c._initialize()
+  set_flag(c.store, DRAIN, True)
+  assert c.store.claim("w", 60) is None and c.store.counts()["pending"] == 2
+  set_flag(c.store, DRAIN, False)
+  assert c.store.claim("w", 60).id == 1
+  c.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from minmaxlab.pbt._store import DRAIN, EPOCH, FAILED, MAX_ATTEMPTS, TASK, Store, Trial
+from minmaxlab.pbt._store import CONFIG, DRAIN, EPOCH, FAILED, MAX_ATTEMPTS, TASK, Store, Trial
 from minmaxlab.pbt._worker import FINISHED
 
 STOPPED = "stopped_members"  # kv key: members the early-stopping rule ended
@@ -18,6 +18,44 @@ STOPPED = "stopped_members"  # kv key: members the early-stopping rule ended
 
 class CampaignFailed(RuntimeError):
   """More trials failed than the campaign's ``max_failed_trials`` allows."""
+
+
+def check_limits(
+  population_size: int = 2,
+  num_trials: int = 2,
+  steps_per_trial: int = 1,
+  workers: int = 0,
+  top_k: int = 0,
+  *,
+  max_attempts: int = 1,
+  max_failed_trials: int | None = None,
+  orphan_s: float = 1.0,
+) -> None:
+  """``ValueError`` (one line) for a controller argument out of its range."""
+  if int(max_attempts) < 1:
+    raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
+  if max_failed_trials is not None and int(max_failed_trials) < 1:
+    raise ValueError(f"max_failed_trials must be >= 1 or None, got {max_failed_trials!r}")
+  if not float(orphan_s) > 0:
+    raise ValueError(f"orphan_s must be > 0, got {orphan_s!r}")
+  if int(population_size) < 2:
+    raise ValueError(f"population_size must be >= 2, got {population_size!r}")
+  if int(num_trials) < int(population_size):
+    raise ValueError(f"num_trials must be >= population_size, got {num_trials!r}")
+  if int(steps_per_trial) < 1 or int(workers) < 0 or int(top_k) < 0:
+    raise ValueError("steps_per_trial must be >= 1, workers and top_k >= 0")
+
+
+def initialize(
+  store: Store, first: list[tuple[dict, int]], steps_per_trial: int, fingerprint: dict
+) -> None:
+  """Create every member's first trial (``first``: ``(hparams, seed)`` per member)
+  and store the campaign's fingerprint, in one transaction."""
+  with store.transaction() as db:
+    for m, (hp, trial_seed) in enumerate(first):
+      store.add_trial(db, m, None, hp, 0, steps_per_trial, trial_seed)
+    store.put(db, "initialized", True)
+    store.put(db, CONFIG, fingerprint)
 
 
 def begin_epoch(store: Store, epoch: str, max_attempts: int, task: dict[str, Any]) -> None:

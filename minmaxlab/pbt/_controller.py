@@ -35,6 +35,8 @@ from minmaxlab.pbt._campaign import (
   STOPPED,
   CampaignFailed,
   begin_epoch,
+  check_limits,
+  initialize,
   record_failed,
   set_flag,
 )
@@ -45,14 +47,12 @@ from minmaxlab.pbt._replay import replay
 from minmaxlab.pbt._selection import (
   EarlyStop,
   Policy,
-  choose_parent,
   initial_population,
   next_child,
 )
 from minmaxlab.pbt._space import Space, validate_space
 from minmaxlab.pbt._status import campaign_status, population_rows
 from minmaxlab.pbt._store import (
-  CONFIG,
   DONE,
   DRAIN,
   PENDING,
@@ -172,12 +172,7 @@ class Controller:
     validate_space(space)
     self.ranking = ranking or scalar()
     self.early_stop = None if early_stop is None else EarlyStop(*early_stop).validate()
-    if int(max_attempts) < 1:
-      raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
-    if max_failed_trials is not None and int(max_failed_trials) < 1:
-      raise ValueError(f"max_failed_trials must be >= 1 or None, got {max_failed_trials!r}")
-    if not float(orphan_s) > 0:
-      raise ValueError(f"orphan_s must be > 0, got {orphan_s!r}")
+    check_limits(max_attempts=max_attempts, max_failed_trials=max_failed_trials, orphan_s=orphan_s)
     if callable(task) and callable(task_args):
       if int(workers) != 0 or external_workers:
         raise ValueError(
@@ -192,20 +187,9 @@ class Controller:
     self.max_attempts = int(max_attempts)
     self.max_failed_trials = None if max_failed_trials is None else int(max_failed_trials)
     self.orphan_s = float(orphan_s)
-    if int(population_size) < 2:
-      raise ValueError(f"population_size must be >= 2, got {population_size!r}")
-    if int(num_trials) < int(population_size):
-      raise ValueError(f"num_trials must be >= population_size, got {num_trials!r}")
-    if int(steps_per_trial) < 1 or int(workers) < 0 or int(top_k) < 0:
-      raise ValueError("steps_per_trial must be >= 1, workers and top_k >= 0")
-    self.policy = Policy(
-      dict(space),
-      exploit,
-      truncation_fraction,
-      resample_probability,
-      tuple(perturb_factors),
-      self.ranking,
-    ).validate(int(population_size))
+    check_limits(population_size, num_trials, steps_per_trial, workers, top_k)
+    policy = (exploit, truncation_fraction, resample_probability, tuple(perturb_factors))
+    self.policy = Policy(dict(space), *policy, self.ranking).validate(int(population_size))
     self.workdir = Path(workdir).expanduser().resolve()
     self.ckpt_root = self.workdir / "checkpoints"
     self.ckpt_root.mkdir(parents=True, exist_ok=True)
@@ -269,18 +253,9 @@ class Controller:
 
   # --- decisions ----------------------------------------------------------------------------
   def _initialize(self) -> None:
-    if self.store.get("initialized", False):
-      return
-    first = initial_population(self.seed, self.space, self.population_size, self.initial_hparams)
-    with self.store.transaction() as db:
-      for m, (hp, trial_seed) in enumerate(first):
-        self.store.add_trial(db, m, None, hp, 0, self.steps_per_trial, trial_seed)
-      self.store.put(db, "initialized", True)
-      self.store.put(db, CONFIG, self.fingerprint())
-
-  def _choose_parent(self, rng, t: Trial, population: dict[int, Trial]) -> tuple[Trial, dict]:
-    """:func:`minmaxlab.pbt._selection.choose_parent` with this controller's policy."""
-    return choose_parent(rng, t, population, self.policy)
+    if not self.store.get("initialized", False):
+      first = initial_population(self.seed, self.space, self.population_size, self.initial_hparams)
+      initialize(self.store, first, self.steps_per_trial, self.fingerprint())
 
   def _process(self, finished: list[Trial]) -> None:
     """Use finished trials (one transaction): enter them into the population,
