@@ -1,0 +1,253 @@
+"""Lipizzaner's features beyond the generation step (issue 17), on small hand-computed cases:
+exact-proportion mixture sampling, the end-of-run mixture ES and the GECCO'20 ensemble
+searches."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from minmaxlab import coevolution as co
+from minmaxlab.gan import data, metrics
+
+# ------------------------------------------------------------ sampling modes
+
+
+@pytest.mark.parametrize(
+  "weights, n, expected",
+  [
+    ([0.5, 0.3, 0.2], 10, [5, 3, 2]),  # exact
+    ([1 / 3, 1 / 3, 1 / 3], 10, [4, 3, 3]),  # 3.33 each: the leftover 1 to index 0 (tie)
+    ([0.15, 0.15, 0.7], 10, [2, 1, 7]),  # 1.5, 1.5, 7: the leftover to index 0 (tie)
+    ([0.26, 0.34, 0.4], 10, [3, 3, 4]),  # 2.6, 3.4, 4: floors 2, 3, 4; leftover to .6
+    ([2.0, 0.0, 6.0], 4, [1, 0, 3]),  # unnormalised weights are normalised
+    ([0.05, 0.05, 0.9], 3, [0, 0, 3]),  # 0.15, 0.15, 2.7: leftover to the .7
+  ],
+)
+def test_exact_proportion_counts_by_hand(weights, n, expected):
+  counts = co.exact_proportion_counts(jnp.asarray(weights), n)
+  assert counts.dtype == jnp.int32
+  np.testing.assert_array_equal(counts, expected)
+
+
+def test_exact_proportion_counts_round_and_sum_to_n():
+  key = jax.random.key(0)
+  ws = jax.random.dirichlet(key, jnp.ones(7), (6,))
+  for i, w in enumerate(ws):
+    n = 13 + 17 * i
+    c = np.asarray(co.exact_proportion_counts(w, n))
+    assert c.sum() == n
+    exact = np.asarray(w, np.float64) / float(np.sum(w)) * n
+    assert np.all((c == np.floor(exact)) | (c == np.ceil(exact)))
+
+
+def _offset_generators(m):
+  """Generator ``i`` maps any latent to the point ``(i, 0)``: a sample names its generator."""
+  apply = lambda p, z: jnp.stack([jnp.full(z.shape[0], p), 0.0 * z[:, 0]], -1)  # noqa: E731
+  return apply, jnp.arange(m, dtype=jnp.float32)
+
+
+def test_exact_proportion_sampling_gives_the_counts():
+  apply, gens = _offset_generators(3)
+  which = co.mixture_assignment(
+    jax.random.key(0), jnp.asarray([0.5, 0.3, 0.2]), 10, "exact_proportion"
+  )
+  np.testing.assert_array_equal(which, [0, 0, 0, 0, 0, 1, 1, 1, 2, 2])
+  x = co.sample_mixture(
+    jax.random.key(1), apply, gens, jnp.asarray([0.26, 0.34, 0.4]), 10, 2, "exact_proportion"
+  )
+  np.testing.assert_array_equal(np.bincount(np.asarray(x[:, 0], int), minlength=3), [3, 3, 4])
+
+
+def test_independent_sampling_frequencies_and_keys():
+  apply, gens = _offset_generators(3)
+  w = jnp.asarray([0.5, 0.3, 0.2])
+  n = 20000
+  x = co.sample_mixture(jax.random.key(2), apply, gens, w, n, 2)
+  freq = np.bincount(np.asarray(x[:, 0], int), minlength=3) / n
+  np.testing.assert_allclose(freq, w, atol=4 * math.sqrt(0.25 / n))
+  # The key split: k1 assigns the generators, k2 draws the latents.
+  k1, _ = jax.random.split(jax.random.key(2))
+  which = jax.random.categorical(k1, jnp.log(w), shape=(n,))
+  np.testing.assert_array_equal(np.asarray(x[:, 0], int), which)
+  with pytest.raises(ValueError, match="mode must be one of"):
+    co.mixture_assignment(jax.random.key(0), w, 4, "proportional")
+
+
+def test_exact_proportion_score_scores_the_drawn_sample():
+  # Two modes at (+-1, 0); generator 0 puts every sample on mode 0, generator 1 on mode 1.
+  mixture = data.Mixture(modes=jnp.asarray([[-1.0, 0.0], [1.0, 0.0]]), std=0.05)
+  s = 10
+  samples = jnp.stack(
+    [jnp.tile(jnp.asarray([[-1.0, 0.0]]), (s, 1)), jnp.tile(jnp.asarray([[1.0, 0.0]]), (s, 1))]
+  )
+  exact = co.exact_proportion_score(metrics.mode_tvd_score)
+  # weights (0.55, 0.45) of 10 samples: 5.5, 4.5 -> (6, 4): histogram (0.6, 0.4), TVD 0.1;
+  # the weighted score sees (0.55, 0.45): TVD 0.05.
+  w = jnp.asarray([0.55, 0.45])
+  assert float(exact(mixture, samples, w)) == pytest.approx(0.1, abs=1e-6)
+  assert float(metrics.mode_tvd_score(mixture, samples, w)) == pytest.approx(0.05, abs=1e-6)
+  # Generator 0's samples after its 3rd are far away: with 3 of 10 samples (w 0.3) the
+  # exact-proportion mixture never uses them; the weighted score counts 0.3 * 7/10 as misses.
+  far = samples.at[0, 3:].set(jnp.asarray([9.0, 9.0]))
+  w = jnp.asarray([0.3, 0.7])
+  assert float(exact(mixture, far, w)) == pytest.approx(0.5 * (0.2 + 0.2), abs=1e-6)
+  expected_weighted = 0.5 * (abs(0.09 - 0.5) + abs(0.7 - 0.5) + 0.21)
+  assert float(metrics.mode_tvd_score(mixture, far, w)) == pytest.approx(
+    expected_weighted, abs=1e-6
+  )
+
+
+def test_class_tvd_score_matches_metrics_class_tvd():
+  logits_fn = lambda d, x: x  # noqa: E731  (samples are their own logits)
+  score = co.class_tvd_score(logits_fn)
+  key = jax.random.key(3)
+  x = jax.random.normal(key, (1, 50, 4))
+  assert float(score(None, x, jnp.ones(1))) == pytest.approx(
+    metrics.class_tvd(np.asarray(x[0])), abs=1e-6
+  )
+  # Two generators: one always class 0, one always class 1, weights (0.75, 0.25):
+  # histogram (0.75, 0.25, 0, 0) -> 0.5 * (0.5 + 0 + 0.25 + 0.25) = 0.5.
+  two = jnp.stack([jnp.tile(jnp.eye(4)[0], (8, 1)), jnp.tile(jnp.eye(4)[1], (8, 1))])
+  assert float(score(None, two, jnp.asarray([0.75, 0.25]))) == pytest.approx(0.5, abs=1e-6)
+
+
+# ------------------------------------------------------------- mixture ES
+
+
+def test_optimize_mixture_first_step_by_hand():
+  w0 = jnp.asarray([0.5, 0.3, 0.2])
+  key, sigma = jax.random.key(4), 0.1
+  _, k_steps = jax.random.split(key)
+  noise = jax.random.normal(jax.random.split(k_steps, 1)[0], (3,))
+  proposal = np.maximum(np.asarray(w0) + sigma * np.asarray(noise), 0)
+  proposal /= proposal.sum()
+  toward = lambda w: jnp.sum((w - jnp.asarray(proposal)) ** 2)  # noqa: E731
+  away = lambda w: -toward(w)  # noqa: E731
+  got = co.optimize_mixture(key, toward, w0, generations=1, sigma=sigma)
+  np.testing.assert_allclose(got.weights, proposal, rtol=1e-5)
+  assert bool(got.accepted[0]) and float(got.score) == pytest.approx(0.0, abs=1e-12)
+  assert float(got.initial_score) == pytest.approx(float(toward(w0)), rel=1e-6)
+  kept = co.optimize_mixture(key, away, w0, generations=1, sigma=sigma)
+  np.testing.assert_allclose(kept.weights, w0, rtol=1e-6)
+  assert not bool(kept.accepted[0]) and float(kept.score) == float(kept.initial_score)
+
+
+def test_optimize_mixture_converges_and_never_gets_worse():
+  target = jnp.asarray([0.2, 0.3, 0.5, 0.0])
+  score = lambda w: jnp.sum((w - target) ** 2)  # noqa: E731
+  usable = jnp.asarray([True, True, True, False])
+  out = jax.jit(
+    lambda k: co.optimize_mixture(
+      k, score, jnp.full(4, 0.25), generations=300, sigma=0.05, usable=usable
+    )
+  )(jax.random.key(5))
+  scores = np.asarray(out.scores)
+  assert np.all(np.diff(scores) <= 0) and scores[-1] == float(out.score)
+  # Start: the usable uniform (1/3, 1/3, 1/3, 0): score 0.0466...
+  assert float(out.initial_score) == pytest.approx(
+    (2 / 15) ** 2 + (1 / 30) ** 2 + (1 / 6) ** 2, rel=1e-5
+  )
+  assert float(out.weights[3]) == 0.0 and float(jnp.sum(out.weights)) == pytest.approx(
+    1.0, abs=1e-6
+  )
+  np.testing.assert_allclose(out.weights, target, atol=0.02)
+  assert int(np.sum(out.accepted)) == int(np.sum(np.diff(np.r_[out.initial_score, scores]) < 0))
+
+
+def test_optimize_mixture_random_init_and_arguments():
+  key = jax.random.key(6)
+  k_init, _ = jax.random.split(key)
+  u = jax.random.uniform(k_init, (3,))
+  out = co.optimize_mixture(key, jnp.sum, jnp.ones(3) / 3, generations=0, random_init=True)
+  np.testing.assert_allclose(out.weights, u / jnp.sum(u), rtol=1e-6)
+  assert out.scores.shape == (0,)
+  with pytest.raises(ValueError, match="generations must be an integer >= 0, got -1"):
+    co.optimize_mixture(key, jnp.sum, jnp.ones(3), generations=-1)
+  with pytest.raises(ValueError, match="sigma must be >= 0"):
+    co.optimize_mixture(key, jnp.sum, jnp.ones(3), sigma=-0.1)
+
+
+# ------------------------------------------------------ GECCO'20 ensembles
+
+
+@pytest.mark.parametrize("size, precision", [(1, 10), (2, 3), (3, 2), (4, 5)])
+def test_weight_grid_is_every_composition(size, precision):
+  grid = co.weight_grid(size, precision)
+  assert grid.shape == (math.comb(precision + size - 1, size - 1), size)
+  units = {tuple(int(round(v)) for v in row) for row in grid * precision}
+  expected = {
+    c for c in itertools.product(range(precision + 1), repeat=size) if sum(c) == precision
+  }
+  assert units == expected
+  np.testing.assert_allclose(grid.sum(1), 1.0)
+
+
+def test_greedy_ensemble_by_hand():
+  # Target mixture (0.6, 0, 0.4, 0). Iterative order, precision 10:
+  #   {0}: w (1): (0.4)^2 + 0.4^2 = 0.32, kept;
+  #   {0, 1}: best (0.8, 0.2): 0.2^2 + 0.2^2 + 0.16 = 0.24 < 0.32, kept;
+  #   {0, 1, 2}: (0.6, 0, 0.4): 0, kept;
+  #   {0, 1, 2, 3}: 0 again, not strictly better: rejected; candidates exhausted.
+  target = jnp.asarray([0.6, 0.0, 0.4, 0.0])
+  score = lambda w: jnp.sum((w - target) ** 2)  # noqa: E731
+  out = co.greedy_ensemble(jax.random.key(0), score, 4, max_size=5, patience=3)
+  assert out.members == (0, 2)
+  np.testing.assert_allclose(out.weights, target, atol=1e-7)
+  assert out.score == pytest.approx(0.0, abs=1e-12)
+  assert out.evaluations == 1 + 11 + 66 + 286
+  np.testing.assert_allclose(out.history, [0.32, 0.24, 0.0, 0.0], atol=1e-6)
+  # max_size=2 stops after {0, 1}; patience=1 stops at the first rejection.
+  two = co.greedy_ensemble(jax.random.key(0), score, 4, max_size=2)
+  assert two.members == (0, 1) and two.evaluations == 12
+  np.testing.assert_allclose(two.weights, [0.8, 0.2, 0, 0], atol=1e-7)
+  linear = lambda w: -jnp.dot(w, jnp.asarray([1.0, 3.0, 2.0, 5.0]))  # noqa: E731
+  one = co.greedy_ensemble(jax.random.key(0), linear, 4, patience=1)
+  # {0}: -1; {0, 1}: -3 (all weight on 1); {0, 1, 2}: -3 rejected -> stop.
+  assert one.members == (1,) and one.evaluations == 1 + 11 + 66 and one.score == -3.0
+
+
+def test_greedy_random_order_is_keyed():
+  score = lambda w: jnp.sum(w**2)  # noqa: E731  (uniform is best: every candidate helps)
+  a = co.greedy_ensemble(jax.random.key(7), score, 6, max_size=3, order="random", precision=6)
+  b = co.greedy_ensemble(jax.random.key(7), score, 6, max_size=3, order="random", precision=6)
+  first = np.asarray(jax.random.permutation(jax.random.key(7), 6))[:3]
+  assert a.members == b.members == tuple(sorted(int(i) for i in first))
+  np.testing.assert_allclose(a.weights[first], 1 / 3, atol=1e-7)
+  with pytest.raises(ValueError, match="order must be"):
+    co.greedy_ensemble(jax.random.key(0), score, 3, order="best")
+
+
+def test_ga_crossover_keeps_a_permutation():
+  from minmaxlab.coevolution._ensembles import _crossover_one
+
+  perm, units = jnp.asarray([0, 1, 2, 3]), jnp.asarray([9, 9, 9, 9])
+  p, u = _crossover_one(perm, units, jnp.asarray([2, 3, 0, 1]), jnp.asarray([1, 2, 3, 4]), 0, 2)
+  np.testing.assert_array_equal(p, [2, 3, 0, 1])
+  np.testing.assert_array_equal(u, [1, 2, 9, 9])
+  p, u = _crossover_one(perm, units, jnp.asarray([3, 2, 1, 0]), jnp.asarray([1, 2, 3, 4]), 1, 2)
+  np.testing.assert_array_equal(p, [0, 2, 1, 3])
+  np.testing.assert_array_equal(u, [9, 2, 9, 9])
+
+
+def test_ga_ensemble_finds_the_best_single_generator_and_reports_consistently():
+  values = jnp.asarray([0.1, 0.7, 0.3, 0.9, 0.2])
+  linear = lambda w: -jnp.dot(w, values)  # noqa: E731
+  out = co.ga_ensemble(jax.random.key(8), linear, 5, min_size=1, max_size=1, generations=15)
+  assert out.members == (3,) and out.score == pytest.approx(-0.9, rel=1e-6)
+  assert out.evaluations == 5 * 16 and len(out.history) == 16
+  assert np.all(np.diff(out.history) <= 0)
+  # Variable size (NREO-GEN): the reported weights score what is reported.
+  target = jnp.asarray([0.5, 0.0, 0.5, 0.0, 0.0, 0.0])
+  quad = lambda w: jnp.sum((w - target) ** 2)  # noqa: E731
+  out = co.ga_ensemble(
+    jax.random.key(9), quad, 6, min_size=1, max_size=4, population_size=8, generations=10
+  )
+  assert float(quad(jnp.asarray(out.weights, jnp.float32))) == pytest.approx(out.score, rel=1e-5)
+  assert 1 <= len(out.members) <= 4 and out.weights.sum() == pytest.approx(1.0)
+  assert out.history[-1] == out.score < out.history[0]
+  with pytest.raises(ValueError, match="crossover_probability must be in"):
+    co.ga_ensemble(jax.random.key(0), quad, 6, crossover_probability=2.0)
