@@ -34,7 +34,6 @@ from flax import nnx
 
 import minmaxlab as mml
 from minmaxlab.gan import losses, models
-from minmaxlab.gan.models._dcgan import DCGANGenerator
 
 
 class NnxGenerator(nnx.Module):
@@ -110,7 +109,7 @@ def make_runner(pair, steps, batch):
 def init_compile_seconds():
   out = {}
   for initializer in ("fan_in_uniform", "module"):
-    model = models.from_linen(DCGANGenerator((28, 28, 1), 64, "batch"), (128,), initializer)
+    model = models.from_linen(models.DCGANGenerator((28, 28, 1), 64, "batch"), (128,), initializer)
     t = time.perf_counter()
     jax.block_until_ready(model.init(jax.random.key(0)))
     out[initializer] = round(time.perf_counter() - t, 3)

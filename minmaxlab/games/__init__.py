@@ -13,8 +13,10 @@ from minmaxlab.games._linear import (
   stochastic_bilinear,
 )
 from minmaxlab.games._players import (
+  NotPlayersError,
   Players,
   check_players,
+  split_losses,
   value_and_vector_field,
   vector_field,
 )
@@ -22,6 +24,7 @@ from minmaxlab.games._players import (
 __all__ = [
   "BilinearGame",
   "DiracGAN",
+  "NotPlayersError",
   "Players",
   "QuadraticGame",
   "StochasticBilinearGame",
@@ -31,6 +34,7 @@ __all__ = [
   "quadratic",
   "random_bilinear",
   "random_stochastic_bilinear",
+  "split_losses",
   "stochastic_bilinear",
   "value_and_vector_field",
   "vector_field",

@@ -38,7 +38,7 @@ def check_players(params: Any, what: str = "params") -> Players:
 _LOSS_OUTPUT = "loss_fn must return a scalar f (zero-sum) or a pair (loss_min, loss_max)"
 
 
-def _split_losses(out: Any, has_aux: bool) -> tuple[jax.Array, jax.Array] | None:
+def split_losses(out: Any, has_aux: bool) -> tuple[jax.Array, jax.Array] | None:
   """``(loss_min, loss_max)`` from a loss output, ``None`` for a zero-sum scalar."""
   aux_hint = "" if has_aux else "; to return more, return (losses, aux) and pass has_aux=True"
   if isinstance(out, (tuple, list)):
@@ -104,7 +104,7 @@ def value_and_vector_field(
       out, vjp, aux = jax.vjp(lambda p: loss_fn(p, *args), params, has_aux=True)
     else:
       out, vjp = jax.vjp(lambda p: loss_fn(p, *args), params)
-    pair = _split_losses(out, has_aux)
+    pair = split_losses(out, has_aux)
     if pair is None:
       (grad,) = vjp(jnp.ones_like(out))
       field = Players(grad.min, jax.tree.map(jnp.negative, grad.max))

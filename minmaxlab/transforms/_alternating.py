@@ -7,7 +7,7 @@ from typing import NamedTuple
 import jax
 import optax
 
-from minmaxlab.games._players import NotPlayersError, Players
+from minmaxlab.games import NotPlayersError, Players
 from minmaxlab.transforms._common import (
   PerPlayerTransformation,
   check_first_field,

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from minmaxlab.games._players import Players, check_players
+from minmaxlab.games import Players, check_players
 
 # ``vector_field(params, i) -> Players``: the descent field at ``params``; ``i``
 # (a Python int) numbers the evaluations made inside one ``update`` call

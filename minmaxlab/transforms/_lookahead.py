@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from minmaxlab.games._players import Players
+from minmaxlab.games import Players
 from minmaxlab.transforms._common import (
   as_transform,
   check_in,

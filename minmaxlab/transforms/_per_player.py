@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 import optax
 
-from minmaxlab.games._players import Players, check_players
+from minmaxlab.games import Players, check_players
 from minmaxlab.transforms._common import (
   PerPlayerTransformation,
   PlayerTransforms,

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import jax
 import optax
 
-from minmaxlab.games._players import Players, _split_losses, vector_field
+from minmaxlab.games import Players, split_losses, vector_field
 from minmaxlab.transforms._common import (
   as_transform,
   check_int_at_least,
@@ -48,7 +48,7 @@ def _require_loss_fn(loss_fn: Any) -> LossFn:
 
 
 def _loss_min(out: Any) -> jax.Array:
-  pair = _split_losses(out, has_aux=False)
+  pair = split_losses(out, has_aux=False)
   return out if pair is None else pair[0]
 
 

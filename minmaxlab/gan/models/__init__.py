@@ -6,7 +6,12 @@ discriminators, optional spectral normalisation, and
 :func:`make_pair` to build both for one data shape.
 """
 
-from minmaxlab.gan.models._dcgan import dcgan_discriminator, dcgan_generator
+from minmaxlab.gan.models._dcgan import (
+  DCGANDiscriminator,
+  DCGANGenerator,
+  dcgan_discriminator,
+  dcgan_generator,
+)
 from minmaxlab.gan.models._layers import (
   BatchStatNorm,
   spectral_norm_estimate,
@@ -18,6 +23,8 @@ from minmaxlab.gan.models._pair import make_pair
 from minmaxlab.gan.models._resnet import resnet_discriminator, resnet_generator
 
 __all__ = [
+  "DCGANDiscriminator",
+  "DCGANGenerator",
   "BatchStatNorm",
   "GANPair",
   "Model",

@@ -32,6 +32,8 @@ def _check_image_shape(image_shape: Sequence[int]) -> tuple[int, int, int]:
 
 
 class DCGANGenerator(nn.Module):
+  """The flax.linen module of :func:`dcgan_generator` (to use ``from_linen`` directly)."""
+
   image_shape: tuple[int, int, int]
   width: int = 64
   norm: str | None = "batch"
@@ -59,6 +61,8 @@ class DCGANGenerator(nn.Module):
 
 
 class DCGANDiscriminator(nn.Module):
+  """The flax.linen module of :func:`dcgan_discriminator`."""
+
   image_shape: tuple[int, int, int]
   width: int = 64
   norm: str | None = "batch"
