@@ -198,6 +198,12 @@ RING8_VARIANTS = {
     "cols": 1,
     "compute_cells": 25,
   },
+  "r2_1x1_long": {  # one GAN with the total steps of nosel_own_long / t1_long
+    "dataset_kwargs": {"radius": 2.0, "std": 0.02},
+    "rows": 1,
+    "cols": 1,
+    "steps_per_generation": 1250,
+  },
   # no interaction with 5x longer generations (run with --gens 40: 5x the budget)
   "nosel_own_long": {
     "dataset_kwargs": {"radius": 2.0, "std": 0.02},
