@@ -207,3 +207,40 @@ def test_a_spent_budget_hands_out_no_trial(tmp_path):
   set_flag(c.store, DRAIN, False)
   assert c.store.claim("w", 60).id == 1
   c.close()
+
+
+def test_budget_lets_the_running_trial_finish(tmp_path):
+  """A worker (a thread here, same protocol as a process) is inside a 2.5 s trial when
+  the 1 s budget ends: the controller waits for it, processes it and stops."""
+  import threading
+  import time
+
+  def slow(hparams, state, trial):
+    time.sleep(2.5)
+    return train64(hparams, state, trial)
+
+  c = pbt.Controller(
+    tmp_path,
+    SPACE,
+    "tests.test_pbt_controller:quadratic_task",
+    population_size=2,
+    num_trials=4,
+    steps_per_trial=1,
+    external_workers=True,
+    poll_s=0.01,
+  )
+  worker = threading.Thread(
+    target=pbt.worker_loop, args=(c.store_path, str(c.ckpt_root), init64, slow, "t", 60.0, 0.01)
+  )
+  start = time.monotonic()
+  worker.start()
+  try:
+    summary = c.run(timeout=120, budget_s=1.0)
+  finally:
+    worker.join(timeout=60)
+  assert time.monotonic() - start >= 2.5  # it waited for the running trial
+  assert summary["budget_ended"] and summary["done"] == 1 and summary["running"] == 0
+  t = c.store.trial(1)
+  assert t.status == "done" and t.processed and t.attempt == 1
+  assert [x.id for x in c.store.with_status("pending")] == [2, 3]  # trial 1's child queued
+  c.close()
