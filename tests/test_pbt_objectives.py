@@ -78,6 +78,11 @@ def test_selection_uses_the_ranking():
   trunc = Policy(space, "truncation", 0.25, ranking=pbt.pareto_rank())
   parent, _ = choose_parent(np.random.default_rng(1), pop[3], pop, trunc)
   assert parent.id == 1  # a, the only front-0 member
+  # a trial that reported NaN (stored without a fitness) loses every tournament
+  nan = _trial(3, 1, (0.0,))._replace(fitness=None, objectives=None)
+  pop = {0: _trial(1, 0, (-5.0,)), 1: nan}
+  parent, _ = choose_parent(np.random.default_rng(0), nan, pop, Policy(space, "tournament"))
+  assert parent.id == 1
 
 
 # --- campaigns (inline, in this process) ------------------------------------------------------

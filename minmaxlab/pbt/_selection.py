@@ -110,11 +110,12 @@ def choose_parent(
   ids = sorted(pool)
   scores = policy.ranking.scores([trial_objectives(pool[i]) for i in ids])
   score = dict(zip(ids, scores))
+  score_of = lambda p: score.get(p.id, -np.inf)  # noqa: E731  (no fitness: NaN reported)
   if policy.exploit == "tournament":
     opponent = others[int(rng.integers(len(others)))]
-    winner = opponent if score[opponent.id] > score[t.id] else t
+    winner = opponent if score_of(opponent) > score_of(t) else t
     return winner, _explore(rng, policy, winner.hparams)
-  members = sorted(population.values(), key=lambda p: (-score[p.id], p.id))
+  members = sorted(population.values(), key=lambda p: (-score_of(p), p.id))
   n = truncation_size(len(members), policy.truncation_fraction) if len(members) >= 2 else 0
   if n and t.id in {p.id for p in members[len(members) - n :]}:
     source = members[:n][int(rng.integers(n))]
