@@ -14,6 +14,16 @@
   portraits, distance curves).
 """
 
+from minmaxlab.analysis._closed_form import (
+  altgda_eigenvalues,
+  closed_form_eigenvalues,
+  eg_eigenvalues,
+  gda_eigenvalues,
+  lookahead_eigenvalues,
+  ogda_eigenvalues,
+  per_step_rate,
+  spectral_radius,
+)
 from minmaxlab.analysis._jacobian import (
   JacobianSummary,
   decompose,
@@ -31,26 +41,14 @@ from minmaxlab.analysis._plot import (
   plot_radius_heatmap,
   plot_radius_vs_step_size,
 )
-from minmaxlab.analysis._spectra import (
-  RadiusGrid,
-  UpdateOperator,
-  altgda_eigenvalues,
-  closed_form_eigenvalues,
-  eg_eigenvalues,
-  gda_eigenvalues,
-  lookahead_eigenvalues,
-  ogda_eigenvalues,
-  per_step_rate,
-  spectral_radius,
-  spectral_radius_grid,
-  update_operator,
-)
+from minmaxlab.analysis._radius_grid import RadiusGrid, spectral_radius_grid
 from minmaxlab.analysis._trajectory import (
   Trajectory,
   field_evaluations_per_step,
   run_game,
   run_games,
 )
+from minmaxlab.analysis._update_operator import UpdateOperator, update_operator
 
 __all__ = [
   "JacobianSummary",
