@@ -1,0 +1,237 @@
+"""The lookahead study of ``experiments/gan/results.py``: its arms, the config of
+one (arm, seed), and the training of one arm (all its seeds at once, vmapped),
+evaluated at the slow weights, the EMA of the fast weights and the EMA of the
+slow weights, with a resumable checkpoint at every evaluation."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+ARMS = {
+  "alt": {"scheme": "alternating", "lookahead": False},
+  "la_alt_k5": {"scheme": "alternating", "lookahead": True, "sync_period": 5},
+  "la_alt_k1000": {"scheme": "alternating", "lookahead": True, "sync_period": 1000},
+  "eg": {"scheme": "extragradient", "lookahead": False},
+  "la_eg_k5": {"scheme": "extragradient", "lookahead": True, "sync_period": 5},
+  "la_eg_k1000": {"scheme": "extragradient", "lookahead": True, "sync_period": 1000},
+}
+LABELS = {
+  "alt": "AltGAN",
+  "la_alt_k5": "LA-AltGAN k=5",
+  "la_alt_k1000": "LA-AltGAN k=1000",
+  "eg": "ExtraGrad",
+  "la_eg_k5": "LA-ExtraGrad k=5",
+  "la_eg_k1000": "LA-ExtraGrad k=1000",
+}
+# Evaluation points: the slow weights (= the iterate without lookahead), the EMA of the
+# fast weights, the EMA of the slow weights (lookahead only).
+POINTS = ("slow", "ema", "slow_ema")
+METRICS = ("fid", "inception_score", "class_tvd")
+
+
+def study_config(arm: str, seed: int, args):
+  """The ``fashion_mnist_mlp`` config of one (arm, seed) with the study's budget."""
+  from experiments.gan.configs import fashion_mnist_mlp
+
+  c = fashion_mnist_mlp.get_config()
+  c.seed = seed
+  c.num_steps, c.eval_every, c.checkpoint_every = args.steps, args.eval_every, args.eval_every
+  c.log_every = math.gcd(args.eval_every, 100)
+  c.num_eval_samples = args.eval_samples
+  c.lr_min, c.lr_max, c.b1, c.b2 = args.lr, args.lr, args.b1, 0.999
+  c.batch_size = args.batch_size
+  c.ema_decay = 0.0  # the study adds its own averages (below)
+  c.tensorboard = c.progress = False
+  for k, v in ARMS[arm].items():
+    c[k] = v
+  for item in args.set or ():  # "field=json value" or "field=text", dotted fields allowed
+    name, value = item.split("=", 1)
+    *parents, leaf = name.split(".")
+    node = c
+    for part in parents:
+      node = node[part]
+    if isinstance(node[leaf], str):
+      node[leaf] = value
+    else:
+      node[leaf] = type(node[leaf])(json.loads(value))
+  return c
+
+
+def _tx(config, ema_horizon: float):
+  """The scheme of ``config`` (``train.make_optimizer`` without EMA), wrapped in
+  ``slow_ema`` (lookahead only; decay ``(1 - 1/H)^k``, the same horizon of ``H`` steps
+  counted in syncs) and, outermost, ``ema`` of the fast weights (decay ``1 - 1/H``)."""
+  import optax
+
+  import minmaxlab
+  from experiments.gan import train
+
+  inner = train.make_optimizer(config)  # ema_decay = 0: scheme (+ lookahead) only
+  beta = 1.0 - 1.0 / ema_horizon
+  if config.lookahead:
+    inner = minmaxlab.transforms.slow_ema(inner, beta**config.sync_period)
+  return optax.with_extra_args_support(minmaxlab.transforms.ema(inner, beta))
+
+
+def _points(config, state) -> dict:
+  """The generators to evaluate: name -> generator params."""
+  import minmaxlab
+
+  opt = state.opt_state  # AveragingState(ema) around [AveragingState(slow_ema) around] the scheme
+  out = {"ema": opt.average.min}
+  if config.lookahead:
+    out["slow"] = minmaxlab.lookahead_slow_params(opt).min
+    out["slow_ema"] = opt.inner_state.average.min
+  else:
+    out["slow"] = state.params.min
+  return out
+
+
+_SHARED: dict = {}  # per process: the image evaluator (classifier + real statistics)
+
+
+def _image_evaluator(config):
+  from experiments import _classifier_cache
+
+  key = (config.dataset, config.classifier.cache_dir, config.classifier.steps)
+  if key not in _SHARED:
+    _SHARED[key] = _classifier_cache.classifier_evaluator(
+      config.dataset,
+      cache_dir=config.classifier.cache_dir or None,
+      data_dir=config.data_dir or None,
+      steps=config.classifier.steps,
+    )[0]
+  return _SHARED[key]
+
+
+def _chunk(exp, config):
+  """``train.make_chunk`` with the training key as an argument, so one compiled program
+  serves every seed (vmapped): the same draws as ``train.py`` for each seed."""
+  import jax
+  import optax
+
+  import minmaxlab
+  from experiments.gan import train
+
+  vaf = minmaxlab.value_and_vector_field(exp.loss_fn)
+  b, latent = config.batch_size, exp.pair.latent_dim
+
+  def one(state, train_key):
+    def minibatch(step_key, i):
+      k_real, k_z, k_loss = jax.random.split(jax.random.fold_in(step_key, i), 3)
+      return exp.sample_real(k_real, b), jax.random.normal(k_z, (b, latent)), k_loss
+
+    def step(state, _):
+      step_key = jax.random.fold_in(train_key, state.step)
+      batches = [minibatch(step_key, i) for i in range(exp.num_evals)]
+      _, field = vaf(state.params, *batches[0])
+      updates, opt_state = exp.tx.update(
+        field, state.opt_state, state.params, vector_field=lambda p, i: vaf(p, *batches[i])[1]
+      )
+      return train.TrainState(
+        state.step + 1, optax.apply_updates(state.params, updates), opt_state
+      ), None
+
+    state, _ = jax.lax.scan(step, state, None, length=config.log_every)
+    return state, train.all_finite(state.params)
+
+  return jax.jit(jax.vmap(one))
+
+
+def run_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float, log=print) -> list[dict]:
+  """Train one arm for every seed in ``seeds`` at once (one vmapped program) in
+  ``run_dir``, resuming from its checkpoint; return one result per seed."""
+  import jax
+
+  import minmaxlab
+  from experiments.gan import train
+  from minmaxlab import runner
+
+  run_dir = Path(run_dir)
+  done = run_dir / "result.json"
+  if done.exists():
+    return json.loads(done.read_text())
+  run_dir.mkdir(parents=True, exist_ok=True)
+  train.check_config(config)
+  exp = train.build(config)
+  exp = exp._replace(tx=_tx(config, ema_horizon))
+  keys = [jax.random.split(jax.random.key(s), 3) for s in seeds]  # (init, train, eval) per seed
+
+  @jax.jit
+  def init(init_keys):
+    def one(key):
+      k_g, k_d = jax.random.split(key)
+      p = minmaxlab.Players(exp.pair.generator.init(k_g), exp.pair.discriminator.init(k_d))
+      return train.TrainState(jax.numpy.zeros([], jax.numpy.int32), p, exp.tx.init(p))
+
+    return jax.vmap(one)(init_keys)
+
+  chunk = _chunk(exp, config)
+  train_keys = jax.numpy.stack([k[1] for k in keys])
+  generate = jax.jit(exp.pair.generator.apply)
+  ckpt = runner.CheckpointManager(run_dir / "checkpoints", max_to_keep=1)
+  rows_file = run_dir / "evals.jsonl"
+  state = init(jax.numpy.stack([k[0] for k in keys]))
+  rows: list[dict] = []  # one row per evaluation step: per-seed lists
+  if ckpt.latest_step() is not None:
+    state, _ = ckpt.restore(jax.eval_shape(lambda: state))
+    rows = [r for r in runner.read_jsonl(rows_file) if r["step"] <= int(state.step[0])]
+  step = int(state.step[0])
+  cpu = rows[-1]["cpu_s"] if rows else 0.0
+  diverged: dict[int, int] = {}
+  while step < config.num_steps:
+    t0 = time.process_time()
+    for _ in range(config.eval_every // config.log_every):
+      state, finite = chunk(state, train_keys)
+      for i, ok in enumerate(np.asarray(finite)):
+        if not ok and seeds[i] not in diverged:
+          diverged[seeds[i]] = int(state.step[i])
+    step = int(state.step[0])
+    row: dict = {"step": step}
+    for i in range(len(seeds)):
+      z = jax.random.normal(
+        jax.random.fold_in(keys[i][2], step), (config.num_eval_samples, exp.pair.latent_dim)
+      )
+      one = jax.tree.map(lambda x, i=i: x[i], state)
+      evaluate_images = _image_evaluator(config)  # loaded once per process, at first use
+      for name, g in _points(config, one).items():
+        x = np.concatenate([np.asarray(generate(g, z[j : j + 500])) for j in range(0, len(z), 500)])
+        m = evaluate_images(x) if np.all(np.isfinite(x)) else {k: math.inf for k in METRICS}
+        for k in METRICS:
+          row.setdefault(f"{name}/{k}", []).append(float(m[k]))
+    cpu += time.process_time() - t0
+    row["cpu_s"] = cpu
+    rows.append(row)
+    ckpt.save(step, state)
+    tmp = rows_file.with_suffix(".tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    tmp.replace(rows_file)
+    log(
+      f"{run_dir.name} step {step}: "
+      + " ".join(f"{k}={np.mean(row[k]):.1f}" for k in row if k.endswith("/fid"))
+      + f" (mean over seeds; cpu {cpu:.0f} s)"
+    )
+  results = []
+  for i, seed in enumerate(seeds):
+    curves = [{k: (v[i] if isinstance(v, list) else v) for k, v in r.items()} for r in rows]
+    results.append(
+      {
+        "seed": seed,
+        "steps": step,
+        "diverged_at": diverged.get(seed),
+        "cpu_s_all_seeds": cpu,
+        "curves": curves,
+      }
+    )
+  done.write_text(json.dumps(results))
+  if rows:  # final samples of the slow weights (run folder only, not committed)
+    for i, seed in enumerate(seeds):
+      g = _points(config, jax.tree.map(lambda x, i=i: x[i], state))["slow"]
+      z = jax.random.normal(jax.random.fold_in(keys[i][2], step), (64, exp.pair.latent_dim))
+      runner.save_image_grid(run_dir / f"samples_slow_s{seed}.png", np.asarray(generate(g, z)))
+  return results
