@@ -7,6 +7,9 @@
                                   unfinished run resumes, a finished one is reported.
   python3 dev.py test  [pytest args...]
   python3 dev.py bench             the benchmarks under experiments/benchmarks
+  python3 dev.py mincheck          install the declared minimum versions (the floors of
+                                  pyproject.toml) into a throwaway venv and run a short
+                                  import + smoke test there (.ci/min_versions_smoke.py)
   python3 dev.py setup             only create/update the full environment
 
 Needs only Python >= 3.11 with pip and venv. The environment lives in .venv and
@@ -110,12 +113,69 @@ def ensure_fashion_mnist() -> None:
     run(["apt-get", "install", "-y", "-qq", "dataset-fashion-mnist"], env=env)
 
 
-def run_child(cmd: list[str], env: dict | None = None) -> int:
+def floor_pins(pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+  """``name==floor`` for every base dependency of ``pyproject`` (its ``>=`` floor); jax's
+  floor pins jaxlib too. A dependency without a floor is an error: its minimum is untested."""
+  import re
+  import tomllib
+
+  pins = []
+  for req in tomllib.loads(pyproject.read_text())["project"]["dependencies"]:
+    m = re.match(r"^([A-Za-z0-9_.\-]+)\s*>=\s*([0-9][0-9.]*)\s*(,.*)?$", req)
+    if not m:
+      raise SystemExit(f"dependency {req!r} in {pyproject.name} has no >= floor to test")
+    pins.append(f"{m.group(1)}=={m.group(2)}")
+    if m.group(1).lower() == "jax":
+      pins.append(f"jaxlib=={m.group(2)}")
+  return pins
+
+
+def mincheck(keep: bool = False) -> int:
+  """Install the floors of the base dependencies (and the project, not editable) into a
+  throwaway venv, then run .ci/min_versions_smoke.py there with warnings as errors."""
+  import tempfile
+  import time
+
+  t0 = time.perf_counter()
+  pins = floor_pins()
+  tmp = Path(tempfile.mkdtemp(prefix="minmaxlab-mincheck-"))
+  venv, constraints = tmp / "venv", tmp / "floors.txt"
+  constraints.write_text("\n".join(pins) + "\n")
+  py = venv / "bin" / "python"
+  try:
+    run([sys.executable, "-m", "venv", str(venv)], check=True)
+    rc = run([str(py), "-m", "pip", "install", "-q", "-c", str(constraints), str(ROOT)]).returncode
+    t_install = time.perf_counter() - t0
+    if rc:
+      print(f"mincheck: installing the floors failed ({' '.join(pins)})", flush=True)
+      return rc
+    freeze = subprocess.run([str(py), "-m", "pip", "freeze"], capture_output=True, text=True)
+    names = {p.split("==")[0].lower() for p in pins}
+    print(
+      "mincheck: installed",
+      *[x for x in freeze.stdout.split() if x.split("==")[0].lower() in names],
+    )
+    env = dict(os.environ, PYTHONWARNINGS="error", JAX_PLATFORMS="cpu", MPLBACKEND="Agg")
+    env.pop("PYTHONPATH", None)
+    rc = run_child([str(py), str(ROOT / ".ci" / "min_versions_smoke.py")], env=env, cwd=tmp)
+    total = time.perf_counter() - t0
+    print(
+      f"mincheck: {'passed' if rc == 0 else 'FAILED'} in {total:.0f} s (install {t_install:.0f} s)"
+    )
+    return rc
+  finally:
+    if keep:
+      print(f"mincheck: kept {tmp}")
+    else:
+      shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_child(cmd: list[str], env: dict | None = None, cwd: Path = ROOT) -> int:
   """Run ``cmd`` and return its status. Ctrl-C reaches the child as well (same process
   group): it is left to the child to finish and report, so this process prints no
   traceback of its own."""
   print("+", " ".join(map(str, cmd)), flush=True)
-  child = subprocess.Popen(cmd, cwd=ROOT, env=env)
+  child = subprocess.Popen(cmd, cwd=cwd, env=env)
   while True:
     try:
       return child.wait()
@@ -124,10 +184,12 @@ def run_child(cmd: list[str], env: dict | None = None) -> int:
 
 
 def main(argv: list[str]) -> int:
-  if not argv or argv[0] not in {"main", "test", "bench", "setup"}:
+  if not argv or argv[0] not in {"main", "test", "bench", "setup", "mincheck"}:
     print(__doc__)
     return 2
   cmd, rest = argv[0], argv[1:]
+  if cmd == "mincheck":  # needs no .venv: a throwaway one of its own
+    return mincheck(keep="--keep" in rest)
   ensure_venv(full=cmd != "main")
   if cmd == "setup":
     return 0

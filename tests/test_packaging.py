@@ -103,3 +103,37 @@ def test_build_system_extras_and_typing_marker():
   base = _floors(PYPROJECT["project"]["dependencies"])
   assert {"tensorboardx", "tqdm", "orbax-checkpoint", "matplotlib"} <= set(base)
   assert not {"mpi4py", "mpi4jax", "tensorflow-datasets", "pytest"} & set(base)
+
+
+def test_mincheck_pins_exactly_the_declared_floors():
+  """`python3 dev.py mincheck` (run by .ci/run) installs `name==floor` for every base
+  dependency: the same floors this file reads, jaxlib with jax's, and none forgotten."""
+  import importlib.util
+
+  spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
+  dev = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(dev)
+  pins = dict(p.split("==") for p in dev.floor_pins())
+  deps = PYPROJECT["project"]["dependencies"]
+  floors = _floors(deps)
+  assert len(floors) == len(deps)  # every base dependency has a floor
+  assert {k.lower().replace("_", "-"): _version(v) for k, v in pins.items()} == {
+    **floors,
+    "jaxlib": floors["jax"],
+  }
+  assert "dev.py mincheck" in (ROOT / ".ci" / "run").read_text()
+  assert (ROOT / ".ci" / "min_versions_smoke.py").exists()
+
+
+def test_mincheck_refuses_a_dependency_without_a_floor(tmp_path):
+  import importlib.util
+
+  spec = importlib.util.spec_from_file_location("dev", ROOT / "dev.py")
+  dev = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(dev)
+  bad = tmp_path / "pyproject.toml"
+  bad.write_text('[project]\ndependencies = ["jax>=0.6.1", "numpy"]\n')
+  with pytest.raises(SystemExit, match="'numpy' in pyproject.toml has no >= floor"):
+    dev.floor_pins(bad)
+  bad.write_text('[project]\ndependencies = ["jax>=0.6.1", "numpy>=1.26,<3"]\n')
+  assert dev.floor_pins(bad) == ["jax==0.6.1", "jaxlib==0.6.1", "numpy==1.26"]
