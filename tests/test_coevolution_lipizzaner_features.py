@@ -251,3 +251,70 @@ def test_ga_ensemble_finds_the_best_single_generator_and_reports_consistently():
   assert out.history[-1] == out.score < out.history[0]
   with pytest.raises(ValueError, match="crossover_probability must be in"):
     co.ga_ensemble(jax.random.key(0), quad, 6, crossover_probability=2.0)
+
+
+# ------------------------------------------- on a finished run (experiments)
+
+
+@pytest.mark.slow
+def test_post_training_ensembles_on_a_smoke_run(tmp_path):
+  import json
+
+  from experiments.coevolution import ensembles, train
+  from experiments.coevolution.configs import smoke
+  from minmaxlab import runner
+
+  config = smoke.get_config()
+  config.progress = False
+  # A run directory as train.train leaves it, holding a fresh grid (the searches do not care
+  # whether the generators were trained; compiling the smoke step would take most of the test).
+  runner.write_config(tmp_path, config, module=train.__name__)
+  state = jax.jit(train.build(config).coev.init)(train.keys(config)[0])
+  run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
+  runner.CheckpointManager(tmp_path / "checkpoints").save(0, {"state": state, "key": run_key})
+  config.ensembles.methods = ("es", "greedy", "ga")
+  config.ensembles.es.generations = 20
+  config.ensembles.es.sigma = 0.05
+  config.ensembles.greedy.max_size = 2
+  config.ensembles.greedy.precision = 4
+  config.ensembles.ga.generations = 3
+  config.ensembles.ga.min_size = 1
+  config.ensembles.ga.max_size = 3
+  lines = ensembles.after_training(config, tmp_path)
+  assert [ln.split(":")[0] for ln in lines] == ["es", "greedy", "ga"]
+  run = runner.load_run(tmp_path)
+  exp = train.build(run.config)
+  state = jax.tree.map(jnp.asarray, run.state["state"])
+  pair = exp.coev.pair
+  # The scores are re-computed here from the records: the run's TVD on the same latents.
+  z = jax.random.normal(jax.random.split(jax.random.key(config.seed), 4)[0], (64, pair.latent_dim))
+  draw = jax.vmap(pair.generator.apply, (0, None))
+  records = {
+    m: json.loads((tmp_path / f"ensemble_{m}.json").read_text()) for m in ("es", "greedy", "ga")
+  }
+  es = records["es"]
+  assert es["score"] == "tvd" and es["evaluations"] == 21
+  assert es["score_after"] <= es["score_before"]
+  cell = es["cell"][0] * config.cols + es["cell"][1]
+  gens, _ = exp.coev.mixture(state, cell)
+  w = jnp.asarray(es["weights"], jnp.float32)
+  assert float(metrics.mode_tvd_score(exp.mixture, draw(gens, z), w)) == pytest.approx(
+    es["score_after"], abs=1e-4
+  )
+  usable = co.member_mask(config.rows, config.cols)[es["cell"][0], es["cell"][1]]
+  assert np.all(np.asarray(es["weights"])[~usable] == 0.0)
+  every = draw(ensembles.cell_best_generators(state), z)
+  for m in ("greedy", "ga"):
+    rec = records[m]
+    w = jnp.asarray(rec["weights"], jnp.float32)
+    assert float(metrics.mode_tvd_score(exp.mixture, every, w)) == pytest.approx(
+      rec["score_after"], abs=1e-4
+    )
+    assert 1 <= len(rec["members"]) <= (2 if m == "greedy" else 3) and sum(
+      rec["weights"]
+    ) == pytest.approx(1.0, abs=1e-5)
+    assert set(rec["metrics_ensemble"]) >= {"modes_covered", "high_quality_rate"}
+  # The greedy search keeps candidate 0 alone unless a larger ensemble scores better.
+  alone = float(metrics.mode_tvd_score(exp.mixture, every, jnp.eye(4)[0]))
+  assert records["greedy"]["score_after"] <= alone + 1e-6
+  assert records["ga"]["evaluations"] == 5 * 4

@@ -51,6 +51,7 @@ MAY_CHANGE = (
   "distributed",
   "cell_strategy",
   "baseline",
+  "ensembles",
 )
 
 
@@ -88,6 +89,10 @@ def main(argv):
     from experiments.coevolution import compare  # the grid vs one GAN with its total steps
 
     for line in compare.compare(config, _WORKDIR.value, row):
+      print(line)
+    from experiments.coevolution import ensembles  # config.ensembles: post-training ensembles
+
+    for line in ensembles.after_training(config, workdir):
       print(line)
     print(f"pictures: {workdir}/samples/, curves: {workdir}/metrics.png")
 

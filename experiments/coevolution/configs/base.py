@@ -66,6 +66,22 @@ def get_config() -> ml_collections.ConfigDict:
   c.checkpoint_every = 1
   c.keep_checkpoints = 3
   c.num_eval_samples = 2000  # samples of the best mixture for the metrics
+  # After training (main.py; or later: python -m experiments.coevolution.ensembles): Lipizzaner's
+  # post-training ensembles of the finished grid, each written to ensemble_<method>.json.
+  c.ensembles = ml_collections.ConfigDict()
+  c.ensembles.methods = ()  # any of "es" (optimize_mixture), "greedy", "ga" (GECCO'20)
+  c.ensembles.score = "auto"  # "auto" (the run's: tvd on 2-D, fid on images) | "tvd" | "fid"
+  c.ensembles.sampling = "independent"  # mixture samples: "independent" | "exact_proportion"
+  c.ensembles.samples = 0  # samples per generator for the score; 0 = mixture_samples
+  # The reference's defaults: es_generations 50, mixture_sigma 0.01, es_random_init False.
+  c.ensembles.es = ml_collections.ConfigDict({"generations": 50, "sigma": 0.01})
+  c.ensembles.es.random_init = False
+  c.ensembles.greedy = ml_collections.ConfigDict({"max_size": 5, "patience": 4, "precision": 10})
+  c.ensembles.greedy.order = "iterative"  # or "random"
+  c.ensembles.ga = ml_collections.ConfigDict({"min_size": 3, "max_size": 8, "generations": 20})
+  c.ensembles.ga.population_size = 5
+  c.ensembles.ga.crossover_probability = 0.8
+  c.ensembles.ga.mutation_probability = 0.2
   c.cell_samples = 500  # per cell in the grid plot (images: the first 16 are shown)
   # Evaluation classifier (image data sets): trained once, cached.
   c.classifier = ml_collections.ConfigDict()
