@@ -212,6 +212,22 @@ def summary_line(record: dict) -> str:
   )
 
 
+TRAINER = "experiments.coevolution.train"
+
+
+def load(workdir):
+  """:func:`minmaxlab.runner.load_run` of a coevolution run (runs written before
+  ``config.json`` named its trainer are read with this experiment's)."""
+  from minmaxlab import runner
+
+  try:
+    return runner.load_run(workdir)
+  except ValueError as e:
+    if "does not name the trainer" not in str(e):
+      raise
+    return runner.load_run(workdir, module=TRAINER)
+
+
 def after_training(config, workdir) -> list[str]:
   """The end-of-run steps of ``config.ensembles`` (``main.py`` calls it after training):
   each method listed in ``config.ensembles.methods`` runs on the finished run, writes
@@ -220,9 +236,7 @@ def after_training(config, workdir) -> list[str]:
   methods = tuple(block.methods) if block is not None else ()
   if not methods:
     return []
-  from minmaxlab import runner
-
-  run = runner.load_run(workdir)
+  run = load(workdir)
   lines = []
   for method in methods:
     _check("config.ensembles.methods entry", method, METHODS)
@@ -244,15 +258,13 @@ def after_training(config, workdir) -> list[str]:
 def main(argv):
   from absl import flags
 
-  from minmaxlab import runner
-
   f = flags.FLAGS
   if len(argv) > 1:
     raise ValueError(f"unexpected arguments: {argv[1:]}")
   options = json.loads(f.options) if f.options else {}
   if not isinstance(options, dict):
     raise ValueError(f"--options must be a JSON object, got {f.options!r}")
-  run = runner.load_run(f.workdir)
+  run = load(f.workdir)
   record = search(
     run,
     f.method,
