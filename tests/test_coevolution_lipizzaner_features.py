@@ -318,3 +318,25 @@ def test_post_training_ensembles_on_a_smoke_run(tmp_path):
   alone = float(metrics.mode_tvd_score(exp.mixture, every, jnp.eye(4)[0]))
   assert records["greedy"]["score_after"] <= alone + 1e-6
   assert records["ga"]["evaluations"] == 5 * 4
+
+
+# ------------------------------------------------------------- data dieting
+
+
+def test_diet_indices_are_a_fixed_distinct_subset_per_cell():
+  from minmaxlab.coevolution._dieting import diet_indices, diet_rows, diet_size
+
+  assert diet_size(10, 0.5) == 5 and diet_size(10, 0.04) == 1 and diet_size(7, 1.0) == 7
+  key = jax.random.key(0)
+  a = np.asarray(diet_indices(key, 3, 10, 0.5))
+  assert len(a) == 5 and len(set(a.tolist())) == 5 and a.min() >= 0 and a.max() < 10
+  # The head of the permutation that argsorts the cell's uniforms (fold_in(key, cell id)).
+  u = jax.random.uniform(jax.random.fold_in(key, jnp.uint32(3)), (10,))
+  np.testing.assert_array_equal(a, np.argsort(np.asarray(u), kind="stable")[:5])
+  np.testing.assert_array_equal(jax.jit(diet_indices, static_argnums=(2, 3))(key, 3, 10, 0.5), a)
+  assert not np.array_equal(np.sort(a), np.sort(np.asarray(diet_indices(key, 4, 10, 0.5))))
+  np.testing.assert_array_equal(diet_indices(key, 3, 6, 1.0), np.arange(6))
+  rows = jnp.arange(20.0).reshape(10, 2)
+  np.testing.assert_array_equal(diet_rows(key, 3, rows, 0.5), np.asarray(rows)[a])
+  with pytest.raises(ValueError, match="sampling_ratio must be in"):
+    diet_size(10, 0.0)

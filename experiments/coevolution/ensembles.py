@@ -256,9 +256,11 @@ def after_training(config, workdir) -> list[str]:
 
 
 def main(argv):
-  from absl import flags
+  from absl import flags, logging
 
   f = flags.FLAGS
+  if not f["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)  # orbax logs every restore at INFO
   if len(argv) > 1:
     raise ValueError(f"unexpected arguments: {argv[1:]}")
   options = json.loads(f.options) if f.options else {}
