@@ -30,6 +30,7 @@ def _chunks(config, k):
   return state, out, chunk
 
 
+@pytest.mark.slow
 def test_four_devices_give_the_one_device_numbers():
   assert len(jax.local_devices()) >= 4  # conftest: JAX_NUM_CPU_DEVICES=4
   s1, l1, _ = _chunks(_config(1), 2)

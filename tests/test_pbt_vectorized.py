@@ -246,6 +246,7 @@ def test_vectorized_pbt_validation():
     pbt.vectorized_pbt(f, f, f, {"a": pbt.Continuous(1.0, 0.5)}, steps=1)
 
 
+@pytest.mark.slow
 def test_members_sharded_across_devices_give_the_one_device_numbers():
   devices = jax.devices()[:4]
   assert len(devices) == 4  # conftest: JAX_NUM_CPU_DEVICES=4 (fake CPU devices)
