@@ -37,7 +37,8 @@ compiled HLO (every ``dot``, scaled by the known trip counts of the loops around
 own ``cost_analysis()`` counts a loop body once, so its totals are printed too), so the JSON
 shows that the work is equal. It also measures XLA's throughput on each matmul shape of the
 training step in isolation (``lax.scan`` of 200 dots) in the same run, and reports the
-training phase's GFLOP/s as a fraction of that per-shape mix.
+training phase's GFLOP/s as a fraction of that per-shape mix. The FLOP counting and the
+per-shape timing are in ``_matmul_flops.py``, the floor program in ``_floor_program.py``.
 """
 
 from __future__ import annotations
@@ -47,18 +48,28 @@ import functools
 import json
 import os
 import platform
-import re
 import resource
+import sys
 import time
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minmaxlab import coevolution as co
-from minmaxlab import runner
-from minmaxlab.gan import data, metrics, models
+if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
+  sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from experiments.benchmarks._floor_program import reference_program  # noqa: E402
+from experiments.benchmarks._matmul_flops import (  # noqa: E402
+  hlo_matmul_flops,
+  matmul_throughput,
+  xla_cost_flops,
+)
+from minmaxlab import coevolution as co  # noqa: E402
+from minmaxlab import runner  # noqa: E402
+from minmaxlab.gan import data, metrics, models  # noqa: E402
 
 
 class FidData(NamedTuple):
@@ -112,246 +123,6 @@ def _time_generations(run, generations):
   return out[1:]
 
 
-_COMPUTATION = re.compile(r"^(?:ENTRY )?%(\S+) .*\{$")
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%(\S+) = (.*)$")
-_CALLED = re.compile(r"\b(calls|to_apply|body|true_computation|false_computation)=%([\w.\-]+)")
-_BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
-_TRIP = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
-_DIMS = re.compile(r"\[([\d,]*)\]")
-
-
-def _split_shape(rest):
-  """``'f32[3,4]{1,0} dot(...)...'`` -> (shape text, remainder); tuples in parentheses."""
-  if rest.startswith("("):
-    depth = 0
-    for n, ch in enumerate(rest):
-      depth += ch == "("
-      depth -= ch == ")"
-      if depth == 0:
-        return rest[: n + 1], rest[n + 2 :]
-  shape, _, remainder = rest.partition(" ")
-  return shape, remainder
-
-
-def hlo_matmul_flops(compiled) -> dict:
-  """Matmul FLOPs of one run of a compiled XLA program, from its optimized HLO: every
-  ``dot`` counts ``2 * prod(output) * prod(contracted lhs dims)``, multiplied by the known
-  trip count of every loop (``while``) around it and counted once per call site (fusions,
-  calls); of a conditional's branches the largest. Returns ``{"flops", "dots",
-  "unknown_trip_counts"}`` (loops without a known trip count are counted once)."""
-  comps, current = {}, None
-  for line in compiled.as_text().splitlines():
-    m = _COMPUTATION.match(line)
-    if m:
-      current = comps.setdefault(m.group(1), {"shapes": {}, "lines": []})
-      continue
-    m = _INSTRUCTION.match(line) if current is not None else None
-    if m:
-      shape, rest = _split_shape(m.group(2))
-      current["shapes"][m.group(1)] = shape
-      current["lines"].append((shape, rest))
-  unknown = [0]
-
-  @functools.cache
-  def cost(name):
-    comp = comps[name]
-    flops = dots = 0
-    for shape, rest in comp["lines"]:
-      op = rest.split("(", 1)[0]
-      if op == "dot":
-        operands = rest.split("(", 1)[1].split(")", 1)[0].split(",")
-        lhs = comp["shapes"][operands[0].strip().lstrip("%")]
-        lhs_dims = [int(x) for x in _DIMS.search(lhs).group(1).split(",") if x]
-        out = [int(x) for x in _DIMS.search(shape).group(1).split(",") if x]
-        contracting = re.search(r"lhs_contracting_dims=\{([\d,]*)\}", rest).group(1)
-        k = int(np.prod([lhs_dims[int(d)] for d in contracting.split(",") if d]))
-        flops += 2 * int(np.prod(out)) * k
-        dots += 1
-      called = [(kind, c) for kind, c in _CALLED.findall(rest) if c in comps]
-      times = 1
-      if op == "while":
-        trip = _TRIP.search(rest)
-        times = int(trip.group(1)) if trip else 1
-        unknown[0] += trip is None
-      for kind, c in called:
-        f, d = cost(c)
-        n = times if kind == "body" else 1
-        flops, dots = flops + n * f, dots + n * d
-      branches = _BRANCHES.search(rest)
-      if branches:
-        options = [cost(b.strip().lstrip("%")) for b in branches.group(1).split(",")]
-        f, d = max(options)
-        flops, dots = flops + f, dots + d
-    return flops, dots
-
-  entry = [line for line in compiled.as_text().splitlines() if line.startswith("ENTRY ")]
-  entry = _COMPUTATION.match(entry[0]).group(1)
-  flops, dots = cost(entry)
-  return {"flops": flops, "dots": dots, "unknown_trip_counts": unknown[0]}
-
-
-def _xla_cost_flops(compiled):
-  ca = compiled.cost_analysis()
-  ca = ca[0] if isinstance(ca, list | tuple) else ca
-  return None if ca is None or "flops" not in ca else float(ca["flops"])
-
-
-# The matmuls of one Lipizzaner batch of the MNIST MLP pair (batch 100; G 64-256-256-784,
-# D 784-256-256-1), as (M, K, N) -> count per batch (a generator step, plus half a
-# discriminator step with d_every=2); N=1 / K=1 matmuls (0.1% of the FLOPs) left out.
-TRAIN_MATMULS = {
-  (100, 64, 256): 1 + 0.5,  # G layer 1 forward
-  (100, 256, 256): 4 + 0.5 * 5,  # G/D layer 2 forwards, input grads
-  (100, 256, 784): 2 + 0.5,  # G output forward; D layer-1 input grad
-  (100, 784, 256): 2 + 0.5 * 2,  # D layer 1 forwards; G output input grad
-  (256, 100, 784): 1,  # G output weight grad
-  (256, 100, 256): 1 + 0.5 * 2,  # layer-2 weight grads
-  (64, 100, 256): 1,  # G layer-1 weight grad
-  (784, 100, 256): 0.5 * 2,  # D layer-1 weight grads (real, fake)
-}
-
-
-def matmul_throughput(repeats=5, length=200):
-  """XLA's GFLOP/s on each shape of ``TRAIN_MATMULS`` (a ``lax.scan`` of ``length`` dots, the
-  median of ``repeats``), and the rate of the whole per-batch mix (total FLOPs over the sum
-  of each shape's time)."""
-  out, total_f, total_t = {}, 0.0, 0.0
-  for (m, k, n), count in TRAIN_MATMULS.items():
-    a = jax.random.normal(jax.random.key(0), (m, k))
-    b = jax.random.normal(jax.random.key(1), (k, n)) / np.sqrt(k)
-
-    def chain(a, b):
-      def body(x, _):  # the next input depends on this dot: no hoisting, no batching
-        return x + 1e-9 * jnp.sum(x @ b), None
-
-      return jax.lax.scan(body, a, None, length=length)[0]
-
-    f = jax.jit(chain).lower(a, b).compile()
-    f(a, b).block_until_ready()
-    times = []
-    for _ in range(repeats):
-      t0 = time.perf_counter()
-      f(a, b).block_until_ready()
-      times.append(time.perf_counter() - t0)
-    flops = 2.0 * m * k * n * length
-    t = float(np.median(times))
-    out[f"{m}x{k}@{k}x{n}"] = round(flops / t / 1e9, 1)
-    total_f += count * 2.0 * m * k * n
-    total_t += count * 2.0 * m * k * n / (flops / t)
-  return out, round(total_f / total_t / 1e9, 1)
-
-
-def _reference_program(images, steps, d_every=2):
-  """The plain-JAX floor of the library's ``--floor`` generation, the same work: 4 cells one
-  after another (``lax.map``), each a Lipizzaner MNIST cell written by hand (MLP lists of
-  ``{"w", "b"}``, leaky ReLU 0.2, softplus BCE, Adam(2e-4, 0.5, 0.999) by ``tree_map``): the
-  5x5 fitness pass (5 G on 1000 noise vectors, 5 D on the 6000-row block of real and fakes),
-  ``steps`` batches with Lipizzaner's schedule (per batch a G step; on every ``d_every``-th
-  batch then a D step on the same real batch and fresh fakes of the updated G; leftover
-  batches G only), and the replacement's re-scoring as the library does it (the trained G's
-  fakes against the 5 D, the trained D on the real samples and the 5 fakes)."""
-  n = 100
-
-  def init_mlp(key, sizes):
-    ks = jax.random.split(key, len(sizes) - 1)
-    return [
-      {"w": jax.random.normal(k, (a, b)) * (1.0 / np.sqrt(a)), "b": jnp.zeros(b)}
-      for k, a, b in zip(ks, sizes[:-1], sizes[1:])
-    ]
-
-  def mlp(p, x, out):
-    for layer in p[:-1]:
-      x = jax.nn.leaky_relu(x @ layer["w"] + layer["b"], 0.2)
-    return out(x @ p[-1]["w"] + p[-1]["b"])
-
-  g_apply = lambda p, z: mlp(p, z, jnp.tanh)
-  d_apply = lambda p, x: mlp(p, x, lambda y: y[..., 0])
-  flat = images.reshape(images.shape[0], -1)
-
-  def adam(p, g, m, v, t):
-    m = jax.tree.map(lambda m, g: 0.5 * m + 0.5 * g, m, g)
-    v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
-    c1, c2 = 1 - 0.5**t, 1 - 0.999**t
-    p = jax.tree.map(lambda p, m, v: p - 2e-4 * (m / c1) / (jnp.sqrt(v / c2) + 1e-8), p, m, v)
-    return p, m, v
-
-  def g_loss(gp, dp, z):
-    return jnp.mean(jax.nn.softplus(-d_apply(dp, g_apply(gp, z))))
-
-  def d_loss(dp, gp, real, z):
-    fake = g_apply(gp, z)
-    return jnp.mean(jax.nn.softplus(-d_apply(dp, real)) + jax.nn.softplus(d_apply(dp, fake)))
-
-  def fitness(g5, d5, key):
-    z = jax.random.normal(key, (1000, 64))
-    real = flat[jax.random.randint(jax.random.fold_in(key, 1), (1000,), 0, flat.shape[0])]
-    fakes = jax.vmap(g_apply, (0, None))(g5, z).reshape(5000, 784)
-    logits = jax.vmap(d_apply, (0, None))(d5, jnp.concatenate([real, fakes]))  # [5 D, 6000]
-    lr, lf = logits[:, :1000], logits[:, 1000:].reshape(5, 5, 1000)
-    fit_g = jnp.mean(jax.nn.softplus(-lf), axis=(0, 2))
-    fit_d = jnp.mean(jax.nn.softplus(-lr), 1) + jnp.mean(jax.nn.softplus(lf), (1, 2))
-    return (fit_g, fit_d), (z, real, fakes, lr)
-
-  def rescore(gp, dp, d5, z, real, fakes, lr5):
-    fake_tr = g_apply(gp, z)
-    lg = jnp.mean(jax.nn.softplus(-jax.vmap(d_apply, (0, None))(d5, fake_tr)), 1)
-    lr = d_apply(dp, jnp.concatenate([real, fakes]))
-    ld = jnp.mean(jax.nn.softplus(-lr[:1000])) + jnp.mean(jax.nn.softplus(lr[1000:]))
-    return jnp.mean(lg) + 0.0 * jnp.sum(lr5), ld
-
-  def cell(args):
-    (gp, dp, gm, gv, dm, dv), g5, d5, key = args
-    f1, (z_f, real_f, fakes, lr5) = fitness(g5, d5, jax.random.fold_in(key, 0))
-
-    def g_step(carry, key):
-      (gp, dp, gm, gv, dm, dv), t, td = carry
-      k1, k2 = jax.random.split(key)
-      real = flat[jax.random.randint(k1, (n,), 0, flat.shape[0])]
-      gp, gm, gv = adam(gp, jax.grad(g_loss)(gp, dp, jax.random.normal(k2, (n, 64))), gm, gv, t)
-      return ((gp, dp, gm, gv, dm, dv), t + 1.0, td), real
-
-    def group(carry, keys):
-      for key in keys[:-1]:
-        carry, _ = g_step(carry, key)
-      carry, real = g_step(carry, keys[-1])
-      (gp, dp, gm, gv, dm, dv), t, td = carry
-      zd = jax.random.normal(jax.random.fold_in(keys[-1], 2), (n, 64))
-      dp, dm, dv = adam(dp, jax.grad(d_loss)(dp, gp, real, zd), dm, dv, td)
-      return ((gp, dp, gm, gv, dm, dv), t, td + 1.0), None
-
-    keys = jax.random.split(jax.random.fold_in(key, 1), steps)
-    groups = steps // d_every
-    carry = ((gp, dp, gm, gv, dm, dv), 1.0, 1.0)
-    grouped = keys[: groups * d_every].reshape(groups, d_every)
-    carry, _ = jax.lax.scan(group, carry, grouped)
-    carry, _ = jax.lax.scan(g_step, carry, keys[groups * d_every :])
-    state = carry[0]
-    f2 = rescore(state[0], state[1], d5, z_f, real_f, fakes, lr5)
-    return state, (f1, f2)
-
-  def program(key, cells):
-    g, d = cells[0], cells[1]
-    # Each cell's neighbourhood: itself and 4 others (rolls; XLA cannot merge the copies).
-    nb = lambda t: jax.tree.map(
-      lambda x: jnp.stack([jnp.roll(x, i, 0) for i in (0, 1, 2, 3, 1)], 1), t
-    )
-    return jax.lax.map(cell, (cells, nb(g), nb(d), jax.random.split(key, 4)))
-
-  def init_cells(key):
-    def one(k):
-      kg, kd = jax.random.split(k)
-      gp, dp = init_mlp(kg, [64, 256, 256, 784]), init_mlp(kd, [784, 256, 256, 1])
-      z = lambda t: jax.tree.map(jnp.zeros_like, t)
-      return gp, dp, z(gp), z(gp), z(dp), z(dp)
-
-    return jax.vmap(one)(jax.random.split(key, 4))
-
-  cells = jax.jit(init_cells)(jax.random.key(0))
-  t0 = time.perf_counter()
-  compiled = jax.jit(program).lower(jax.random.key(0), cells).compile()
-  return compiled, cells, time.perf_counter() - t0
-
-
 def floor(args, pair, images):
   """2x2, ``--floor-steps`` batches per cell with Lipizzaner's schedule: seconds per
   generation of the library's programs and of the equal-work plain-JAX floor, repeats
@@ -370,7 +141,7 @@ def floor(args, pair, images):
       print(f"# compiled {strategy} steps={steps} d_every={d_every}: {compile_s:.1f} s", flush=True)
   if args.reference:
     for steps in (full, 2):
-      ref, cells, compile_s = _reference_program(images, steps)
+      ref, cells, compile_s = reference_program(images, steps)
       programs[("floor", steps, 2)] = [ref, cells, compile_s, None, []]
       print(f"# compiled the plain-JAX floor, steps={steps}: {compile_s:.1f} s", flush=True)
   loads = [list(os.getloadavg())]
@@ -425,8 +196,8 @@ def floor(args, pair, images):
       "matmul_gflop_per_generation": round(hlo["flops"] / 1e9, 2),
       "dots_executed": hlo["dots"],
       "loops_without_trip_count": hlo["unknown_trip_counts"],
-      "xla_cost_analysis_flops_loop_bodies_once_g": _xla_cost_flops(compiled)
-      and round(_xla_cost_flops(compiled) / 1e9, 2),
+      "xla_cost_analysis_flops_loop_bodies_once_g": xla_cost_flops(compiled)
+      and round(xla_cost_flops(compiled) / 1e9, 2),
       "matmul_gflops_per_s_median": round(hlo["flops"] / 1e9 / float(np.median(secs)), 1),
     }
     out["programs"][f"{name}_s{steps}_d{d_every}"] = e
