@@ -143,3 +143,71 @@ def test_mixture_metrics_on_real_mixture_samples():
     assert int(m["modes_covered"]) == k
     assert float(m["high_quality_rate"]) == pytest.approx(1 - np.exp(-4.5), abs=0.01)
     assert float(m["mode_kl"]) < 0.02
+
+
+def test_frechet_distance_is_one_implementation_for_numpy_and_jit(x64):
+  """numpy arguments: float64 numpy, a Python float; JAX arguments (or tracers): jax.numpy,
+  usable in jit (the coevolution's in-step FID). Same formula, so the same number."""
+  rng = np.random.default_rng(4)
+  a, b = rng.normal(size=(300, 6)), rng.normal(size=(200, 6)) * 1.5 + 0.2
+  (mu1, c1), (mu2, c2) = metrics.gaussian_statistics(a), metrics.gaussian_statistics(b)
+  host = metrics.frechet_distance(mu1, c1, mu2, c2)
+  assert isinstance(host, float) and host == pytest.approx(_scipy_frechet(mu1, c1, mu2, c2))
+  args = [jnp.asarray(v) for v in (mu1, c1, mu2, c2)]
+  eager = metrics.frechet_distance(*args)
+  jitted = jax.jit(metrics.frechet_distance)(*args)
+  assert isinstance(eager, jax.Array) and eager.dtype == jnp.float64
+  assert float(eager) == pytest.approx(host, rel=1e-10)
+  assert float(jitted) == pytest.approx(host, rel=1e-10)
+  # One JAX argument is enough to take the JAX path (numpy real statistics, traced fakes).
+  assert float(jax.jit(lambda m: metrics.frechet_distance(m, c1, mu2, c2))(args[0])) == (
+    pytest.approx(host, rel=1e-10)
+  )
+  with pytest.raises(ValueError, match="shape mismatch"):
+    metrics.frechet_distance(args[0][:3], c1, mu2, c2)
+
+
+def test_mode_tvd_score_hand_computed():
+  """Two generators of 4 samples: G0 all on mode 0, G1 two on mode 1 and two far off."""
+  angles = 2 * np.pi * np.arange(8) / 8
+  modes = np.stack([np.cos(angles), np.sin(angles)], 1) * 2.0
+  mix = _Mix(jnp.asarray(modes, jnp.float32), 0.02)
+  g0 = np.repeat(modes[:1], 4, axis=0)
+  g1 = np.concatenate([np.repeat(modes[1:2], 2, axis=0), np.zeros((2, 2))])
+  samples = jnp.asarray(np.stack([g0, g1]), jnp.float32)
+  score = jax.jit(lambda s, w: metrics.mode_tvd_score(mix, s, w))
+  # weights (1/2, 1/2): h = (1/2, 1/4, 0, ...), misses 1/4:
+  # (|1/2 - 1/8| + |1/4 - 1/8| + 6/8 + 1/4) / 2 = 3/4.
+  assert float(score(samples, jnp.array([0.5, 0.5]))) == pytest.approx(0.75, abs=1e-6)
+  # all weight on G0: (7/8 + 7/8) / 2 = 7/8; on G1: h_1 = 1/2, misses 1/2:
+  # (3/8 + 7/8 + 1/2) / 2 = 7/8.
+  assert float(score(samples, jnp.array([1.0, 0.0]))) == pytest.approx(0.875, abs=1e-6)
+  assert float(score(samples, jnp.array([0.0, 1.0]))) == pytest.approx(0.875, abs=1e-6)
+  # 3/4 on G0, 1/4 on G1: h = (3/4, 1/8, 0, ...), misses 1/8: (5/8 + 0 + 6/8 + 1/8) / 2 = 3/4.
+  assert float(score(samples, jnp.array([0.75, 0.25]))) == pytest.approx(0.75, abs=1e-6)
+  # Eight generators, one per mode, equal weights: the ideal histogram, score 0.
+  perfect = jnp.asarray(np.repeat(modes[:, None], 3, axis=1), jnp.float32)
+  assert float(score(perfect, jnp.full(8, 1 / 8))) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_weighted_statistics_and_fid_score(x64):
+  rng = np.random.default_rng(5)
+  feats = rng.normal(size=(3, 40, 4)) + np.arange(3)[:, None, None]
+  w = np.array([0.5, 0.3, 0.2])
+  mean, cov = metrics.weighted_statistics(jnp.asarray(feats), jnp.asarray(w))
+  aw = np.repeat(w / 40, 40)
+  np.testing.assert_allclose(mean, np.average(feats.reshape(-1, 4), axis=0, weights=aw))
+  np.testing.assert_allclose(cov, np.cov(feats.reshape(-1, 4).T, aweights=aw, bias=True))
+
+  class Real(NamedTuple):
+    real_mean: np.ndarray
+    real_cov: np.ndarray
+
+  score = jax.jit(metrics.fid_score(lambda d, x: 2.0 * x))  # features: a fixed linear map
+  real = Real(*metrics.gaussian_statistics(rng.normal(size=(500, 4))))
+  got = float(score(real, jnp.asarray(feats), jnp.asarray(w)))
+  m2, c2 = metrics.weighted_statistics(jnp.asarray(2.0 * feats), jnp.asarray(w))
+  assert got == pytest.approx(metrics.frechet_distance(np.asarray(m2), np.asarray(c2), *real))
+  # The mixture's own statistics as the real ones: distance 0.
+  own = Real(np.asarray(m2), np.asarray(c2))
+  assert float(score(own, jnp.asarray(feats), jnp.asarray(w))) == pytest.approx(0.0, abs=1e-9)
