@@ -37,6 +37,7 @@ PINS = {
     plot_radius_heatmap plot_radius_vs_step_size run_game run_games spectral_radius
     spectral_radius_grid summarize_jacobian top_eigenvalues update_operator vjp_operator
   """,
+  "gan": "data losses metrics models",
   "gan.models": """
     BatchStatNorm DCGANDiscriminator DCGANGenerator GANPair Model dcgan_discriminator
     dcgan_generator from_linen make_pair mlp_discriminator mlp_generator num_params
@@ -104,6 +105,13 @@ def test_public_api_is_pinned(package):
   assert not added and not removed, f"{package}: added {added}, removed {removed}"
   missing = [n for n in names if not hasattr(module, n)]
   assert not missing, f"{package}: __all__ names it does not define: {missing}"
+
+
+def test_every_subpackage_is_pinned():
+  """A new subpackage gets a pin too (the top level is pinned in test_readme_and_api.py)."""
+  inits = ROOT.glob("minmaxlab/**/__init__.py")
+  packages = {".".join(p.relative_to(ROOT / "minmaxlab").parts[:-1]) for p in inits} - {""}
+  assert packages == set(PINS), sorted(packages ^ set(PINS))
 
 
 def _private_module(name: str) -> tuple[str, str] | None:
