@@ -3,7 +3,7 @@ GECCO'20 greedy and genetic ensemble searches.
 
 Every search takes ``score(weights [N]) -> scalar`` (lower is better; traceable), the
 score of the mixture of ``N`` candidate generators with those weights, e.g. a
-:func:`~minmaxlab.coevolution.fid_score` or a TVD over samples drawn once (the same
+:func:`~minmaxlab.gan.metrics.fid_score` or a TVD over samples drawn once (the same
 latents for every candidate: common random numbers, as the reference).
 """
 
