@@ -54,7 +54,7 @@ PINS = {
   """,
   "gan.metrics": """
     ClassifierNet EvalClassifier FeatureExtractor FunctionExtractor ImageEvaluator class_tvd
-    cnn_classifier fid_score frechet_distance gaussian_statistics inception_score
+    class_tvd_score cnn_classifier fid_score frechet_distance gaussian_statistics inception_score
     mixture_metrics mode_assignments mode_histogram mode_tvd_score real_statistics
     train_classifier weighted_statistics
   """,
@@ -185,6 +185,7 @@ def test_one_home_per_concept():
   from minmaxlab.gan import metrics
 
   assert pbt.set_hyperparams is transforms.set_hyperparams  # pbt reuses the transforms' setter
+  assert coevolution.class_tvd_score is metrics.class_tvd_score  # one implementation
   for name in ("fid_score", "mode_tvd_score", "weighted_statistics", "frechet_distance"):
     assert hasattr(metrics, name) and not hasattr(coevolution, name), name
   for name in ("player_labels", "merge_by_player", "set_learning_rates", "count_learning_rates"):

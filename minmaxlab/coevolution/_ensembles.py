@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from minmaxlab.coevolution._operators import normalise_weights
+from minmaxlab.gan.metrics import class_tvd_score  # noqa: F401  (re-exported by coevolution)
 
 Score = Callable[[jax.Array], jax.Array]
 
@@ -25,32 +26,6 @@ Score = Callable[[jax.Array], jax.Array]
 def _positive_int(name: str, value, minimum: int = 1) -> None:
   if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
     raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-# --------------------------------------------------------------------- scores
-def class_tvd_score(logits: Callable[[Any, jax.Array], jax.Array]):
-  r"""A mixture score: TVD of the weighted predicted-class histogram from uniform.
-
-  .. math:: \tfrac12 \textstyle\sum_c |h_c - 1/C|,\quad h_c = \sum_{m,j} \tfrac{w_m}{S}
-     [\arg\max \mathrm{logits}(x_{mj}) = c]
-
-  Lipizzaner's MNIST TVD (``minmaxlab.gan.metrics.class_tvd`` for one generator), jit-able.
-
-  Args:
-    logits: ``logits(data, images [N, ...]) -> [N, C]`` (the evaluation classifier).
-
-  Returns:
-    ``score(data, samples [M, S, ...], weights [M])``.
-  """
-
-  def score(data, samples, weights):
-    m, s = samples.shape[:2]
-    out = logits(data, samples.reshape((m * s,) + samples.shape[2:]))
-    c = out.shape[-1]
-    h = jnp.zeros(c, jnp.float32).at[jnp.argmax(out, -1)].add(jnp.repeat(weights / s, s))
-    return 0.5 * jnp.sum(jnp.abs(h - 1.0 / c))
-
-  return score
 
 
 # ------------------------------------------------------ end-of-run mixture ES

@@ -36,7 +36,7 @@ from minmaxlab.gan.metrics._mixture import (
   mode_histogram,
   mode_tvd_score,
 )
-from minmaxlab.gan.metrics._scores import class_tvd, inception_score
+from minmaxlab.gan.metrics._scores import class_tvd, class_tvd_score, inception_score
 
 __all__ = [
   "ClassifierNet",
@@ -45,6 +45,7 @@ __all__ = [
   "FunctionExtractor",
   "ImageEvaluator",
   "class_tvd",
+  "class_tvd_score",
   "cnn_classifier",
   "fid_score",
   "frechet_distance",
