@@ -79,9 +79,7 @@ def upward_imports(modules) -> list[str]:
 
 
 # Modules that import each other (one side lazily, inside a function); each should go (issue 16).
-# The optional tfds reader imports the ArrayDataset it returns; the loader dispatches to it lazily.
 KNOWN_CYCLES = {
-  ("minmaxlab.gan.data._datasets", "minmaxlab.gan.data._tfds"),
   ("minmaxlab.distributed._exchange", "minmaxlab.distributed._mesh"),  # being split by helper A
 }
 

@@ -3,6 +3,7 @@ MNIST-format IDX directories such as Debian's Fashion-MNIST, the CIFAR-10 python
 batches, tensorflow-datasets
 through the optional ``tfds`` extra) and seeded minibatching on host or device."""
 
+from minmaxlab.gan.data._array import ArrayDataset, uint8_to_unit_range
 from minmaxlab.gan.data._batching import (
   Batch,
   batches,
@@ -11,13 +12,7 @@ from minmaxlab.gan.data._batching import (
   sample_batch,
 )
 from minmaxlab.gan.data._cifar import read_cifar10, safe_load_pickle
-from minmaxlab.gan.data._datasets import (
-  DIGITS_TRAIN_SIZE,
-  FASHION_MNIST_DIR,
-  ArrayDataset,
-  load,
-  uint8_to_unit_range,
-)
+from minmaxlab.gan.data._datasets import DIGITS_TRAIN_SIZE, FASHION_MNIST_DIR, load
 from minmaxlab.gan.data._idx import find_idx_split, read_idx, read_idx_split, write_idx
 from minmaxlab.gan.data._mixtures import Mixture, grid25, ring8
 

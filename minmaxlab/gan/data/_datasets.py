@@ -4,46 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
+from minmaxlab.gan.data._array import ArrayDataset, uint8_to_unit_range
 from minmaxlab.gan.data._idx import read_idx_split
 
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
 DIGITS_TRAIN_SIZE = 1500  # sklearn digits: the first 1500 of 1797 examples train, the rest test
-
-
-class ArrayDataset(NamedTuple):
-  """An image data set held in host memory.
-
-  Attributes:
-    images: float32 ``[N, H, W, C]`` in [-1, 1].
-    labels: int32 ``[N]``.
-    num_classes: number of classes.
-    name: the name it was loaded by.
-  """
-
-  images: np.ndarray
-  labels: np.ndarray
-  num_classes: int
-  name: str
-
-  @property
-  def num_examples(self) -> int:
-    """``N`` (``len`` of a NamedTuple counts its fields, so it is not overridden)."""
-    return int(self.images.shape[0])
-
-
-def uint8_to_unit_range(images: np.ndarray) -> np.ndarray:
-  """uint8 pixels 0..255 -> float32 in [-1, 1] (``x / 127.5 - 1``).
-
-  A channel axis is added to ``[N, H, W]`` input.
-  """
-  images = np.asarray(images)
-  if images.ndim == 3:
-    images = images[..., None]
-  return (images.astype(np.float32) / np.float32(127.5) - np.float32(1.0)).astype(np.float32)
 
 
 def _linear_resize_matrix(src: int, dst: int) -> np.ndarray:

@@ -20,7 +20,7 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     " (tensorflow-datasets and array-record; TensorFlow itself is not needed)"
   ) from e
 
-from minmaxlab.gan.data._datasets import ArrayDataset, uint8_to_unit_range
+from minmaxlab.gan.data._array import ArrayDataset, uint8_to_unit_range
 from minmaxlab.gan.data._idx import read_idx_split
 
 IDX_BUILDER_NAME = "minmaxlab_idx_images"
