@@ -233,6 +233,7 @@ def test_ga_crossover_keeps_a_permutation():
   np.testing.assert_array_equal(u, [9, 2, 9, 9])
 
 
+@pytest.mark.slow  # two GA compilations: 8-40 s with this CPU's load
 def test_ga_ensemble_finds_the_best_single_generator_and_reports_consistently():
   values = jnp.asarray([0.1, 0.7, 0.3, 0.9, 0.2])
   linear = lambda w: -jnp.dot(w, values)  # noqa: E731
