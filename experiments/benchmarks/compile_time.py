@@ -8,7 +8,12 @@ classifier are loaded: compile time depends on shapes only). The persistent comp
 cache is off, so every number is a cold compile.
 
   python -m experiments.benchmarks.compile_time [--configs smoke,ring8_3x3,fashion_mnist_3x3]
-      [--repeats 1] [--set fashion_mnist_3x3.d_every=1 ...]
+      [--repeats 1] [--set fashion_mnist_3x3.d_every=1 ...] [--first_generation]
+
+``--first_generation`` adds the main job's time from start to its first generation, cold
+(empty persistent cache) and warm (a rerun with a new workdir, and a resumed run), as
+``first_generation`` in the JSON (``experiments/benchmarks/first_generation.py``: three
+runs of the main job in subprocesses; wall and CPU seconds).
 
 Load matters: compilation is mostly single-threaded, but other jobs on the same cores slow
 it by their share; the JSON carries the load average before and after each config, the CPU
@@ -114,6 +119,11 @@ def main():
   ap.add_argument("--configs", default="smoke,ring8_3x3,fashion_mnist_3x3")
   ap.add_argument("--repeats", type=int, default=1, help="cold compiles per config")
   ap.add_argument("--set", nargs="*", default=[], help="config.field=value overrides")
+  ap.add_argument(
+    "--first_generation",
+    action="store_true",
+    help="also time the main job to its first generation, cold and warm (minutes)",
+  )
   args = ap.parse_args()
   result = {
     "benchmark": "compile_time",
@@ -143,6 +153,13 @@ def main():
       "init_total_s": [r["init"]["total_s"] for r in runs],
       "runs": runs,
     }
+  if args.first_generation:
+    from experiments.benchmarks import first_generation
+
+    result["first_generation"] = first_generation.measure(
+      "experiments/coevolution/configs/ring8_3x3.py"
+    )
+    result["first_generation"]["load_average_after"] = list(os.getloadavg())
   print(json.dumps(result))
 
 
