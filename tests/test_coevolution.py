@@ -165,7 +165,7 @@ def test_bad_construction():
 def test_train_schedule_order(steps, d_every):
   """Batch i trains the discriminator only when (i + 1) % d_every == 0, the generator always;
   losses come back in batch order."""
-  from minmaxlab.coevolution._coevolution import _train_schedule
+  from minmaxlab.coevolution._training import train_schedule
 
   def both(carry, i):
     g, d = carry
@@ -176,7 +176,7 @@ def test_train_schedule_order(steps, d_every):
     return (g.at[i].add(1), d), i.astype(jnp.float32)
 
   zeros = jnp.zeros(steps, jnp.int32)
-  (g, d), g_losses, d_losses = _train_schedule(
+  (g, d), g_losses, d_losses = train_schedule(
     both, g_only, (zeros, zeros), jnp.arange(steps), d_every
   )
   i = np.arange(steps)

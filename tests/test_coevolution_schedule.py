@@ -10,6 +10,7 @@ import pytest
 
 import minmaxlab as mml
 from minmaxlab import coevolution as co
+from minmaxlab.coevolution._training import train
 from minmaxlab.games import Players
 from minmaxlab.gan import losses, metrics
 from minmaxlab.gan.models import GANPair, Model
@@ -54,13 +55,13 @@ def _coev(schedule, d_every, steps, population=1, optimizer="sgd"):
 
 
 def _train(coev, key=0):
-  """The library's training phase of one cell (``Coevolution._train``) from the initial pair."""
+  """The library's training phase of one cell (``_training.train``) from the initial pair."""
   P, M = coev.config.population_size, coev.config.num_members
   params, opt = jax.vmap(coev._init_pair)(jax.random.split(jax.random.key(1), P))
   per_logit = lambda r, f: losses.ns_bce(r, f)
   pools = (jnp.ones(M * P, bool), jnp.ones(M * P, bool))
   nbrs = jax.tree.map(lambda x: jnp.repeat(x, M - 1, 0), (params.min, params.max))
-  run = jax.jit(lambda p, o, k: coev._train(p, o, k, None, per_logit, pools, nbrs, False))
+  run = jax.jit(lambda p, o, k: train(coev._spec, per_logit, k, None, p, o, pools, nbrs, False))
   return run(params, opt, jax.random.key(key))
 
 

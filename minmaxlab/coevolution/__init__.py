@@ -3,7 +3,9 @@
 A toroidal grid of cells is a leading ``(rows, cols)`` axis pair of plain
 pytrees; :class:`Coevolution` ``.step(key, state, data)`` runs one generation of
 every cell (gather, fitness, selection, mutation, training with any minmaxlab
-game transform, replacement, mixture (1+1)-ES, divergence repair).
+game transform, replacement, mixture (1+1)-ES, divergence repair), composed of
+the pure phase functions of :class:`Phases`; the operators' float parameters are
+a traced :class:`CoevolutionParams` pytree beside the static config.
 """
 
 from minmaxlab.coevolution._coevolution import Coevolution, CoevolutionState, default_scheme
@@ -31,6 +33,7 @@ from minmaxlab.coevolution._operators import (
   replacement_sources,
   tournament,
 )
+from minmaxlab.coevolution._phases import CoevolutionParams, Phases
 from minmaxlab.coevolution._sampling import (
   SAMPLING_MODES,
   exact_proportion_counts,
@@ -40,6 +43,8 @@ from minmaxlab.coevolution._sampling import (
 )
 
 __all__ = [
+  "CoevolutionParams",
+  "Phases",
   "aggregate_fitness",
   "mixture_es_step",
   "mutate_learning_rates",

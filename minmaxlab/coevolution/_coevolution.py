@@ -10,25 +10,19 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from minmaxlab.coevolution import _phases as phases_lib
 from minmaxlab.coevolution._config import MUSTANGS_LOSSES, CoevolutionConfig
 from minmaxlab.coevolution._exchange import WholeGrid
 from minmaxlab.coevolution._grid import gather_neighbours, member_mask
-from minmaxlab.coevolution._operators import (
-  INF as _INF,
-)
-from minmaxlab.coevolution._operators import (
-  aggregate_fitness,
-  mixture_es_step,
-  mutate_learning_rates,
-  replacement_sources,
-  tournament,
-)
-from minmaxlab.games._players import Players, value_and_vector_field
+from minmaxlab.coevolution._operators import INF
+from minmaxlab.coevolution._phases import CoevolutionParams, Individuals, Phases
+from minmaxlab.coevolution._training import CellSpec, take
+from minmaxlab.games import Players
 from minmaxlab.gan.losses import LOSSES
-from minmaxlab.transforms import lookahead_minmax, per_player
-from minmaxlab.transforms._by_player import (
+from minmaxlab.transforms import (
   count_learning_rates,
-  merge_by_player,
+  lookahead_minmax,
+  per_player,
   player_labels,
   set_learning_rates,
 )
@@ -73,75 +67,6 @@ def default_scheme(
   return lookahead_minmax(inner, sync_period, slow_step_size) if lookahead else inner
 
 
-def _take(tree, idx):
-  return jax.tree.map(lambda x: x[idx], tree)
-
-
-def _where(cond, a, b):
-  return jax.tree.map(lambda x, y: jnp.where(cond, x, y), a, b)
-
-
-def _finite(tree) -> jax.Array:
-  leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(x.dtype, jnp.inexact)]
-  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
-
-
-def _over_population(size: int):
-  """``f -> f`` batched over a leading population axis of ``size``: ``jax.vmap``, or
-  for one individual ``f`` on the squeezed axis (vmap over a size-1 axis makes XLA
-  transpose weight gradients inside the optimizer loops; same numbers to rounding)."""
-
-  def wrap(f):
-    if size > 1:
-      return jax.vmap(f)
-
-    def one(*args):
-      out = f(*jax.tree.map(lambda x: x[0], args))
-      return jax.tree.map(lambda x: x[None], out)
-
-    return one
-
-  return wrap
-
-
-def _train_schedule(step_both: Callable, step_g: Callable, carry, xs, d_every: int):
-  """Scan ``xs`` (a pytree with one leading entry per batch): batch ``i`` takes
-  ``step_both`` (generators and discriminators) when ``(i + 1) % d_every == 0``, else
-  ``step_g`` (generators only). A scan over groups of ``d_every`` batches, so a skipped
-  discriminator step costs nothing, also under ``vmap``; leftover batches of a partial
-  group are generator steps.
-
-  Args:
-    step_both: ``(carry, x) -> (carry, losses [..., 2])`` (generator, discriminator).
-    step_g: ``(carry, x) -> (carry, generator loss [...])``.
-    carry: the training state.
-    xs: ``[S, ...]`` per-batch inputs (keys, pre-drawn random numbers).
-    d_every: static ``k >= 1``.
-
-  Returns:
-    ``(carry, g_losses [S, ...], d_losses [S // k, ...])`` in batch order.
-  """
-  if d_every == 1:
-    carry, losses = jax.lax.scan(step_both, carry, xs)
-    return carry, losses[..., 0], losses[..., 1]
-  steps = jax.tree.leaves(xs)[0].shape[0]
-  n = steps // d_every
-  head = lambda t, j: jax.tree.map(lambda x: x[j], t)
-
-  def group(carry, xg):
-    carry, g_only = jax.lax.scan(step_g, carry, head(xg, slice(None, -1)))
-    carry, both = step_both(carry, head(xg, -1))
-    return carry, (jnp.concatenate([g_only, both[None, ..., 0]]), both[..., 1])
-
-  grouped = jax.tree.map(lambda x: x[: n * d_every].reshape((n, d_every) + x.shape[1:]), xs)
-  carry, (g_losses, d_losses) = jax.lax.scan(group, carry, grouped)
-  g_losses = g_losses.reshape((n * d_every,) + g_losses.shape[2:])
-  if steps == n * d_every:  # no partial group: no third trace of the generator's step
-    return carry, g_losses, d_losses
-  carry, g_rest = jax.lax.scan(step_g, carry, head(xs, slice(n * d_every, None)))
-  return carry, jnp.concatenate([g_losses, g_rest]), d_losses
-
-
 class Coevolution:
   r"""Lipizzaner's spatial coevolution with one jit-compiled generation.
 
@@ -149,13 +74,13 @@ class Coevolution:
   discriminators with their optimizer states and learning rates. One
   generation, for every cell at once:
 
-  1. gather the neighbourhood's individuals (rolls of the grid axes);
-  2. fitness: every generator against every discriminator of the
+  0. gather the neighbourhood's individuals (rolls of the grid axes);
+  1. fitness: every generator against every discriminator of the
      neighbourhood on one fitness batch (``fitness_mode`` over opponents);
-  3. tournament selection of the individuals to train (generators and
+  2. tournament selection of the individuals to train (generators and
      discriminators independently, each with its own part of the optimizer
      state) and Gaussian mutation of their learning rates;
-  4. ``steps_per_generation`` training steps with the game transform: each
+  3. ``steps_per_generation`` training steps with the game transform: each
      selected generator plays a discriminator drawn at random for that step
      from the cell's selected discriminators (with ``opponents=
      "neighbourhood"`` also from the neighbours'), and vice versa; the descent
@@ -165,12 +90,17 @@ class Coevolution:
      (their state only; a shared counter such as Lookahead's counts every
      step, so a sync moves the discriminators when it falls on one of their
      steps: every ``lcm(sync_period, k) / k`` of them);
-  5. replacement: the worst ``n_replacements`` local individuals are replaced
+  4. replacement: the worst ``n_replacements`` local individuals are replaced
      by the best trained ones when those are better;
-  6. a (1+1)-ES step on the mixture weights over the neighbourhood's best
+  5. a (1+1)-ES step on the mixture weights over the neighbourhood's best
      generators, accepted only if the mixture's score improves;
-  7. a cell whose parameters or losses became NaN/inf is re-seeded from its
+  6. a cell whose parameters or losses became NaN/inf is re-seeded from its
      best neighbour (counted in the metrics).
+
+  Phases 1-6 are the pure functions of :class:`Phases` (module
+  ``minmaxlab.coevolution._phases``), each tested alone; pass ``phases=`` to
+  replace one (e.g. ``Phases(selection=...)``). The operators' float parameters
+  (:class:`CoevolutionParams`) are traced arguments of :meth:`step`.
 
   Every random choice is keyed by ``fold_in(key, cell_index)``, so results do
   not depend on how cells are batched, mapped or sharded.
@@ -187,6 +117,7 @@ class Coevolution:
       reductions arrive: :class:`WholeGrid` (default), or a block exchange from
       ``minmaxlab.distributed`` (a device mesh with ``shard_map``, MPI ranks).
       The algorithm is the same code for all of them.
+    phases: the phase functions (default :class:`Phases`\ ``()``).
 
   References:
     Schmiedlechner et al., 2018, "Lipizzaner: A System That Scales Robust
@@ -204,6 +135,7 @@ class Coevolution:
     score_fn: Callable,
     scheme: optax.GradientTransformation | None = None,
     exchange=None,
+    phases: Phases | None = None,
   ):
     if not isinstance(config, CoevolutionConfig):
       raise ValueError(f"config must be a CoevolutionConfig, got {type(config).__name__}")
@@ -240,6 +172,27 @@ class Coevolution:
     if strategy == "auto":
       strategy = "map" if jax.default_backend() == "cpu" else "vmap"
     self.cell_strategy = strategy
+    self.phases = Phases() if phases is None else phases
+    self._spec = CellSpec(
+      config,
+      pair,
+      self.scheme,
+      self._labels,
+      sample_real,
+      score_fn,
+      self._losses,
+      self._init_pair,
+    )
+
+  def default_params(self) -> CoevolutionParams:
+    """The config's operator parameters as float32 leaves (vmap or tune them)."""
+    c = self.config
+    return CoevolutionParams(
+      *(
+        jnp.asarray(getattr(c, f), jnp.float32)
+        for f in CoevolutionParams._fields  # the same names as the config's fields
+      )
+    )
 
   # ----------------------------------------------------------------- init
   def _init_pair(self, key):
@@ -265,20 +218,30 @@ class Coevolution:
     params, opt = jax.vmap(jax.vmap(jax.vmap(self._init_pair)))(keys)
     lr = jnp.full(keys.shape, c.learning_rate, jnp.float32)
     weights = jnp.asarray(mask / mask.sum(-1, keepdims=True), jnp.float32)
-    inf = jnp.full(keys.shape, _INF, jnp.float32)
+    inf = jnp.full(keys.shape, INF, jnp.float32)
     return CoevolutionState(
       params,
       opt,
       Players(lr, lr),
       Players(inf, inf),
       weights,
-      jnp.full(keys.shape[:2], _INF, jnp.float32),
+      jnp.full(keys.shape[:2], INF, jnp.float32),
       jnp.zeros([], jnp.int32),
     )
 
   # ----------------------------------------------------------------- step
-  def step(self, key: jax.Array, state: CoevolutionState, data: Any):
+  def step(
+    self,
+    key: jax.Array,
+    state: CoevolutionState,
+    data: Any,
+    params: CoevolutionParams | None = None,
+  ):
     """One generation of the whole grid; pure, jit it (``jax.jit(coev.step)``).
+
+    ``params`` (default: the config's values, as constants) are the operators'
+    tunable parameters; pass :meth:`default_params` (or changed values) to trace
+    them, e.g. to vmap a population of grids over them.
 
     Returns:
       ``(state, metrics)``: per-cell ``(rows, cols)`` arrays (``g_loss``,
@@ -298,7 +261,9 @@ class Coevolution:
     keys = jax.vmap(jax.vmap(lambda i: jax.random.fold_in(key, i.astype(jnp.uint32))))(ids)
     mask = jax.lax.dynamic_slice(jnp.asarray(self._mask), (r0, c0, 0), (lr, lc, c.num_members))
     inputs = (keys, neighbourhood, state.mixture_weights, mask)
-    cell = lambda args: self._cell(*args, data)
+    if params is None:
+      params = CoevolutionParams(*(getattr(c, f) for f in CoevolutionParams._fields))
+    cell = lambda args: self._cell(*args, data, params)
     if self.cell_strategy == "vmap":
       out = jax.vmap(jax.vmap(cell))(inputs)
     else:
@@ -310,7 +275,7 @@ class Coevolution:
       params, opt, lrs, fitness, weights, score, optax.safe_int32_increment(state.generation)
     )
     # Grid-wide read-outs: the best (lowest, first by cell id on ties) finite score.
-    finite_score = jnp.where(jnp.isfinite(score), score, _INF)
+    finite_score = jnp.where(jnp.isfinite(score), score, INF)
     best_score = ex.reduce(jnp.min(finite_score), "min")
     big = jnp.iinfo(jnp.int32).max
     best_cell = ex.reduce(jnp.min(jnp.where(finite_score == best_score, ids, big)), "min")
@@ -319,313 +284,107 @@ class Coevolution:
     return new_state, metrics
 
   # ------------------------------------------------------- one cell's step
-  def _per_logit(self, loss_index, real_logits, fake_logits):
-    if len(self._losses) == 1:
-      return self._losses[0](real_logits, fake_logits)
-    return jax.lax.switch(loss_index, self._losses, real_logits, fake_logits)
-
-  def _cell(self, key, neighbourhood, weights, mask, data):
-    c = self.config
-    G, D = self.pair.generator, self.pair.discriminator
+  def _cell(self, key, neighbourhood, weights, mask, data, params: CoevolutionParams):
+    """One cell's generation: the phases of :class:`Phases` in order."""
+    c, ph, spec = self.config, self.phases, self._spec
     P, M = c.population_size, c.num_members
-    params_nb, opt_nb, lr_nb, _ = neighbourhood
-    flat = lambda t: jax.tree.map(lambda x: x.reshape((M * P,) + x.shape[2:]), t)
-    g_all, d_all, opt_all = flat(params_nb.min), flat(params_nb.max), flat(opt_nb)
-    lrg_all, lrd_all = flat(lr_nb.min), flat(lr_nb.max)
-    member_valid = jnp.repeat(mask, P)
-    # A diverged (non-finite) individual takes part in nothing.
-    finite_each = lambda t: jax.vmap(_finite)(t)
-    valid_g = member_valid & finite_each(g_all)
-    valid_d = member_valid & finite_each(d_all)
+    pool = phases_lib.pool(neighbourhood, mask, P)
     keys = jax.random.split(key, 9)
-    loss_index = jax.random.randint(keys[0], (), 0, len(self._losses))
-    per_logit = lambda r, f: self._per_logit(loss_index, r, f)
-
-    # 2. fitness of every generator against every discriminator of the neighbourhood
-    real_f = self.sample_real(data, keys[1], c.fitness_samples)
-    z_f = jax.random.normal(keys[2], (c.fitness_samples, self.pair.latent_dim))
-    fakes = jax.vmap(G.apply, (0, None))(g_all, z_f)
-    d_real = jax.vmap(D.apply, (0, None))(d_all, real_f)
-    d_fake = jax.vmap(lambda d: jax.vmap(lambda x: D.apply(d, x))(fakes))(d_all)  # [Nd, Ng, F]
-    pair_losses = jax.vmap(jax.vmap(per_logit, (None, 0)), (0, 0))(d_real, d_fake)
-    lg, ld = pair_losses[0].T, pair_losses[1]  # lg: [Ng, Nd]; ld: [Nd, Ng]
-    fit_g = jnp.where(valid_g, aggregate_fitness(lg, valid_d, c.fitness_mode), _INF)
-    fit_d = jnp.where(valid_d, aggregate_fitness(ld, valid_g, c.fitness_mode), _INF)
-    usable_g = valid_g & jnp.isfinite(fit_g)
-    usable_d = valid_d & jnp.isfinite(fit_d)
-
-    # 3. selection and mutation
-    if c.selection:
-      idx_g = tournament(keys[3], fit_g, usable_g, P, c.tournament_size)
-      idx_d = tournament(keys[4], fit_d, usable_d, P, c.tournament_size)
+    loss_index = jax.random.randint(keys[0], (), 0, len(spec.losses))
+    if len(spec.losses) == 1:
+      per_logit = spec.losses[0]
     else:
-      idx_g = idx_d = jnp.arange(P)
-    params = Players(_take(g_all, idx_g), _take(d_all, idx_d))
-    opt = merge_by_player(
-      self._labels, _take(opt_all, idx_g), _take(opt_all, idx_d), _take(opt_all, idx_g)
+      per_logit = lambda r, f: jax.lax.switch(loss_index, spec.losses, r, f)
+
+    # 1. fitness of every generator against every discriminator of the neighbourhood
+    real = self.sample_real(data, keys[1], c.fitness_samples)
+    z = jax.random.normal(keys[2], (c.fitness_samples, self.pair.latent_dim))
+    fit, batch = ph.fitness(self.pair, per_logit, real, z, pool, c.fitness_mode)
+    usable = Players(pool.valid.min & jnp.isfinite(fit.min), pool.valid.max & jnp.isfinite(fit.max))
+
+    # 2. selection and mutation
+    selected, _ = ph.select_and_mutate(
+      (keys[3], keys[4], keys[5]), fit, usable, pool, self._labels, c, params, ph.selection
     )
 
-    def mutate(k, lr):
-      return mutate_learning_rates(
-        k, lr, c.mutation_probability, c.mutation_scale, c.min_learning_rate
-      )
-
-    lr_g = mutate(keys[5], lrg_all[idx_g])
-    lr_d = mutate(jax.random.fold_in(keys[5], 1), lrd_all[idx_d])
-    opt = jax.vmap(set_learning_rates)(opt, lr_g, lr_d)
-
-    # 4. training against opponents drawn from the neighbourhood every step
-    # Opponents: the other side's selected individuals (slots < P), and with
-    # opponents="neighbourhood" also every usable neighbour's individuals.
+    # 3. training against opponents drawn from the neighbourhood every step: the other
+    # side's selected individuals (slots < P), with opponents="neighbourhood" also every
+    # usable neighbour's individuals.
     with_neighbours = c.opponents == "neighbourhood" or (c.opponents == "auto" and not c.selection)
-    pool_g = jnp.concatenate([jnp.ones(P, bool), usable_g[P:] & with_neighbours])
-    pool_d = jnp.concatenate([jnp.ones(P, bool), usable_d[P:] & with_neighbours])
-    g_nbrs, d_nbrs = _take(g_all, slice(P, None)), _take(d_all, slice(P, None))
-
-    (params, opt), g_losses, d_losses = self._train(
-      params, opt, keys[6], data, per_logit, (pool_g, pool_d), (g_nbrs, d_nbrs), with_neighbours
+    pool_g = jnp.concatenate([jnp.ones(P, bool), usable.min[P:] & with_neighbours])
+    pool_d = jnp.concatenate([jnp.ones(P, bool), usable.max[P:] & with_neighbours])
+    neighbours = take(pool.params.min, slice(P, None)), take(pool.params.max, slice(P, None))
+    (trained, opt), g_losses, d_losses = ph.train(
+      spec,
+      per_logit,
+      keys[6],
+      data,
+      selected.params,
+      selected.opt,
+      (pool_g, pool_d),
+      neighbours,
+      with_neighbours,
     )
     train_ok = jnp.all(jnp.isfinite(g_losses)) & jnp.all(jnp.isfinite(d_losses))
 
-    # 5. replacement: trained vs local, on the same fitness batch and opponents
-    fakes_tr = jax.vmap(G.apply, (0, None))(params.min, z_f)
-    lg_tr = jax.vmap(
-      lambda fk: jax.vmap(lambda d, dr: per_logit(dr, D.apply(d, fk))[0])(d_all, d_real)
-    )(fakes_tr)  # [P, Nd]
-    d_real_tr = jax.vmap(D.apply, (0, None))(params.max, real_f)
-    ld_tr = jax.vmap(lambda d, dr: jax.vmap(lambda fk: per_logit(dr, D.apply(d, fk))[1])(fakes))(
-      params.max, d_real_tr
-    )  # [P, Ng]
-    fit_g_tr = aggregate_fitness(lg_tr, valid_d, c.fitness_mode)
-    fit_d_tr = aggregate_fitness(ld_tr, valid_g, c.fitness_mode)
-
-    if c.selection:
-      src_g = replacement_sources(fit_g[:P], fit_g_tr, c.n_replacements)
-      src_d = replacement_sources(fit_d[:P], fit_d_tr, c.n_replacements)
-    else:
-      # Without selection Lipizzaner trains the local individuals in place and only
-      # re-scores them: the trained ones are always kept (no replacement test).
-      src_g = src_d = jnp.arange(P, dtype=jnp.int32)
-    local = lambda t: _take(t, slice(0, P))
-    pick = lambda src, tr, loc: _where(
-      (src >= 0).reshape((P,) + (1,) * (jnp.ndim(loc) - 1)), _take(tr, jnp.maximum(src, 0)), loc
+    # 4. replacement: trained vs local, on the same fitness batch and opponents
+    fit_tr = ph.rescore(self.pair, per_logit, batch, trained, pool, c.fitness_mode)
+    own = lambda t: take(t, slice(0, P))
+    local = Individuals(
+      Players(own(pool.params.min), own(pool.params.max)),
+      own(pool.opt),
+      Players(pool.learning_rates.min[:P], pool.learning_rates.max[:P]),
+      Players(fit.min[:P], fit.max[:P]),
     )
-    new_g = jax.tree.map(lambda tr, lo: pick(src_g, tr, lo), params.min, local(g_all))
-    new_d = jax.tree.map(lambda tr, lo: pick(src_d, tr, lo), params.max, local(d_all))
-    opt_local = local(opt_all)
-    new_opt = merge_by_player(
+    new, src = ph.replace(
+      local,
+      Individuals(trained, opt, selected.learning_rates, fit_tr),
+      c.n_replacements,
+      c.selection,
       self._labels,
-      jax.tree.map(lambda tr, lo: pick(src_g, tr, lo), opt, opt_local),
-      jax.tree.map(lambda tr, lo: pick(src_d, tr, lo), opt, opt_local),
-      jax.tree.map(lambda tr, lo: pick(src_g, tr, lo), opt, opt_local),
-    )
-    new_lr = Players(pick(src_g, lr_g, lrg_all[:P]), pick(src_d, lr_d, lrd_all[:P]))
-    new_fit = Players(pick(src_g, fit_g_tr, fit_g[:P]), pick(src_d, fit_d_tr, fit_d[:P]))
-
-    # 6. mixture weights: (1+1)-ES over the neighbourhood's best generators
-    best_of_member = jnp.argmin(fit_g.reshape(M, P), axis=1)  # [M]
-    member_gens = _take(g_all, jnp.arange(M) * P + best_of_member)
-    own_best = _take(new_g, jnp.argmin(new_fit.min))
-    gens = jax.tree.map(lambda nb, own: nb.at[0].set(own), member_gens, own_best)
-    mix_ok = mask & jnp.isfinite(jnp.min(fit_g.reshape(M, P), axis=1)).at[0].set(True)
-    z_mix = jax.random.normal(keys[7], (c.mixture_samples, self.pair.latent_dim))
-    samples = jax.vmap(G.apply, (0, None))(gens, z_mix)
-    samples = jnp.where(mix_ok.reshape((M,) + (1,) * (samples.ndim - 1)), samples, 0.0)
-
-    uniform = mix_ok / jnp.sum(mix_ok)
-    weights_out, score_out, accept = mixture_es_step(
-      keys[8], weights, mix_ok, c.mixture_sigma, lambda w: self.score_fn(data, samples, w)
     )
 
-    # 7. divergence: re-seed from the best neighbour
-    arrived_diverged = ~(
-      jnp.all(valid_g[:P]) & jnp.all(valid_d[:P]) & _finite(_take(opt_all, slice(0, P)))
+    # 5. mixture weights: (1+1)-ES over the neighbourhood's best generators
+    own_best = take(new.params.min, jnp.argmin(new.fitness.min))
+    gens, mix_ok = ph.mixture_members(pool, fit.min, own_best, mask)
+    weights_out, score_out, accept = ph.mixture_es(
+      (keys[7], keys[8]),
+      self.pair.generator,
+      lambda samples, w: self.score_fn(data, samples, w),
+      gens,
+      mix_ok,
+      weights,
+      params.mixture_sigma,
+      c.mixture_samples,
+      self.pair.latent_dim,
     )
-    diverged = arrived_diverged | ~(
-      _finite(new_g) & _finite(new_d) & _finite(new_opt) & train_ok & jnp.isfinite(score_out)
-    )
-    member_fit = jnp.where(jnp.arange(M) == 0, _INF, jnp.min(fit_g.reshape(M, P), axis=1))
-    donor = jnp.argmin(member_fit)
-    has_donor = jnp.isfinite(member_fit[donor])
-    donor_slice = lambda t: jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, donor * P, P), t)
-    # Without a healthy neighbour the cell restarts from fresh networks.
+
+    # 6. divergence: re-seed from the best neighbour (fresh networks without one)
+    diverged = ph.diverged(pool, P, new, train_ok & jnp.isfinite(score_out))
     fresh_params, fresh_opt = jax.vmap(self._init_pair)(jax.random.split(keys[8], P))
     lr0 = jnp.full(P, c.learning_rate, jnp.float32)
-    fresh = (
-      fresh_params.min,
-      fresh_params.max,
-      fresh_opt,
-      Players(lr0, lr0),
-      Players(jnp.full(P, _INF), jnp.full(P, _INF)),
-    )
-    donated = (
-      donor_slice(g_all),
-      donor_slice(d_all),
-      donor_slice(opt_all),
-      Players(donor_slice(lrg_all), donor_slice(lrd_all)),
-      Players(donor_slice(fit_g), donor_slice(fit_d)),
-    )
-    repair = _where(has_donor, donated, fresh)
-    new_g, new_d, new_opt, new_lr, new_fit = _where(
-      diverged, repair, (new_g, new_d, new_opt, new_lr, new_fit)
-    )
-    weights_out = jnp.where(diverged, uniform, weights_out)
-    score_out = jnp.where(diverged, _INF, score_out)
+    inf = jnp.full(P, INF)
+    fresh = Individuals(fresh_params, fresh_opt, Players(lr0, lr0), Players(inf, inf))
+    new = ph.repair(diverged, new, pool, fit, fresh, M)
+    weights_out = jnp.where(diverged, mix_ok / jnp.sum(mix_ok), weights_out)
+    score_out = jnp.where(diverged, INF, score_out)
 
     metrics = {
       "g_loss": jnp.mean(g_losses),
       "d_loss": jnp.mean(d_losses),
-      "g_fitness": jnp.min(new_fit.min),
-      "d_fitness": jnp.min(new_fit.max),
-      "lr_g": jnp.mean(new_lr.min),
-      "lr_d": jnp.mean(new_lr.max),
+      "g_fitness": jnp.min(new.fitness.min),
+      "d_fitness": jnp.min(new.fitness.max),
+      "lr_g": jnp.mean(new.learning_rates.min),
+      "lr_d": jnp.mean(new.learning_rates.max),
       "mixture_score": score_out,
       "mixture_accepted": accept & ~diverged,
-      "replaced_g": jnp.sum(src_g >= 0).astype(jnp.int32),
-      "replaced_d": jnp.sum(src_d >= 0).astype(jnp.int32),
+      "replaced_g": jnp.sum(src.min >= 0).astype(jnp.int32),
+      "replaced_d": jnp.sum(src.max >= 0).astype(jnp.int32),
       "diverged": diverged,
       "loss_index": loss_index.astype(jnp.int32),
     }
-    return (Players(new_g, new_d), new_opt, new_lr, new_fit, weights_out, score_out), metrics
-
-  # ------------------------------------------------------------- training
-  def _train(self, params, opt, key, data, per_logit, pools, neighbours, with_neighbours):
-    """``steps_per_generation`` training batches of one cell's ``P`` selected pairs.
-
-    Args:
-      params, opt: ``Players`` and scheme states with a leading ``[P]`` axis.
-      key: the cell's training key (one key per batch is split from it).
-      data: the data set for ``sample_real``.
-      per_logit: ``(real_logits, fake_logits) -> (loss_min, loss_max)``.
-      pools: ``(pool_g, pool_d)`` boolean ``[M * P]``: opponents that may be drawn
-        (slots ``< P`` are the cell's own selected individuals).
-      neighbours: ``(g_nbrs, d_nbrs)``, the neighbours' individuals ``[M * P - P, ...]``.
-      with_neighbours: static; False when every opponent is the cell's own.
-
-    Returns:
-      ``((params, opt), g_losses [S, P], d_losses [S // d_every, P])``.
-    """
-    c = self.config
-    G, D = self.pair.generator, self.pair.discriminator
-    P, M = c.population_size, c.num_members
-    pool_g, pool_d = pools
-    g_nbrs, d_nbrs = neighbours
-    over_population = _over_population(P)
-
-    def opponent(current, neighbours, i):
-      mine = _take(current, jnp.minimum(i, P - 1))
-      theirs = _take(neighbours, jnp.clip(i - P, 0, M * P - P - 1))
-      return _where(i < P, mine, theirs)
-
-    def opponents(current, neighbours, idx):
-      # Statically known cases skip the per-step gather and select (a copy of a whole
-      # network per step, about 10% of an MNIST-MLP step on CPU).
-      if not with_neighbours:
-        return current if P == 1 else _take(current, idx)
-      return jax.vmap(lambda i: opponent(current, neighbours, i))(idx)
-
-    lipizzaner = c.schedule == "lipizzaner"
-    B, L = c.batch_size, self.pair.latent_dim
-
-    def pair_draws(k):
-      """A pair's randomness of one batch, drawn for all batches at once before the loop
-      (the same numbers as drawing it inside: ``jax.random`` is elementwise under vmap):
-      ``(key, real-batch key, noise of the simultaneous/generator step, the
-      discriminator's fresh noise (Lipizzaner's schedule) or None)``."""
-      kk = jax.random.fold_in(k, 0)
-      z = lambda which: jax.random.normal(jax.random.fold_in(kk, 1 + which), (B, L))
-      return k, jax.random.fold_in(kk, 0), z(0), z(1) if lipizzaner else None
-
-    def batch(r, i, which):
-      """The real batch of evaluation ``i`` of a pair's step and its noise ``which`` (0: the
-      simultaneous step's and the generator's, 1: the discriminator's fresh fakes). Only
-      evaluation 0 is pre-drawn; schemes that evaluate again (extragradient, alternating)
-      draw theirs from the pair's key."""
-      if isinstance(i, int) and i == 0:
-        return self.sample_real(data, r[1], B), r[2 + which]
-      kk = jax.random.fold_in(r[0], i)
-      real = self.sample_real(data, jax.random.fold_in(kk, 0), B)
-      return real, jax.random.normal(jax.random.fold_in(kk, 1 + which), (B, L))
-
-    def train_pair(p, o, opp_g, opp_d, r):
-      def loss_fn(q, i):
-        real, z = batch(r, i, 0)
-        own_fake, opp_fake = G.apply(q.min, z), G.apply(opp_g, z)
-        loss_min = per_logit(D.apply(opp_d, real), D.apply(opp_d, own_fake))[0]
-        loss_max = per_logit(D.apply(q.max, real), D.apply(q.max, opp_fake))[1]
-        return loss_min, loss_max
-
-      vaf = value_and_vector_field(loss_fn)
-      losses, v = vaf(p, 0)
-      u, o = self.scheme.update(v, o, p, vector_field=lambda q, i: vaf(q, i)[1])
-      return optax.apply_updates(p, u), o, jnp.stack(losses)
-
-    def train_g_pair(p, o, opp_d, r):
-      # The generator's step alone: only its own field is computed; the scheme's
-      # discriminator part (params and MAX-labelled state) is discarded, so XLA
-      # drops it, and the shared state (e.g. Lookahead's step count) advances.
-      def field(q, i):
-        real, z = batch(r, i, 0)
-        loss_g = lambda g: per_logit(D.apply(opp_d, real), D.apply(opp_d, G.apply(g, z)))[0]
-        loss, grad = jax.value_and_grad(loss_g)(q.min)
-        return loss, Players(grad, jax.tree.map(jnp.zeros_like, q.max))
-
-      loss, v = field(p, 0)
-      u, o_new = self.scheme.update(v, o, p, vector_field=lambda q, i: field(q, i)[1])
-      p = Players(optax.apply_updates(p.min, u.min), p.max)
-      return p, merge_by_player(self._labels, o_new, o, o_new), loss
-
-    def train_d_pair(p, o, opp_g, r):
-      # The discriminator's step alone, on the batch's real samples and fresh fakes of
-      # ``opp_g`` (the generator as it is now); the shared state is left as it came in.
-      def field(q, i):
-        real, z = batch(r, i, 1)
-        fake = G.apply(opp_g, z)
-        loss_d = lambda d: per_logit(D.apply(d, real), D.apply(d, fake))[1]
-        loss, grad = jax.value_and_grad(loss_d)(q.max)
-        return loss, Players(jax.tree.map(jnp.zeros_like, q.min), grad)
-
-      loss, v = field(p, 0)
-      u, o_new = self.scheme.update(v, o, p, vector_field=lambda q, i: field(q, i)[1])
-      p = Players(p.min, optax.apply_updates(p.max, u.max))
-      return p, merge_by_player(self._labels, o, o_new, o), loss
-
-    def draw(k, pool):
-      return jax.random.categorical(k, jnp.where(pool, 0.0, -_INF), shape=(P,))
-
-    def step_draws(k):
-      # Every random number of one batch: opponents (k_g, k_d) and the pairs' draws (k_b).
-      k_g, k_d, k_b = jax.random.split(k, 3)
-      pairs = jax.vmap(pair_draws)(jax.random.split(k_b, P))
-      return draw(k_g, pool_g), draw(k_d, pool_d), pairs
-
-    def train_step(carry, x):
-      (p, o), (opp_gi, opp_di, pairs) = carry, x
-      opp_g = opponents(p.min, g_nbrs, opp_gi)
-      opp_d = opponents(p.max, d_nbrs, opp_di)
-      p, o, losses = over_population(train_pair)(p, o, opp_g, opp_d, pairs)
-      return (p, o), losses
-
-    def train_g_step(carry, x):
-      (p, o), (_, opp_di, pairs) = carry, x
-      opp_d = opponents(p.max, d_nbrs, opp_di)
-      p, o, loss = over_population(train_g_pair)(p, o, opp_d, pairs)
-      return (p, o), loss
-
-    def lipizzaner_step(carry, x):
-      # Generator first, then the discriminator against the updated generator. The
-      # discriminator's update sees the shared state of before the generator's, so a
-      # shared counter counts batches and both players sync on the same batch.
-      (p, o0), (opp_gi, _, pairs) = carry, x
-      (p, o1), g_loss = train_g_step((p, o0), x)
-      opp_g = opponents(p.min, g_nbrs, opp_gi)
-      o_in = merge_by_player(self._labels, o1, o1, o0)
-      p, o2, d_loss = over_population(train_d_pair)(p, o_in, opp_g, pairs)
-      return (p, merge_by_player(self._labels, o2, o2, o1)), jnp.stack([g_loss, d_loss], -1)
-
-    step_both = lipizzaner_step if lipizzaner else train_step
-    draws = jax.vmap(step_draws)(jax.random.split(key, c.steps_per_generation))
-    return _train_schedule(step_both, train_g_step, (params, opt), draws, c.d_every)
+    out = (new.params, new.opt, new.learning_rates, new.fitness, weights_out, score_out)
+    return out, metrics
 
   # ------------------------------------------------------------ read-out
   def mixture(self, state: CoevolutionState, cell: int | None = None):
@@ -641,7 +400,7 @@ class Coevolution:
       raise ValueError(f"cell must be in [0, {c.num_cells}), got {cell}")
     r, col = divmod(cell, c.cols)
     gens, fit = gather_neighbours((state.params.min, state.fitness.min), c.neighbourhood)
-    gens, fit = _take(gens, (r, col)), fit[r, col]  # [M, P, ...], [M, P]
+    gens, fit = take(gens, (r, col)), fit[r, col]  # [M, P, ...], [M, P]
     best = jnp.argmin(fit, axis=1)
     gens = jax.tree.map(lambda x: x[jnp.arange(c.num_members), best], gens)
     return gens, state.mixture_weights[r, col]

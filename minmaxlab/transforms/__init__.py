@@ -20,6 +20,8 @@ from minmaxlab.transforms._common import (
   PerPlayerTransformation,
   PlayerTransforms,
   VectorFieldFn,
+  tree_all_finite,
+  tree_where,
 )
 from minmaxlab.transforms._extragradient import ExtragradientState, extragradient
 from minmaxlab.transforms._lookahead import (
@@ -68,6 +70,8 @@ __all__ = [
   "set_hyperparams",
   "set_learning_rates",
   "slow_ema",
+  "tree_all_finite",
+  "tree_where",
   "uniform",
   "unrolled",
   "with_field_processing",

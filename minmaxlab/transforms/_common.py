@@ -163,7 +163,17 @@ def tree_sub(a, b):
 
 
 def tree_where(cond, a, b):
+  """Leafwise ``jnp.where(cond, a, b)`` of two pytrees of one structure."""
   return jax.tree.map(lambda x, y: jnp.where(cond, x, y), a, b)
+
+
+def tree_all_finite(tree) -> jax.Array:
+  """Whether every floating leaf of ``tree`` is finite everywhere (a traced boolean;
+  integer leaves are finite by construction, an empty tree is finite)."""
+  leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+  if not leaves:
+    return jnp.asarray(True)
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
 
 
 def zeros_count() -> jax.Array:

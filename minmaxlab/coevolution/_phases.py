@@ -1,0 +1,362 @@
+"""One cell's generation as named pure phases (composed by ``Coevolution.step``).
+
+Every phase is a module-level function of explicit arguments, tested alone on
+hand-checkable cases (tests/test_coevolution_phases.py), and every phase can be
+swapped: :class:`Phases` holds the functions a :class:`Coevolution` composes, e.g.
+``Coevolution(..., phases=Phases(selection=my_selection))``.
+
+Shapes: ``P`` individuals per cell, ``M`` neighbourhood members (the cell itself
+first), ``N = M * P`` individuals in the neighbourhood's pool (the cell's own ``P``
+first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from minmaxlab.coevolution._operators import (
+  INF,
+  aggregate_fitness,
+  mixture_es_step,
+  mutate_learning_rates,
+  replacement_sources,
+  tournament,
+)
+from minmaxlab.coevolution._training import take, train
+from minmaxlab.games import Players
+from minmaxlab.transforms import merge_by_player, set_learning_rates, tree_all_finite, tree_where
+
+
+class CoevolutionParams(NamedTuple):
+  """The tunable (traced) float parameters of the operators, evosax style: pass
+  them to ``Coevolution.step`` to vmap, tune or schedule them without a
+  recompile. Defaults: ``Coevolution.default_params()`` (the config's values).
+
+  Attributes:
+    mutation_probability: probability that a selected individual's learning
+      rate is mutated.
+    mutation_scale: standard deviation of the learning-rate mutation.
+    min_learning_rate: mutated learning rates are clipped to at least this.
+    mixture_sigma: step of the mixture-weight (1+1)-ES.
+  """
+
+  mutation_probability: Any
+  mutation_scale: Any
+  min_learning_rate: Any
+  mixture_sigma: Any
+
+
+class Pool(NamedTuple):
+  """A cell's neighbourhood flattened to ``N`` individuals (the cell's own first).
+
+  Attributes:
+    params: ``Players`` of ``[N, ...]`` generators and discriminators.
+    opt: the scheme states ``[N, ...]``.
+    learning_rates: ``Players`` of ``[N]``.
+    valid: ``Players`` of ``[N]`` bool: a distinct member with finite parameters
+      (a diverged individual takes part in nothing).
+  """
+
+  params: Players
+  opt: Any
+  learning_rates: Players
+  valid: Players
+
+
+class Individuals(NamedTuple):
+  """``P`` individuals of a cell: ``Players`` params, scheme states, ``Players``
+  learning rates and ``Players`` fitness, each with a leading ``[P]`` axis."""
+
+  params: Players
+  opt: Any
+  learning_rates: Players
+  fitness: Players
+
+
+class FitnessBatch(NamedTuple):
+  """The fitness batch: ``real [F, ...]``, noise ``z [F, L]``, every pool
+  generator's fakes ``[N, F, ...]`` and every pool discriminator's real logits
+  ``[N, F]`` (reused to score the trained individuals)."""
+
+  real: jax.Array
+  z: jax.Array
+  fakes: jax.Array
+  d_real: jax.Array
+
+
+def pool(neighbourhood: tuple, mask: jax.Array, population_size: int) -> Pool:
+  """Flatten a cell's gathered neighbourhood ``(params, opt, learning_rates,
+  fitness)`` (leaves ``[M, P, ...]``) into the pool of ``N = M * P`` individuals;
+  ``mask [M]`` marks the distinct members."""
+  params_nb, opt_nb, lr_nb, _ = neighbourhood
+  n = mask.shape[0] * population_size
+  flat = lambda t: jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), t)
+  g_all, d_all, opt_all = flat(params_nb.min), flat(params_nb.max), flat(opt_nb)
+  lr = Players(flat(lr_nb.min), flat(lr_nb.max))
+  member_valid = jnp.repeat(mask, population_size)
+  valid_g = member_valid & jax.vmap(tree_all_finite)(g_all)
+  valid_d = member_valid & jax.vmap(tree_all_finite)(d_all)
+  return Pool(Players(g_all, d_all), opt_all, lr, Players(valid_g, valid_d))
+
+
+def fitness(
+  pair, per_logit: Callable, real: jax.Array, z: jax.Array, pool: Pool, mode: str
+) -> tuple[Players, FitnessBatch]:
+  """Every pool generator against every pool discriminator on one batch.
+
+  Args:
+    pair: the ``GANPair`` (``generator.apply``, ``discriminator.apply``).
+    per_logit: ``(real_logits, fake_logits) -> (loss_min, loss_max)``.
+    real, z: the fitness batch's real samples ``[F, ...]`` and noise ``[F, L]``.
+    pool: from :func:`pool`.
+    mode: :func:`aggregate_fitness` over the valid opponents.
+
+  Returns:
+    ``(Players(fit_g [N], fit_d [N]), batch)``: lower is better, +inf for an
+    invalid individual.
+  """
+  G, D = pair.generator, pair.discriminator
+  g_all, d_all = pool.params
+  valid_g, valid_d = pool.valid
+  fakes = jax.vmap(G.apply, (0, None))(g_all, z)
+  d_real = jax.vmap(D.apply, (0, None))(d_all, real)
+  d_fake = jax.vmap(lambda d: jax.vmap(lambda x: D.apply(d, x))(fakes))(d_all)  # [Nd, Ng, F]
+  pair_losses = jax.vmap(jax.vmap(per_logit, (None, 0)), (0, 0))(d_real, d_fake)
+  lg, ld = pair_losses[0].T, pair_losses[1]  # lg: [Ng, Nd]; ld: [Nd, Ng]
+  fit_g = jnp.where(valid_g, aggregate_fitness(lg, valid_d, mode), INF)
+  fit_d = jnp.where(valid_d, aggregate_fitness(ld, valid_g, mode), INF)
+  return Players(fit_g, fit_d), FitnessBatch(real, z, fakes, d_real)
+
+
+def rescore(
+  pair, per_logit: Callable, batch: FitnessBatch, trained: Players, pool: Pool, mode: str
+) -> Players:
+  """Fitness of trained individuals (``Players`` of ``[P, ...]``) on the same
+  batch and against the same pool opponents as :func:`fitness` (no ``valid``
+  masking of the trained ones themselves)."""
+  G, D = pair.generator, pair.discriminator
+  g_all, d_all = pool.params
+  valid_g, valid_d = pool.valid
+  fakes_tr = jax.vmap(G.apply, (0, None))(trained.min, batch.z)
+  lg_tr = jax.vmap(
+    lambda fk: jax.vmap(lambda d, dr: per_logit(dr, D.apply(d, fk))[0])(d_all, batch.d_real)
+  )(fakes_tr)  # [P, Nd]
+  d_real_tr = jax.vmap(D.apply, (0, None))(trained.max, batch.real)
+  ld_tr = jax.vmap(
+    lambda d, dr: jax.vmap(lambda fk: per_logit(dr, D.apply(d, fk))[1])(batch.fakes)
+  )(trained.max, d_real_tr)  # [P, Ng]
+  return Players(aggregate_fitness(lg_tr, valid_d, mode), aggregate_fitness(ld_tr, valid_g, mode))
+
+
+def tournament_selection(key, fitness, usable, num_winners, config, individuals):
+  """The default ``Phases.selection``: :func:`tournament` of ``config.tournament_size``.
+
+  A selection is ``(key, fitness [N], usable [N], num_winners, config,
+  individuals [N, ...]) -> indices [num_winners]`` into the pool (``individuals``:
+  one side's pool parameters, for selections that look at the genomes)."""
+  del individuals
+  return tournament(key, fitness, usable, num_winners, config.tournament_size)
+
+
+def select_and_mutate(
+  keys: tuple[jax.Array, jax.Array, jax.Array],
+  fitness: Players,
+  usable: Players,
+  pool: Pool,
+  labels: Any,
+  config,
+  params: CoevolutionParams,
+  selection: Callable = tournament_selection,
+) -> tuple[Individuals, Players]:
+  """Select ``P`` generators and ``P`` discriminators from the pool and mutate
+  their learning rates (``set`` into their scheme states).
+
+  Each side keeps its own part of the optimizer state; the shared part (e.g. a
+  step count) follows the generator. Without ``config.selection`` the cell's own
+  individuals are taken in place.
+
+  Args:
+    keys: ``(generator selection, discriminator selection, mutation)`` keys.
+    fitness, usable: ``Players`` of ``[N]`` (from :func:`fitness`).
+    pool: from :func:`pool`.
+    labels: ``player_labels`` of one scheme state.
+    config: the ``CoevolutionConfig``.
+    params: the :class:`CoevolutionParams`.
+    selection: see :func:`tournament_selection`.
+
+  Returns:
+    ``(selected, index)``: the selected :class:`Individuals` (their fitness the
+    pool's) and ``Players`` of pool indices ``[P]``.
+  """
+  P = config.population_size
+  if config.selection:
+    idx_g = selection(keys[0], fitness.min, usable.min, P, config, pool.params.min)
+    idx_d = selection(keys[1], fitness.max, usable.max, P, config, pool.params.max)
+  else:
+    idx_g = idx_d = jnp.arange(P)
+  g_all, d_all = pool.params
+  chosen = Players(take(g_all, idx_g), take(d_all, idx_d))
+  opt = merge_by_player(labels, take(pool.opt, idx_g), take(pool.opt, idx_d), take(pool.opt, idx_g))
+
+  def mutate(k, lr):
+    return mutate_learning_rates(
+      k, lr, params.mutation_probability, params.mutation_scale, params.min_learning_rate
+    )
+
+  lr_g = mutate(keys[2], pool.learning_rates.min[idx_g])
+  lr_d = mutate(jax.random.fold_in(keys[2], 1), pool.learning_rates.max[idx_d])
+  opt = jax.vmap(set_learning_rates)(opt, lr_g, lr_d)
+  fit = Players(fitness.min[idx_g], fitness.max[idx_d])
+  return Individuals(chosen, opt, Players(lr_g, lr_d), fit), Players(idx_g, idx_d)
+
+
+def replace(
+  local: Individuals, trained: Individuals, n_replacements: int, selection: bool, labels: Any
+) -> tuple[Individuals, Players]:
+  """Keep the local individuals except the ``n_replacements`` worst, which the
+  best trained ones replace when they are better (:func:`replacement_sources`);
+  without ``selection`` (Lipizzaner trains in place) the trained ones are all kept.
+
+  Returns:
+    ``(new, sources)``: the new :class:`Individuals` and ``Players`` of ``[P]``
+    sources (the trained index that replaced each local slot, or -1).
+  """
+  P = local.fitness.min.shape[0]
+  if selection:
+    src_g = replacement_sources(local.fitness.min, trained.fitness.min, n_replacements)
+    src_d = replacement_sources(local.fitness.max, trained.fitness.max, n_replacements)
+  else:
+    src_g = src_d = jnp.arange(P, dtype=jnp.int32)
+  pick = lambda src, tr, loc: tree_where(
+    (src >= 0).reshape((P,) + (1,) * (jnp.ndim(loc) - 1)), take(tr, jnp.maximum(src, 0)), loc
+  )
+  side = lambda src, tr, lo: jax.tree.map(lambda t, l: pick(src, t, l), tr, lo)
+  new_g = side(src_g, trained.params.min, local.params.min)
+  new_d = side(src_d, trained.params.max, local.params.max)
+  new_opt = merge_by_player(
+    labels,
+    side(src_g, trained.opt, local.opt),
+    side(src_d, trained.opt, local.opt),
+    side(src_g, trained.opt, local.opt),
+  )
+  new_lr = Players(
+    pick(src_g, trained.learning_rates.min, local.learning_rates.min),
+    pick(src_d, trained.learning_rates.max, local.learning_rates.max),
+  )
+  new_fit = Players(
+    pick(src_g, trained.fitness.min, local.fitness.min),
+    pick(src_d, trained.fitness.max, local.fitness.max),
+  )
+  return Individuals(Players(new_g, new_d), new_opt, new_lr, new_fit), Players(src_g, src_d)
+
+
+def mixture_members(
+  pool: Pool, fit_g: jax.Array, own_best: Any, mask: jax.Array
+) -> tuple[Any, jax.Array]:
+  """The mixture's ``M`` generators: the cell's own best (``own_best``, after
+  replacement) first, then each neighbour's best by this generation's fitness;
+  and which are usable (a distinct member with a finite best fitness)."""
+  M = mask.shape[0]
+  P = fit_g.shape[0] // M
+  per_member = fit_g.reshape(M, P)
+  member_gens = take(pool.params.min, jnp.arange(M) * P + jnp.argmin(per_member, axis=1))
+  gens = jax.tree.map(lambda nb, own: nb.at[0].set(own), member_gens, own_best)
+  usable = mask & jnp.isfinite(jnp.min(per_member, axis=1)).at[0].set(True)
+  return gens, usable
+
+
+def mixture_es(
+  keys: tuple[jax.Array, jax.Array],
+  generator,
+  score: Callable,
+  generators: Any,
+  usable: jax.Array,
+  weights: jax.Array,
+  sigma: Any,
+  num_samples: int,
+  latent_dim: int,
+):
+  """One (1+1)-ES step of the mixture weights (:func:`mixture_es_step`).
+
+  Args:
+    keys: ``(noise key, ES key)``.
+    generator: the pair's generator (``apply``).
+    score: ``score(samples [M, S, ...], weights [M]) -> scalar``, lower is better.
+    generators, usable: from :func:`mixture_members`.
+    weights: the cell's current weights ``[M]``.
+    sigma: the ES step.
+    num_samples, latent_dim: ``S`` latents shared by the ``M`` generators.
+
+  Returns:
+    ``(weights, score, accepted)``.
+  """
+  M = usable.shape[0]
+  z = jax.random.normal(keys[0], (num_samples, latent_dim))
+  samples = jax.vmap(generator.apply, (0, None))(generators, z)
+  samples = jnp.where(usable.reshape((M,) + (1,) * (samples.ndim - 1)), samples, 0.0)
+  return mixture_es_step(keys[1], weights, usable, sigma, lambda w: score(samples, w))
+
+
+def diverged(pool: Pool, population_size: int, new: Individuals, healthy: jax.Array) -> jax.Array:
+  """Whether the cell must be repaired: its own individuals arrived non-finite
+  (pool slots ``< P``), or the new ones are, or ``healthy`` (e.g. finite training
+  losses and mixture score) is False."""
+  P = population_size
+  own = lambda t: take(t, slice(0, P))
+  arrived = (
+    jnp.all(pool.valid.min[:P]) & jnp.all(pool.valid.max[:P]) & tree_all_finite(own(pool.opt))
+  )
+  left = (
+    tree_all_finite(new.params.min)
+    & tree_all_finite(new.params.max)
+    & tree_all_finite(new.opt)
+    & healthy
+  )
+  return ~arrived | ~left
+
+
+def repair(
+  is_diverged: jax.Array,
+  new: Individuals,
+  pool: Pool,
+  fitness: Players,
+  fresh: Individuals,
+  num_members: int,
+) -> Individuals:
+  """A diverged cell takes a copy of its best neighbour's individuals (the
+  member, other than the cell, with the lowest finite generator fitness), or
+  ``fresh`` ones when no neighbour is finite; a healthy cell keeps ``new``."""
+  M = num_members
+  P = fitness.min.shape[0] // M
+  member_fit = jnp.where(jnp.arange(M) == 0, INF, jnp.min(fitness.min.reshape(M, P), axis=1))
+  donor = jnp.argmin(member_fit)
+  has_donor = jnp.isfinite(member_fit[donor])
+  donor_slice = lambda t: jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, donor * P, P), t)
+  g_all, d_all = pool.params
+  donated = Individuals(
+    Players(donor_slice(g_all), donor_slice(d_all)),
+    donor_slice(pool.opt),
+    Players(donor_slice(pool.learning_rates.min), donor_slice(pool.learning_rates.max)),
+    Players(donor_slice(fitness.min), donor_slice(fitness.max)),
+  )
+  return tree_where(is_diverged, tree_where(has_donor, donated, fresh), new)
+
+
+class Phases(NamedTuple):
+  """The phase functions a :class:`Coevolution` composes; replace any with
+  ``Phases(selection=...)`` or ``Phases()._replace(...)`` (same signature)."""
+
+  fitness: Callable = fitness
+  selection: Callable = tournament_selection
+  select_and_mutate: Callable = select_and_mutate
+  train: Callable = train
+  rescore: Callable = rescore
+  replace: Callable = replace
+  mixture_members: Callable = mixture_members
+  mixture_es: Callable = mixture_es
+  diverged: Callable = diverged
+  repair: Callable = repair

@@ -1,0 +1,272 @@
+"""Each phase of a cell's generation alone, on tiny hand-checkable cases.
+
+A toy pair: the generator is ``G(w, z) = w`` (one number per sample, whatever the
+noise), the discriminator ``D(v, x) = v * x``; the "loss" is
+``loss_min = -mean(D(fake))`` and ``loss_max = mean(D(fake)) - mean(D(real))``,
+so every fitness, gradient and update is a product of the hand-set numbers.
+"""
+
+from types import SimpleNamespace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from minmaxlab import coevolution as co
+from minmaxlab.coevolution import _phases as ph
+from minmaxlab.coevolution._training import CellSpec, train
+from minmaxlab.games import Players
+from minmaxlab.transforms import per_player, player_labels, set_learning_rates
+
+G = SimpleNamespace(apply=lambda p, z: jnp.broadcast_to(p["w"], z.shape[:1] + (1,)))
+D = SimpleNamespace(apply=lambda p, x: p["v"] * x[..., 0])
+PAIR = SimpleNamespace(generator=G, discriminator=D, latent_dim=1)
+
+
+def loss(real_logits, fake_logits):
+  return -jnp.mean(fake_logits), jnp.mean(fake_logits) - jnp.mean(real_logits)
+
+
+SCHEME = optax.with_extra_args_support(
+  per_player(
+    min=optax.inject_hyperparams(optax.sgd)(learning_rate=0.1),
+    max=optax.inject_hyperparams(optax.sgd)(learning_rate=0.1),
+  )
+)
+
+
+def _individuals(w, v, lr=0.1):
+  """A pool/individuals of ``len(w)`` pairs with scheme states and learning rates."""
+  params = Players({"w": jnp.asarray(w, jnp.float32)}, {"v": jnp.asarray(v, jnp.float32)})
+  opt = jax.vmap(SCHEME.init)(params)
+  lrs = jnp.full(len(w), lr, jnp.float32)
+  return params, jax.vmap(set_learning_rates)(opt, lrs, lrs), Players(lrs, lrs)
+
+
+def _pool(w, v, valid_g=None, valid_d=None):
+  params, opt, lrs = _individuals(w, v)
+  ok = jnp.ones(len(w), bool)
+  valid = Players(
+    ok if valid_g is None else jnp.asarray(valid_g), ok if valid_d is None else jnp.asarray(valid_d)
+  )
+  return ph.Pool(params, opt, lrs, valid)
+
+
+def test_pool_flattens_members_and_marks_invalid():
+  # M = 2 members x P = 2: member-major order; member 1 is a duplicate (mask False);
+  # the cell's second generator is NaN.
+  params, opt, lrs = _individuals([1.0, np.nan, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
+  nb = jax.tree.map(lambda x: x.reshape((2, 2) + x.shape[1:]), (params, opt, lrs, lrs))
+  pool = ph.pool(nb, jnp.array([True, False]), 2)
+  np.testing.assert_array_equal(pool.params.max["v"], [1, 2, 3, 4])
+  assert pool.valid.min.tolist() == [True, False, False, False]
+  assert pool.valid.max.tolist() == [True, True, False, False]
+
+
+def test_fitness_by_hand():
+  # D(v, G(w)) = v * w; loss_min(g, d) = -v w; loss_max(d, g) = v w - v (real = 1).
+  pool = _pool([1.0, 2.0], [1.0, 3.0])
+  real, z = jnp.ones((2, 1)), jnp.zeros((2, 1))
+  fit, batch = ph.fitness(PAIR, loss, real, z, pool, "average")
+  np.testing.assert_allclose(fit.min, [-(1 + 3) / 2, -(2 + 6) / 2])
+  np.testing.assert_allclose(fit.max, [((1 - 1) + (2 - 1)) / 2, ((3 - 3) + (6 - 3)) / 2])
+  assert batch.fakes.shape == (2, 2, 1) and batch.d_real.shape == (2, 2)
+  # An invalid discriminator is no opponent and has fitness +inf; "worst" is the max loss.
+  pool = _pool([1.0, 2.0], [1.0, 3.0], valid_d=[True, False])
+  fit, _ = ph.fitness(PAIR, loss, real, z, pool, "worst")
+  np.testing.assert_allclose(fit.min, [-1.0, -2.0])
+  assert fit.max[1] == np.inf
+  # The trained individuals are scored on the same batch against the same pool.
+  trained = Players({"w": jnp.array([5.0])}, {"v": jnp.array([2.0])})
+  re = ph.rescore(PAIR, loss, batch, trained, _pool([1.0, 2.0], [1.0, 3.0]), "average")
+  np.testing.assert_allclose(re.min, [-(5 + 15) / 2])
+  np.testing.assert_allclose(re.max, [((2 - 2) + (4 - 2)) / 2])
+
+
+def _config(**kw):
+  base = dict(rows=1, cols=1, population_size=2, tournament_size=64, mutation_probability=1.0)
+  base.update(kw)
+  return co.CoevolutionConfig(**base)
+
+
+def _params(p=1.0, scale=0.0, min_lr=0.2, sigma=0.0):
+  return co.CoevolutionParams(p, scale, min_lr, sigma)
+
+
+def test_select_and_mutate_by_hand():
+  pool = _pool([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+  labels = player_labels(jax.tree.map(lambda x: x[0], pool.opt))
+  fit = Players(jnp.array([3.0, 1.0, 2.0]), jnp.array([0.5, 9.0, 9.0]))
+  usable = Players(jnp.array([True, True, True]), jnp.array([True, True, False]))
+  keys = tuple(jax.random.split(jax.random.key(0), 3))
+  # Large tournaments find the best usable individual; scale 0 with probability 1 clips
+  # every learning rate to min_learning_rate = 0.2 (from 0.1), in the scheme's state too.
+  sel, idx = ph.select_and_mutate(keys, fit, usable, pool, labels, _config(), _params())
+  assert idx.min.tolist() == [1, 1] and idx.max.tolist() == [0, 0]
+  np.testing.assert_array_equal(sel.params.min["w"], [2.0, 2.0])
+  np.testing.assert_array_equal(sel.params.max["v"], [4.0, 4.0])
+  np.testing.assert_allclose(sel.learning_rates.min, [0.2, 0.2])
+  np.testing.assert_allclose(sel.opt.min.hyperparams["learning_rate"], [0.2, 0.2])
+  np.testing.assert_allclose(sel.opt.max.hyperparams["learning_rate"], [0.2, 0.2])
+  # Probability 0: learning rates untouched; no selection: the cell's own, in place.
+  sel, idx = ph.select_and_mutate(
+    keys, fit, usable, pool, labels, _config(selection=False), _params(p=0.0)
+  )
+  assert idx.min.tolist() == [0, 1] and idx.max.tolist() == [0, 1]
+  np.testing.assert_allclose(sel.learning_rates.max, [0.1, 0.1])
+
+  # A swapped-in selection is used for both sides.
+  def last(key, fitness, usable, n, config, individuals):
+    assert individuals["w" if "w" in individuals else "v"].shape == (3,)
+    return jnp.full(n, fitness.shape[0] - 1)
+
+  _, idx = ph.select_and_mutate(keys, fit, usable, pool, labels, _config(), _params(), last)
+  assert idx.min.tolist() == [2, 2] and idx.max.tolist() == [2, 2]
+
+
+def test_replace_by_hand():
+  params, opt, lrs = _individuals([1.0, 2.0], [1.0, 2.0])
+  local = ph.Individuals(params, opt, lrs, Players(jnp.array([1.0, 5.0]), jnp.array([2.0, 1.0])))
+  params, opt, lrs = _individuals([10.0, 20.0], [10.0, 20.0], lr=0.3)
+  trained = ph.Individuals(params, opt, lrs, Players(jnp.array([4.0, 0.5]), jnp.array([3.0, 3.0])))
+  labels = player_labels(jax.tree.map(lambda x: x[0], opt))
+  # Generators: the worst local (5.0, slot 1) <- the best trained (0.5, index 1).
+  # Discriminators: the worst local (2.0) vs the best trained (3.0): kept.
+  new, src = ph.replace(local, trained, 1, True, labels)
+  assert src.min.tolist() == [-1, 1] and src.max.tolist() == [-1, -1]
+  np.testing.assert_array_equal(new.params.min["w"], [1.0, 20.0])
+  np.testing.assert_array_equal(new.params.max["v"], [1.0, 2.0])
+  np.testing.assert_allclose(new.learning_rates.min, [0.1, 0.3])
+  np.testing.assert_allclose(new.fitness.min, [1.0, 0.5])
+  np.testing.assert_allclose(new.opt.min.hyperparams["learning_rate"], [0.1, 0.3])
+  np.testing.assert_allclose(new.opt.max.hyperparams["learning_rate"], [0.1, 0.1])
+  # Without selection every trained individual is kept.
+  new, src = ph.replace(local, trained, 1, False, labels)
+  assert src.min.tolist() == [0, 1]
+  np.testing.assert_array_equal(new.params.max["v"], [10.0, 20.0])
+
+
+def test_mixture_members_and_es():
+  # M = 3 members x P = 2; member 2 is not distinct, member 1's generators both diverged.
+  pool = _pool([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.0] * 6)
+  fit_g = jnp.array([0.0, 0.0, np.inf, np.inf, 2.0, 1.0])
+  gens, usable = ph.mixture_members(pool, fit_g, {"w": jnp.array(9.0)}, jnp.array([1, 1, 0], bool))
+  np.testing.assert_array_equal(gens["w"], [9.0, 3.0, 6.0])  # own best first; best per member
+  assert usable.tolist() == [True, False, False]
+
+  seen = []
+
+  def score(samples, w):
+    seen.append(samples)
+    return jnp.sum(w * jnp.mean(samples, axis=(1, 2)))
+
+  usable = jnp.array([True, True, False])
+  keys = tuple(jax.random.split(jax.random.key(0), 2))
+  w, s, accepted = ph.mixture_es(
+    keys, G, score, gens, usable, jnp.array([0.5, 0.5, 0.0]), 0.0, 4, 1
+  )
+  # Unusable members' samples are zeros; sigma 0 proposes the same weights: not accepted.
+  np.testing.assert_array_equal(seen[0][:, 0, 0], [9.0, 3.0, 0.0])
+  np.testing.assert_allclose(w, [0.5, 0.5, 0.0])
+  np.testing.assert_allclose(s, 6.0)
+  assert not accepted
+  # A large step lands on a better weighting (more weight on the 3.0 generator).
+  w, s, accepted = ph.mixture_es(
+    keys, G, score, gens, usable, jnp.array([0.5, 0.5, 0.0]), 10.0, 4, 1
+  )
+  assert (not accepted and s == 6.0) or (accepted and s < 6.0 and w[1] > 0.5)
+
+
+def test_diverged_and_repair_by_hand():
+  # M = 3 members x P = 1; the cell's own generator arrived NaN.
+  pool = _pool([np.nan, 2.0, 3.0], [1.0, 2.0, 3.0], valid_g=[False, True, True])
+  params, opt, lrs = _individuals([7.0], [7.0])
+  new = ph.Individuals(params, opt, lrs, Players(jnp.array([0.0]), jnp.array([0.0])))
+  assert ph.diverged(pool, 1, new, jnp.asarray(True))
+  healthy = _pool([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
+  assert not ph.diverged(healthy, 1, new, jnp.asarray(True))
+  assert ph.diverged(healthy, 1, new, jnp.asarray(False))  # e.g. a non-finite loss
+  bad = new._replace(params=Players({"w": jnp.array([np.inf])}, new.params.max))
+  assert ph.diverged(healthy, 1, bad, jnp.asarray(True))
+
+  fresh_params, fresh_opt, fresh_lr = _individuals([-1.0], [-1.0])
+  inf = jnp.full(1, np.inf)
+  fresh = ph.Individuals(fresh_params, fresh_opt, fresh_lr, Players(inf, inf))
+  # The donor is the member (other than the cell) with the lowest generator fitness: 2.
+  fitness = Players(jnp.array([0.0, 5.0, 4.0]), jnp.array([1.0, 2.0, 3.0]))
+  out = ph.repair(jnp.asarray(True), new, pool, fitness, fresh, 3)
+  assert out.params.min["w"].tolist() == [3.0] and out.fitness.max.tolist() == [3.0]
+  out = ph.repair(jnp.asarray(False), new, pool, fitness, fresh, 3)
+  assert out.params.min["w"].tolist() == [7.0]
+  # No finite neighbour: fresh networks.
+  fitness = Players(jnp.array([0.0, np.inf, np.inf]), jnp.array([1.0, 2.0, 3.0]))
+  out = ph.repair(jnp.asarray(True), new, pool, fitness, fresh, 3)
+  assert out.params.min["w"].tolist() == [-1.0] and out.fitness.min.tolist() == [np.inf]
+
+
+@pytest.mark.parametrize("d_every", [1, 2])
+def test_train_one_sgd_step_by_hand(d_every):
+  # P = 1 plays itself. loss_min = -v w: dw = -v; loss_max = v w - v r: dv = w - r.
+  config = co.CoevolutionConfig(
+    rows=1, cols=1, batch_size=3, steps_per_generation=2, d_every=d_every
+  )
+  params, opt, _ = _individuals([2.0], [3.0])
+  r = 0.5
+  spec = CellSpec(
+    config,
+    PAIR,
+    SCHEME,
+    player_labels(jax.tree.map(lambda x: x[0], opt)),
+    lambda data, key, n: jnp.full((n, 1), r),
+    None,
+    (loss,),
+    None,
+  )
+  pools = (jnp.ones(5, bool), jnp.ones(5, bool))
+  nbrs = jax.tree.map(lambda x: jnp.zeros((4,) + x.shape[1:]), params)
+  (p, _), g_losses, d_losses = train(
+    spec, loss, jax.random.key(0), None, params, opt, pools, (nbrs.min, nbrs.max), False
+  )
+  w, v, lr = 2.0, 3.0, 0.1
+  want_g, want_d = [], []
+  for i in range(2):
+    d_step = (i + 1) % d_every == 0
+    want_g.append(-v * w)
+    if d_step:
+      want_d.append(v * w - v * r)
+    w, v = w + lr * v, (v - lr * (w - r)) if d_step else v
+  np.testing.assert_allclose(g_losses[:, 0], want_g, rtol=1e-6)
+  np.testing.assert_allclose(d_losses[:, 0], want_d, rtol=1e-6)
+  np.testing.assert_allclose(p.min["w"], [w], rtol=1e-6)
+  np.testing.assert_allclose(p.max["v"], [v], rtol=1e-6)
+
+
+def test_phases_are_swappable():
+  calls = []
+
+  def first(key, fitness, usable, n, config, individuals):
+    calls.append(n)
+    return jnp.zeros(n, jnp.int32)
+
+  phases = co.Phases(selection=first)
+  assert phases.selection is first and phases.fitness is ph.fitness
+  pair = SimpleNamespace(
+    generator=SimpleNamespace(init=lambda k: {"w": jnp.zeros(())}, apply=G.apply),
+    discriminator=SimpleNamespace(init=lambda k: {"v": jnp.ones(())}, apply=D.apply),
+    latent_dim=1,
+  )
+  coev = co.Coevolution(
+    co.CoevolutionConfig(
+      rows=1, cols=2, batch_size=2, steps_per_generation=1, fitness_samples=2, mixture_samples=2
+    ),
+    pair,
+    sample_real=lambda d, k, n: jnp.ones((n, 1)),
+    score_fn=lambda d, s, w: jnp.sum(w * jnp.mean(s, axis=(1, 2))),
+    scheme=SCHEME,
+    phases=phases,
+  )
+  state = coev.init(jax.random.key(0))
+  jax.eval_shape(coev.step, jax.random.key(1), state, None)
+  assert calls == [1, 1]  # traced once per side (cells under lax.map)
