@@ -19,7 +19,9 @@ import pytest
 
 from minmaxlab import coevolution as co
 from minmaxlab import distributed
-from tests._coevolution_case import PAIR, coevolution, run
+from tests._coevolution_case import PAIR, RING, coevolution, run
+
+RING_DATA = RING
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIRUN = Path(sys.executable).parent / "mpirun"
@@ -120,9 +122,42 @@ def test_bad_blocks_raise_before_work():
       score_fn=None,
       exchange=distributed.MeshExchange(mesh, 4, 4),
     )
+  # The backend factory: one check of the grid against the devices, before any work.
+  cfg = co.CoevolutionConfig(rows=3, cols=4, cell_strategy="auto")
+  n = len(jax.devices())  # the factory's mesh spans every device
+  with pytest.raises(ValueError, match=f"3x4 grid cannot be split into {n}x1 device blocks"):
+    distributed.make_backend(cfg, "mesh", mesh_exchange="roll")
+  with pytest.raises(ValueError, match=f"3x4 grid cannot be split into {n}x1 blocks"):
+    distributed.make_backend(cfg, "mesh")
+  with pytest.raises(ValueError, match="mesh_exchange must be one of"):
+    distributed.make_backend(cfg, "mesh", mesh_exchange="halo")
+  with pytest.raises(ValueError, match="backend must be one of"):
+    distributed.make_backend(cfg, "gpu")
   for bad in ("localhost", "h:1/2", "h:x/2/0", "h:1/2/2"):
     with pytest.raises(ValueError, match="distributed"):
       distributed.initialize(bad)
+
+
+def test_backend_factory_builds_each_placement():
+  n = len(jax.devices())  # the factory's mesh spans every device
+  cfg = co.CoevolutionConfig(rows=n, cols=2, cell_strategy="auto")
+  single = distributed.make_backend(cfg)
+  assert (single.name, single.exchange, single.writer, single.processes) == (
+    "single",
+    None,
+    True,
+    1,
+  )
+  assert single.config is cfg and single.mesh is None and single.put_data(RING_DATA) is RING_DATA
+  shard = distributed.make_backend(cfg, "mesh", mesh_shape=(n, 1))
+  assert isinstance(shard.exchange, distributed.MeshExchange) and shard.exchange.blocks == (n, 1)
+  assert shard.config.cell_strategy == "auto"  # each device maps or vmaps its own cells
+  roll = distributed.make_backend(cfg, "mesh", mesh_shape=(n, 1), mesh_exchange="roll")
+  assert roll.exchange is None and roll.config.cell_strategy == "vmap"  # XLA-derived halos
+  whole = {"x": np.arange(2.0 * n).reshape(n, 2), "s": np.float32(1.0)}
+  placed = roll.from_host(whole)
+  assert len(placed["x"].sharding.device_set) == n
+  jax.tree.map(np.testing.assert_array_equal, roll.to_host(placed), whole)
 
 
 # ----------------------------------------------------------------- device mesh

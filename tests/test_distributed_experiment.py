@@ -53,7 +53,7 @@ def _config(**overrides):
 def _state(workdir, step):
   """The whole-grid state of checkpoint ``step`` (host arrays)."""
   ck = runner.CheckpointManager(Path(workdir) / "checkpoints")
-  progs = train._programs(train.program_key(_config()))
+  progs = train.programs(_config())
   target = {"state": progs.init(jax.random.key(0)), "key": np.zeros(2, np.uint32)}
   tree, _ = ck.restore(jax.eval_shape(lambda: target), step)
   return tree["state"]

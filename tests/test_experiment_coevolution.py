@@ -1,6 +1,6 @@
 """experiments/coevolution end to end on the ``smoke`` config (one compiled generation step).
 
-Every test here reuses the smoke config's programs (``train._programs`` caches them per
+Every test here reuses the smoke config's programs (``train.programs`` caches them per
 config in the process), so the XLA compile of the generation step happens once.
 """
 
@@ -35,7 +35,7 @@ def _config(**overrides):
 
 def _restore(workdir, step=None):
   ck = runner.CheckpointManager(Path(workdir) / "checkpoints")
-  progs = train._programs(train.program_key(_config()))
+  progs = train.programs(_config())
   state = progs.init(jax.random.key(0))
   target = {"state": state, "key": np.zeros(2, np.uint32)}
   tree, meta = ck.restore(jax.eval_shape(lambda: target), step)

@@ -293,7 +293,7 @@ def test_readme_load_run_example_samples_the_best_mixture(tmp_path, monkeypatch)
   config = smoke.get_config()
   config.progress = False
   workdir = tmp_path / "runs" / "coevolution_ring8"
-  progs = train._programs(train.program_key(config))
+  progs = train.programs(config)
   state = progs.init(train.keys(config)[0])
   run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
   runner.CheckpointManager(workdir / "checkpoints").save(

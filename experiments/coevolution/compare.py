@@ -57,7 +57,7 @@ def final_samples(config, workdir):
   from experiments.coevolution import train
   from minmaxlab import runner
 
-  progs = train._programs(train.program_key(config))
+  progs = train.programs(config)
   ckpt = runner.CheckpointManager(Path(workdir) / "checkpoints")
   state = progs.init(train.keys(config)[0])
   run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
@@ -131,7 +131,7 @@ def picture(config, workdir, row, single_config, single_dir, single_row, png) ->
   ]
   mix, pooled = final_samples(config, workdir)
   lone, _ = final_samples(single_config, single_dir)
-  exp = train._programs(train.program_key(config)).exp
+  exp = train.programs(config).exp
   modes = None if exp.mixture is None else np.asarray(exp.mixture.modes)
   if modes is not None:
     n = len(lone)

@@ -9,56 +9,41 @@ exactly.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import json
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 
-from experiments import _classifier_cache
 from experiments.coevolution import plots
-from minmaxlab import coevolution as co
+from experiments.coevolution.experiment import (  # noqa: F401  (the experiment's API, here too)
+  MIXTURES,
+  Experiment,
+  ImageData,
+  Programs,
+  _whole_grid_shapes,
+  build,
+  checkpoint_target,
+  coevolution_config,
+  is_writer,
+  keys,
+  make_backend,
+  modes,
+  programs,
+  sample_best_mixture,
+)
 from minmaxlab import runner
-from minmaxlab.gan import data, metrics, models
+from minmaxlab.gan import metrics
 
-MIXTURES = ("ring8", "grid25")
 # Per-cell metrics of ``Coevolution.step`` summarised in the rows (mean over cells).
 CELL_METRICS = ("g_loss", "d_loss", "g_fitness", "d_fitness", "lr_g", "lr_d", "mixture_score")
 # ... and counted over cells.
 CELL_COUNTS = ("mixture_accepted", "replaced_g", "replaced_d", "diverged")
-
-
-class ImageData(NamedTuple):
-  """What the jitted step sees of an image data set: the training images and
-  the evaluation classifier (its parameters and the real feature statistics,
-  for the in-step mixture FID)."""
-
-  images: jax.Array
-  classifier_params: Any
-  real_mean: jax.Array
-  real_cov: jax.Array
-
-
-class Experiment(NamedTuple):
-  coev: co.Coevolution
-  data: Any  # data.Mixture or ImageData: the step's ``data`` argument
-  mixture: Any  # data.Mixture or None
-  image_evaluator: Any  # metrics.ImageEvaluator or None
-  classifier: Any  # metrics.EvalClassifier or None
-
-
-def coevolution_config(config) -> co.CoevolutionConfig:
-  """The library's :class:`~minmaxlab.coevolution.CoevolutionConfig` of an experiment config."""
-  names = [f.name for f in co.CoevolutionConfig.__dataclass_fields__.values()]
-  return co.CoevolutionConfig(**{n: config[n] for n in names if n in config})
 
 
 def check_config(config) -> None:
@@ -69,219 +54,6 @@ def check_config(config) -> None:
   if config.plot_every < 0:
     raise ValueError(f"config.plot_every must be >= 0, got {config.plot_every}")
   coevolution_config(config)  # validates the grid fields
-
-
-def build(config, exchange=None) -> Experiment:
-  """Data, models, score and the :class:`~minmaxlab.coevolution.Coevolution` of ``config``
-  (stepping the cells that ``exchange`` gives this program; default the whole grid)."""
-  cfg = coevolution_config(config)
-  if config.get("backend") == "mesh" and exchange is None and cfg.cell_strategy == "auto":
-    cfg = dataclasses.replace(cfg, cell_strategy="vmap")  # XLA-derived halos need vmap
-  latent = config.latent_dim or None
-  scheme = co.default_scheme(
-    config.learning_rate,
-    lookahead=config.lookahead,
-    sync_period=config.sync_period,
-    slow_step_size=config.slow_step_size,
-    b1=config.b1,
-    b2=config.b2,
-  )
-  if config.dataset in MIXTURES:
-    # config.dataset_kwargs: e.g. the ring's radius and std (Lipizzaner's 2-D branch: 0.8, 0.025).
-    mixture = getattr(data, config.dataset)(**dict(config.get("dataset_kwargs", None) or {}))
-    pair = models.make_pair(config.architecture, (2,), latent, hidden=tuple(config.hidden))
-    coev = co.Coevolution(
-      cfg,
-      pair,
-      sample_real=lambda d, k, n: d.sample(k, n),
-      score_fn=metrics.mode_tvd_score,
-      scheme=scheme,
-      exchange=exchange,
-    )
-    return Experiment(coev, mixture, mixture, None, None)
-  dataset = data.load(config.dataset, "train", data_dir=config.data_dir or None)
-  evaluator, clf = _classifier_cache.classifier_evaluator(
-    config.dataset,
-    cache_dir=config.classifier.cache_dir or None,
-    data_dir=config.data_dir or None,
-    steps=config.classifier.steps,
-  )
-  image_data = ImageData(
-    jnp.asarray(dataset.images),
-    clf.params,
-    jnp.asarray(evaluator.real_mu, jnp.float32),
-    jnp.asarray(evaluator.real_cov, jnp.float32),
-  )
-  shape = tuple(int(s) for s in dataset.images.shape[1:])
-  kw = {"hidden": tuple(config.hidden)} if config.architecture == "mlp" else {}
-  pair = models.make_pair(config.architecture, shape, latent, **kw)
-  net = clf.net
-  coev = co.Coevolution(
-    cfg,
-    pair,
-    sample_real=lambda d, k, n: data.sample_batch(k, d.images, n),
-    score_fn=metrics.fid_score(lambda d, x: net.apply(d.classifier_params, x)[0]),
-    scheme=scheme,
-    exchange=exchange,
-  )
-  return Experiment(coev, image_data, None, evaluator, clf)
-
-
-def keys(config) -> tuple[jax.Array, jax.Array, jax.Array]:
-  """``(init_key, generation_key, eval_key)`` of ``config.seed``."""
-  init_key, generation_key, eval_key = jax.random.split(jax.random.key(config.seed), 3)
-  return init_key, generation_key, eval_key
-
-
-class Backend(NamedTuple):
-  """Where the grid runs. The step's state is whole (``single``), sharded over a
-  device mesh (``mesh``, possibly across processes) or this rank's block
-  (``mpi``); checkpoints, metrics and pictures always see the whole grid."""
-
-  name: str
-  exchange: Any  # passed to Coevolution (None: the whole grid)
-  writer: bool  # this process writes files (logs, pictures, checkpoints)
-  to_host: Callable  # step-side tree -> whole-grid tree (collective: every process calls)
-  from_host: Callable  # whole-grid tree -> step-side tree
-  barrier: Callable[[], None]
-  mesh: Any = None
-
-
-def _replicated_callback(x, sharding):
-  x = np.asarray(x)
-  return jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
-
-
-def make_backend(config) -> Backend:
-  """The :class:`Backend` of ``config.backend``; raises ``ValueError`` (before any
-  work) when the grid cannot be split over the devices or ranks."""
-  rows, cols = config.rows, config.cols
-  name = config.get("backend", "single")
-  if name == "single":
-    # The state is already whole and readable here: no round trip through the host.
-    return Backend(
-      name, None, True, lambda t: t, lambda t: jax.tree.map(jnp.asarray, t), lambda: None
-    )
-  if name == "mesh":
-    from jax.experimental import multihost_utils
-
-    from minmaxlab import distributed
-
-    mesh = distributed.grid_mesh(tuple(config.mesh_shape) or None)
-    distributed.check_grid_fits(rows, cols, mesh)
-    if config.mesh_exchange not in ("shard_map", "roll"):
-      raise ValueError(
-        f"config.mesh_exchange must be 'shard_map' or 'roll', got {config.mesh_exchange!r}"
-      )
-    exchange = (
-      distributed.MeshExchange(mesh, rows, cols) if config.mesh_exchange == "shard_map" else None
-    )
-    multi = jax.process_count() > 1
-
-    def to_host(t):
-      if multi:
-        return jax.tree.map(np.asarray, multihost_utils.process_allgather(t, tiled=True))
-      return jax.device_get(t)
-
-    def from_host(t):
-      shardings = distributed.grid_shardings(t, mesh, rows, cols)
-      return jax.tree.map(_replicated_callback, t, shardings)
-
-    def barrier():
-      if multi:
-        multihost_utils.sync_global_devices("minmaxlab.coevolution")
-
-    return Backend(name, exchange, jax.process_index() == 0, to_host, from_host, barrier, mesh)
-  if name == "mpi":
-    from minmaxlab import distributed
-
-    exchange = distributed.MPIExchange(rows, cols, blocks=tuple(config.mpi_blocks) or None)
-    return Backend(
-      name,
-      exchange,
-      exchange.rank == 0,
-      lambda t: exchange.gather_blocks(jax.device_get(t)),
-      lambda t: jax.tree.map(jnp.asarray, exchange.local(t)),
-      exchange.comm.Barrier,
-    )
-  raise ValueError(f"config.backend must be 'single', 'mesh' or 'mpi', got {name!r}")
-
-
-class Programs(NamedTuple):
-  exp: Experiment
-  init: Callable  # (key) -> CoevolutionState, jitted (this program's cells, placed)
-  step: Callable  # (key, state, data) -> (state, metrics), jitted
-  cell_samples: Callable  # (key, state) -> [rows, cols, n, ...], jitted
-  cell_metrics: Callable | None  # samples [rows, cols, n, 2] -> dict of [rows, cols] (mixtures)
-  mixture_samples: Callable  # (key, generators, weights) -> [num_eval_samples, ...], jitted
-  backend: Backend
-
-
-# Fields that change the loop but not the compiled programs.
-_LOOP_ONLY = (
-  "seed",
-  "generations",
-  "eval_every",
-  "plot_every",
-  "checkpoint_every",
-  "keep_checkpoints",
-  "tensorboard",
-  "progress",
-)
-
-
-def program_key(config) -> str:
-  return runner.program_key(config, _LOOP_ONLY)
-
-
-@functools.lru_cache(maxsize=2)
-def _programs(config_json: str) -> Programs:
-  """Build and jit everything once per config in a process (tests resume in-process)."""
-  config = ml_collections.ConfigDict(json.loads(config_json))
-  backend = make_backend(config)
-  exp = build(config, backend.exchange)
-  coev, pair = exp.coev, exp.coev.pair
-  init, step = jax.jit(coev.init), jax.jit(coev.step)
-  if backend.mesh is not None:
-    from jax.sharding import NamedSharding
-    from jax.sharding import PartitionSpec as P
-
-    from minmaxlab import distributed
-
-    abstract = jax.eval_shape(coev.init, jax.random.key(0))
-    shardings = distributed.grid_shardings(
-      abstract, backend.mesh, coev.config.rows, coev.config.cols
-    )
-    init = jax.jit(coev.init, out_shardings=shardings)
-    step = distributed.sharded_step(coev, backend.mesh, abstract)
-    replicated = NamedSharding(backend.mesh, P())
-    exp = exp._replace(data=jax.tree.map(lambda x: _replicated_callback(x, replicated), exp.data))
-
-  def cell_samples(key, state):
-    # Each cell's best local generator (by stored fitness), all on the same latents.
-    best = jax.vmap(jax.vmap(jnp.argmin))(state.fitness.min)
-    pick = lambda x: jax.vmap(jax.vmap(lambda p, i: p[i]))(x, best)  # noqa: E731
-    gens = jax.tree.map(pick, state.params.min)
-    z = jax.random.normal(key, (config.cell_samples, pair.latent_dim))
-    return jax.vmap(jax.vmap(pair.generator.apply, (0, None)), (0, None))(gens, z)
-
-  cell_metrics = None
-  if exp.mixture is not None:
-    mixture = exp.mixture
-    one = lambda s: metrics.mixture_metrics(s, mixture)  # noqa: E731
-    cell_metrics = jax.jit(jax.vmap(jax.vmap(one)))
-
-  n_eval = config.num_eval_samples
-  mixture_samples = jax.jit(lambda k, g, w: coev.sample_mixture(k, g, w, n_eval))
-  return Programs(
-    exp,
-    init,
-    step,
-    jax.jit(cell_samples),
-    cell_metrics,
-    mixture_samples,
-    backend,
-  )
 
 
 class AllCellsDiverged(RuntimeError):
@@ -399,7 +171,7 @@ def train(
     return done  # a finished run: report it, change nothing
   workdir.mkdir(parents=True, exist_ok=True)
   t_build = time.perf_counter()
-  progs = _programs(program_key(config))
+  progs = programs(config)
   exp, coev, backend = progs.exp, progs.exp.coev, progs.backend
   rows, cols = coev.config.rows, coev.config.cols
   run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
@@ -441,7 +213,7 @@ def train(
     "grid": [rows, cols],
     "cell_strategy": coev.cell_strategy,
     "backend": backend.name,
-    "processes": _process_count(backend),
+    "processes": backend.processes,
   }
   if exp.classifier is not None:
     summary["classifier_test_accuracy"] = exp.classifier.test_accuracy
@@ -572,53 +344,6 @@ def train(
   return row
 
 
-def checkpoint_target(config) -> dict:
-  """The abstract pytree of this trainer's checkpoints (for :func:`minmaxlab.runner.load_run`):
-  ``{"state": the whole grid's CoevolutionState, "key": the run key}``; nothing compiles."""
-  coev = _programs(program_key(config)).exp.coev
-  state = jax.eval_shape(coev.init, jax.random.key(0))
-  run_key = jax.ShapeDtypeStruct(jax.random.key_data(jax.random.key(0)).shape, np.uint32)
-  return {"state": _whole_grid_shapes(state, coev), "key": run_key}
-
-
-def sample_best_mixture(run, n: int | None = None, seed: int = 0) -> np.ndarray:
-  """``n`` samples (default ``config.num_eval_samples``) of the best cell's generator
-  mixture in a run opened by :func:`minmaxlab.runner.load_run`."""
-  progs = _programs(program_key(run.config))
-  coev = progs.exp.coev
-  state = jax.tree.map(jnp.asarray, run.state["state"])
-  gens, weights = coev.mixture(state)
-  n = int(run.config.num_eval_samples if n is None else n)
-  sample = jax.jit(coev.sample_mixture, static_argnums=3)
-  return np.asarray(sample(jax.random.key(seed), gens, weights, n))
-
-
-def modes(config) -> np.ndarray | None:
-  """The mixture's modes of a 2-D data set (``None`` for images), for pictures."""
-  mixture = _programs(program_key(config)).exp.mixture
-  return None if mixture is None else np.asarray(mixture.modes)
-
-
-def _whole_grid_shapes(state, coev: co.Coevolution):
-  """Shapes and dtypes of the whole grid's state (this program may hold a block)."""
-  block = tuple(coev.exchange.block_shape)
-  whole = (coev.config.rows, coev.config.cols)
-
-  def one(x):
-    shape = tuple(x.shape)
-    if len(shape) >= 2 and shape[:2] == block:
-      shape = whole + shape[2:]
-    return jax.ShapeDtypeStruct(shape, x.dtype)
-
-  return jax.tree.map(one, state)
-
-
-def _process_count(backend: Backend) -> int:
-  if backend.name == "mpi":
-    return backend.exchange.size
-  return jax.process_count()
-
-
 def report(row: dict, summary_path) -> str:
   """The final lines printed after a run: the best mixture's quality."""
   s = json.loads(Path(summary_path).read_text())
@@ -651,8 +376,3 @@ def report(row: dict, summary_path) -> str:
       f"IS {row['mixture/inception_score']:.2f}"
     )
   return "\n".join(lines)
-
-
-def is_writer(config) -> bool:
-  """Whether this process wrote the run's files (rank / process 0)."""
-  return _programs(program_key(config)).backend.writer

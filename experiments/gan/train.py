@@ -8,7 +8,6 @@ from a checkpoint therefore reproduces the uninterrupted run exactly.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Callable
@@ -17,7 +16,6 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 import numpy as np
 import optax
 
@@ -216,21 +214,14 @@ _LOOP_ONLY = (
 )
 
 
-def _program_key(config) -> str:
-  return runner.program_key(config, _LOOP_ONLY)
-
-
-@functools.lru_cache(maxsize=2)
-def _programs(config_json: str):
+@runner.program_cache(loop_only=_LOOP_ONLY)
+def _programs(config):
   """Build and jit everything once per config in a process (tests resume in-process)."""
-  config = ml_collections.ConfigDict(json.loads(config_json))
   exp = build(config)
   return exp, make_init(exp, config), make_chunk(exp, config), Evaluator(exp, config)
 
 
-def all_finite(tree) -> jax.Array:
-  """Whether every leaf of ``tree`` is finite everywhere (a traced boolean)."""
-  return jnp.all(jnp.array([jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]))
+all_finite = minmaxlab.transforms.tree_all_finite  # the one finite check (a traced boolean)
 
 
 def make_chunk(exp: Experiment, config) -> Callable:
@@ -354,7 +345,7 @@ def train(
   if resume and (done := runner.finished_run(workdir, config.num_steps)) is not None:
     return done  # a finished run: report it, change nothing
   workdir.mkdir(parents=True, exist_ok=True)
-  exp, init, chunk, evaluator = _programs(_program_key(config))
+  exp, init, chunk, evaluator = _programs(config)
   ckpt = runner.CheckpointManager(workdir / "checkpoints", max_to_keep=config.keep_checkpoints)
   state = init()
   start = 0

@@ -28,11 +28,10 @@ import numpy as np
 import optax
 
 import minmaxlab
-from minmaxlab import pbt
+from minmaxlab import pbt, runner
 from minmaxlab.gan import data, losses, metrics, models
 
 TARGETS = {"lr_min": ("min", "learning_rate"), "lr_max": ("max", "learning_rate")}
-_PROGRAMS: dict[str, Any] = {}  # per process: compiled once, reused by every trial
 
 
 def make_task(config):
@@ -161,6 +160,10 @@ def _build(cfg: dict):
   return init, chunk, evaluate
 
 
+# Per process: compiled once per run-defining config, reused by every trial.
+_programs = runner.program_cache(_build, maxsize=None)
+
+
 class RingGANTask:
   """``init(trial)`` and ``train(hparams, state, trial)`` for :class:`minmaxlab.pbt.Controller`."""
 
@@ -197,10 +200,7 @@ class RingGANTask:
     }
 
   def _programs(self):
-    key = json.dumps(self.cfg, sort_keys=True)
-    if key not in _PROGRAMS:
-      _PROGRAMS[key] = _build(self.cfg)
-    return _PROGRAMS[key]
+    return _programs(self.cfg)
 
   def init(self, trial: pbt.Trial):
     init, _, _ = self._programs()

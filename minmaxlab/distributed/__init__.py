@@ -1,4 +1,8 @@
-"""minmaxlab.distributed: the coevolution grid on a device mesh.
+"""minmaxlab.distributed: the coevolution grid on a device mesh or MPI ranks.
+
+:func:`make_backend` is the one factory from a ``CoevolutionConfig``: it checks
+the grid against the devices or ranks and returns a :class:`Backend` (the
+exchange, the jitted ``init``/``step`` for its placement, host transfers).
 
 :func:`grid_mesh`, :func:`shard_grid` and :func:`sharded_step` run the same
 jitted generation with the grid's cell axes split across devices (fake CPU
@@ -9,17 +13,23 @@ MPI ranks (``mpi4jax``). The algorithm is the same code on every backend and
 the results equal the single-device run.
 """
 
-from minmaxlab.distributed._exchange import MeshExchange, MPIExchange, mpi_blocks
+from minmaxlab.distributed._backend import Backend, make_backend
+from minmaxlab.distributed._blocks import BlockExchange
 from minmaxlab.distributed._init import initialize
 from minmaxlab.distributed._mesh import (
+  MeshExchange,
   check_grid_fits,
   grid_mesh,
   grid_shardings,
   shard_grid,
   sharded_step,
 )
+from minmaxlab.distributed._mpi import MPIExchange, mpi_blocks
 
 __all__ = [
+  "Backend",
+  "BlockExchange",
+  "make_backend",
   "MPIExchange",
   "MeshExchange",
   "check_grid_fits",

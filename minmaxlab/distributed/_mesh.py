@@ -9,6 +9,8 @@ import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from minmaxlab.distributed._blocks import BlockExchange, check_blocks
+
 GRID_AXES = ("rows", "cols")
 
 
@@ -26,12 +28,7 @@ def grid_mesh(shape: tuple[int, int] | None = None, devices=None) -> Mesh:
 
 def check_grid_fits(rows: int, cols: int, mesh: Mesh) -> None:
   """Raise ``ValueError`` unless the mesh's axes divide the grid's."""
-  mr, mc = mesh.shape["rows"], mesh.shape["cols"]
-  if rows % mr or cols % mc:
-    raise ValueError(
-      f"a {rows}x{cols} grid cannot be split into {mr}x{mc} device blocks:"
-      f" rows must be a multiple of {mr} and cols of {mc}"
-    )
+  check_blocks(rows, cols, (mesh.shape["rows"], mesh.shape["cols"]), "device blocks")
 
 
 def grid_shardings(tree: Any, mesh: Mesh, rows: int, cols: int) -> Any:
@@ -51,6 +48,42 @@ def shard_grid(tree: Any, mesh: Mesh, rows: int, cols: int) -> Any:
   """Place a grid pytree (e.g. a ``CoevolutionState``) on the mesh."""
   check_grid_fits(rows, cols, mesh)
   return jax.device_put(tree, grid_shardings(tree, mesh, rows, cols))
+
+
+class MeshExchange(BlockExchange):
+  """Each device of a ``("rows", "cols")`` mesh holds one block of the grid
+  inside ``jax.shard_map``; halos travel by ``lax.ppermute`` between
+  neighbouring devices, reductions are ``lax.pmin`` / ``lax.psum``.
+
+  Use with :func:`sharded_step`. Every device runs the same per-cell code as
+  one device does, so with the same ``cell_strategy`` the numbers are the
+  single-device numbers bit for bit.
+
+  Args:
+    mesh: from :func:`grid_mesh`.
+    rows, cols: the grid (each a multiple of the mesh's axis).
+  """
+
+  def __init__(self, mesh: Mesh, rows: int, cols: int):
+    super().__init__(rows, cols, (mesh.shape["rows"], mesh.shape["cols"]))
+    self.mesh = mesh
+
+  def block_start(self):
+    lr, lc = self.block_shape
+    return jax.lax.axis_index("rows") * lr, jax.lax.axis_index("cols") * lc
+
+  def _from_neighbour(self, edge, axis, direction):
+    n = self.blocks[axis]
+    # Receiving from the previous block means every block sends to the next one.
+    perm = [(i, (i - direction) % n) for i in range(n)]
+    return jax.lax.ppermute(edge, GRID_AXES[axis], perm)
+
+  def reduce(self, x, op):
+    if op == "min":
+      return jax.lax.pmin(x, GRID_AXES)
+    if op == "sum":
+      return jax.lax.psum(x, GRID_AXES)
+    raise ValueError(f"op must be 'min' or 'sum', got {op!r}")
 
 
 def sharded_step(coevolution, mesh: Mesh, state_example: Any):
@@ -77,10 +110,7 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any):
     ``step(key, state, data) -> (state, metrics)``, jitted once, keeping the
     state's sharding from generation to generation.
   """
-  from minmaxlab.distributed._exchange import MeshExchange
-
   c = coevolution.config
-  check_grid_fits(c.rows, c.cols, mesh)
   state_sharding = grid_shardings(state_example, mesh, c.rows, c.cols)
   replicated = NamedSharding(mesh, P())
   if isinstance(coevolution.exchange, MeshExchange):
@@ -116,6 +146,7 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any):
       return compiled[tree](key, state, data)
 
     return step
+  check_grid_fits(c.rows, c.cols, mesh)  # no exchange checked it
   if coevolution.cell_strategy != "vmap":
     raise ValueError(
       "sharded coevolution over the whole-grid exchange needs cell_strategy='vmap' (got"

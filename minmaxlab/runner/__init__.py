@@ -7,6 +7,7 @@ curves). The library itself never touches disk except through this package.
 """
 
 from minmaxlab.runner._checkpoint import CheckpointManager
+from minmaxlab.runner._compile_cache import program_cache
 from minmaxlab.runner._host import cpu_model
 from minmaxlab.runner._lifecycle import (
   checkpoint_steps,
@@ -52,6 +53,7 @@ __all__ = [
   "start_run",
   "write_config",
   "image_grid",
+  "program_cache",
   "program_key",
   "read_events",
   "read_jsonl",

@@ -1,51 +1,12 @@
-"""Block exchanges of the coevolution grid: a device mesh (``jax.shard_map`` +
-``lax.ppermute``) and MPI ranks (``mpi4jax``)."""
+"""The coevolution grid over MPI ranks (``mpi4jax``): one block of cells per rank."""
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh
 
-from minmaxlab.coevolution._exchange import BlockExchange
-from minmaxlab.distributed._mesh import GRID_AXES
-
-
-class MeshExchange(BlockExchange):
-  """Each device of a ``("rows", "cols")`` mesh holds one block of the grid
-  inside ``jax.shard_map``; halos travel by ``lax.ppermute`` between
-  neighbouring devices, reductions are ``lax.pmin`` / ``lax.psum``.
-
-  Use with :func:`sharded_step`. Every device runs the same per-cell code as
-  one device does, so with the same ``cell_strategy`` the numbers are the
-  single-device numbers bit for bit.
-
-  Args:
-    mesh: from :func:`grid_mesh`.
-    rows, cols: the grid (each a multiple of the mesh's axis).
-  """
-
-  def __init__(self, mesh: Mesh, rows: int, cols: int):
-    super().__init__(rows, cols, (mesh.shape["rows"], mesh.shape["cols"]))
-    self.mesh = mesh
-
-  def block_start(self):
-    lr, lc = self.block_shape
-    return jax.lax.axis_index("rows") * lr, jax.lax.axis_index("cols") * lc
-
-  def _from_neighbour(self, edge, axis, direction):
-    n = self.blocks[axis]
-    # Receiving from the previous block means every block sends to the next one.
-    perm = [(i, (i - direction) % n) for i in range(n)]
-    return jax.lax.ppermute(edge, GRID_AXES[axis], perm)
-
-  def reduce(self, x, op):
-    if op == "min":
-      return jax.lax.pmin(x, GRID_AXES)
-    if op == "sum":
-      return jax.lax.psum(x, GRID_AXES)
-    raise ValueError(f"op must be 'min' or 'sum', got {op!r}")
+from minmaxlab.distributed._blocks import BlockExchange
 
 
 def _mpi():

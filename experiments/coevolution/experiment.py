@@ -1,0 +1,221 @@
+"""What a coevolution experiment runs: its data, networks and ``Coevolution``
+(:func:`build`) and their jitted programs on the configured backend
+(:func:`programs`, compiled once per config in a process)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from experiments import _classifier_cache
+from minmaxlab import coevolution as co
+from minmaxlab import distributed, runner
+from minmaxlab.gan import data, metrics, models
+
+MIXTURES = ("ring8", "grid25")
+
+
+class ImageData(NamedTuple):
+  """What the jitted step sees of an image data set: the training images and
+  the evaluation classifier (its parameters and the real feature statistics,
+  for the in-step mixture FID)."""
+
+  images: jax.Array
+  classifier_params: Any
+  real_mean: jax.Array
+  real_cov: jax.Array
+
+
+class Experiment(NamedTuple):
+  coev: co.Coevolution
+  data: Any  # data.Mixture or ImageData: the step's ``data`` argument
+  mixture: Any  # data.Mixture or None
+  image_evaluator: Any  # metrics.ImageEvaluator or None
+  classifier: Any  # metrics.EvalClassifier or None
+
+
+def coevolution_config(config) -> co.CoevolutionConfig:
+  """The library's :class:`~minmaxlab.coevolution.CoevolutionConfig` of an experiment config."""
+  names = [f.name for f in co.CoevolutionConfig.__dataclass_fields__.values()]
+  return co.CoevolutionConfig(**{n: config[n] for n in names if n in config})
+
+
+def make_backend(config, name: str) -> distributed.Backend:
+  """The :class:`minmaxlab.distributed.Backend` of the experiment config's grid."""
+  return distributed.make_backend(
+    coevolution_config(config),
+    name,
+    mesh_shape=tuple(config.get("mesh_shape", ())) or None,
+    mesh_exchange=config.get("mesh_exchange", "shard_map"),
+    mpi_blocks=tuple(config.get("mpi_blocks", ())) or None,
+  )
+
+
+def build(config, backend: distributed.Backend | None = None) -> Experiment:
+  """Data, models, score and the :class:`~minmaxlab.coevolution.Coevolution` of ``config``
+  on ``backend`` (default: one device, the whole grid)."""
+  backend = make_backend(config, "single") if backend is None else backend
+  cfg, exchange = backend.config, backend.exchange
+  latent = config.latent_dim or None
+  scheme = co.default_scheme(
+    config.learning_rate,
+    lookahead=config.lookahead,
+    sync_period=config.sync_period,
+    slow_step_size=config.slow_step_size,
+    b1=config.b1,
+    b2=config.b2,
+  )
+  if config.dataset in MIXTURES:
+    # config.dataset_kwargs: e.g. the ring's radius and std (Lipizzaner's 2-D branch: 0.8, 0.025).
+    mixture = getattr(data, config.dataset)(**dict(config.get("dataset_kwargs", None) or {}))
+    pair = models.make_pair(config.architecture, (2,), latent, hidden=tuple(config.hidden))
+    coev = co.Coevolution(
+      cfg,
+      pair,
+      sample_real=lambda d, k, n: d.sample(k, n),
+      score_fn=metrics.mode_tvd_score,
+      scheme=scheme,
+      exchange=exchange,
+    )
+    return Experiment(coev, mixture, mixture, None, None)
+  dataset = data.load(config.dataset, "train", data_dir=config.data_dir or None)
+  evaluator, clf = _classifier_cache.classifier_evaluator(
+    config.dataset,
+    cache_dir=config.classifier.cache_dir or None,
+    data_dir=config.data_dir or None,
+    steps=config.classifier.steps,
+  )
+  image_data = ImageData(
+    jnp.asarray(dataset.images),
+    clf.params,
+    jnp.asarray(evaluator.real_mu, jnp.float32),
+    jnp.asarray(evaluator.real_cov, jnp.float32),
+  )
+  shape = tuple(int(s) for s in dataset.images.shape[1:])
+  kw = {"hidden": tuple(config.hidden)} if config.architecture == "mlp" else {}
+  pair = models.make_pair(config.architecture, shape, latent, **kw)
+  net = clf.net
+  coev = co.Coevolution(
+    cfg,
+    pair,
+    sample_real=lambda d, k, n: data.sample_batch(k, d.images, n),
+    score_fn=metrics.fid_score(lambda d, x: net.apply(d.classifier_params, x)[0]),
+    scheme=scheme,
+    exchange=exchange,
+  )
+  return Experiment(coev, image_data, None, evaluator, clf)
+
+
+def keys(config) -> tuple[jax.Array, jax.Array, jax.Array]:
+  """``(init_key, generation_key, eval_key)`` of ``config.seed``."""
+  init_key, generation_key, eval_key = jax.random.split(jax.random.key(config.seed), 3)
+  return init_key, generation_key, eval_key
+
+
+class Programs(NamedTuple):
+  exp: Experiment
+  init: Callable  # (key) -> CoevolutionState, jitted (this program's cells, placed)
+  step: Callable  # (key, state, data) -> (state, metrics), jitted
+  cell_samples: Callable  # (key, state) -> [rows, cols, n, ...], jitted
+  cell_metrics: Callable | None  # samples [rows, cols, n, 2] -> dict of [rows, cols] (mixtures)
+  mixture_samples: Callable  # (key, generators, weights) -> [num_eval_samples, ...], jitted
+  backend: distributed.Backend
+
+
+# Fields that change the loop but not the compiled programs.
+LOOP_ONLY = (
+  "seed",
+  "generations",
+  "eval_every",
+  "plot_every",
+  "checkpoint_every",
+  "keep_checkpoints",
+  "tensorboard",
+  "progress",
+)
+
+
+@runner.program_cache(loop_only=LOOP_ONLY)
+def programs(config) -> Programs:
+  """Build and jit everything once per config in a process (tests resume in-process)."""
+  backend = make_backend(config, config.get("backend", "single"))
+  exp = build(config, backend)
+  coev, pair = exp.coev, exp.coev.pair
+  init, step = backend.jit(coev)
+  exp = exp._replace(data=backend.put_data(exp.data))
+
+  def cell_samples(key, state):
+    # Each cell's best local generator (by stored fitness), all on the same latents.
+    best = jax.vmap(jax.vmap(jnp.argmin))(state.fitness.min)
+    pick = lambda x: jax.vmap(jax.vmap(lambda p, i: p[i]))(x, best)  # noqa: E731
+    gens = jax.tree.map(pick, state.params.min)
+    z = jax.random.normal(key, (config.cell_samples, pair.latent_dim))
+    return jax.vmap(jax.vmap(pair.generator.apply, (0, None)), (0, None))(gens, z)
+
+  cell_metrics = None
+  if exp.mixture is not None:
+    mixture = exp.mixture
+    one = lambda s: metrics.mixture_metrics(s, mixture)  # noqa: E731
+    cell_metrics = jax.jit(jax.vmap(jax.vmap(one)))
+
+  n_eval = config.num_eval_samples
+  mixture_samples = jax.jit(lambda k, g, w: coev.sample_mixture(k, g, w, n_eval))
+  return Programs(
+    exp,
+    init,
+    step,
+    jax.jit(cell_samples),
+    cell_metrics,
+    mixture_samples,
+    backend,
+  )
+
+
+def checkpoint_target(config) -> dict:
+  """The abstract pytree of this trainer's checkpoints (for :func:`minmaxlab.runner.load_run`):
+  ``{"state": the whole grid's CoevolutionState, "key": the run key}``; nothing compiles."""
+  coev = programs(config).exp.coev
+  state = jax.eval_shape(coev.init, jax.random.key(0))
+  run_key = jax.ShapeDtypeStruct(jax.random.key_data(jax.random.key(0)).shape, np.uint32)
+  return {"state": _whole_grid_shapes(state, coev), "key": run_key}
+
+
+def sample_best_mixture(run, n: int | None = None, seed: int = 0) -> np.ndarray:
+  """``n`` samples (default ``config.num_eval_samples``) of the best cell's generator
+  mixture in a run opened by :func:`minmaxlab.runner.load_run`."""
+  progs = programs(run.config)
+  coev = progs.exp.coev
+  state = jax.tree.map(jnp.asarray, run.state["state"])
+  gens, weights = coev.mixture(state)
+  n = int(run.config.num_eval_samples if n is None else n)
+  sample = jax.jit(coev.sample_mixture, static_argnums=3)
+  return np.asarray(sample(jax.random.key(seed), gens, weights, n))
+
+
+def modes(config) -> np.ndarray | None:
+  """The mixture's modes of a 2-D data set (``None`` for images), for pictures."""
+  mixture = programs(config).exp.mixture
+  return None if mixture is None else np.asarray(mixture.modes)
+
+
+def _whole_grid_shapes(state, coev: co.Coevolution):
+  """Shapes and dtypes of the whole grid's state (this program may hold a block)."""
+  block = tuple(coev.exchange.block_shape)
+  whole = (coev.config.rows, coev.config.cols)
+
+  def one(x):
+    shape = tuple(x.shape)
+    if len(shape) >= 2 and shape[:2] == block:
+      shape = whole + shape[2:]
+    return jax.ShapeDtypeStruct(shape, x.dtype)
+
+  return jax.tree.map(one, state)
+
+
+def is_writer(config) -> bool:
+  """Whether this process wrote the run's files (rank / process 0)."""
+  return programs(config).backend.writer

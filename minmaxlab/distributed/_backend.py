@@ -1,0 +1,170 @@
+"""Where a coevolution grid runs: one factory from the coevolution config.
+
+:func:`make_backend` is the one place that checks the grid against the devices
+or the MPI ranks (before anything compiles) and builds the exchange; the
+:class:`Backend` it returns jits ``Coevolution.init``/``step`` for its
+placement and moves whole-grid pytrees (checkpoints, pictures) to and from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from minmaxlab.coevolution import CoevolutionConfig
+from minmaxlab.distributed._mesh import (
+  MeshExchange,
+  check_grid_fits,
+  grid_mesh,
+  grid_shardings,
+  sharded_step,
+)
+
+BACKENDS = ("single", "mesh", "mpi")
+MESH_EXCHANGES = ("shard_map", "roll")
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+  """Where the grid of ``config`` runs. The step's state is whole (``single``),
+  sharded over a device mesh (``mesh``, possibly across processes) or this rank's
+  block (``mpi``); checkpoints, metrics and pictures always see the whole grid.
+
+  Attributes:
+    name: ``"single"``, ``"mesh"`` or ``"mpi"``.
+    config: the coevolution config to build the ``Coevolution`` with (the grid's
+      one source; ``cell_strategy`` resolved to ``"vmap"`` for XLA-derived halos).
+    exchange: the ``exchange=`` of ``Coevolution`` (``None``: the whole grid).
+    writer: whether this process writes files (logs, pictures, checkpoints).
+    processes: processes (or MPI ranks) taking part.
+    to_host: step-side tree -> whole-grid numpy tree (collective: every process calls).
+    from_host: whole-grid tree -> step-side tree.
+    barrier: waits for every process.
+    mesh: the device mesh (``mesh`` backend), else ``None``.
+  """
+
+  name: str
+  config: CoevolutionConfig
+  exchange: Any
+  writer: bool
+  processes: int
+  to_host: Callable
+  from_host: Callable
+  barrier: Callable[[], None]
+  mesh: Any = None
+
+  def jit(self, coevolution) -> tuple[Callable, Callable]:
+    """``(init, step)`` of ``coevolution`` jitted for this backend: ``init(key)``
+    gives this program's (placed) cells, ``step(key, state, data)`` one generation."""
+    if self.mesh is None:
+      return jax.jit(coevolution.init), jax.jit(coevolution.step)
+    abstract = jax.eval_shape(coevolution.init, jax.random.key(0))
+    shardings = grid_shardings(abstract, self.mesh, self.config.rows, self.config.cols)
+    init = jax.jit(coevolution.init, out_shardings=shardings)
+    return init, sharded_step(coevolution, self.mesh, abstract)
+
+  def put_data(self, data: Any) -> Any:
+    """The step's ``data`` placed for this backend (replicated over a mesh)."""
+    if self.mesh is None:
+      return data
+    replicated = NamedSharding(self.mesh, P())
+    return jax.tree.map(lambda x: _from_callback(x, replicated), data)
+
+
+def _from_callback(x, sharding):
+  x = np.asarray(x)
+  return jax.make_array_from_callback(x.shape, sharding, lambda idx: x[idx])
+
+
+def make_backend(
+  config: CoevolutionConfig,
+  name: str = "single",
+  *,
+  mesh_shape: tuple[int, int] | None = None,
+  mesh_exchange: str = "shard_map",
+  mpi_blocks: tuple[int, int] | None = None,
+) -> Backend:
+  """The :class:`Backend` of ``name`` for the grid of ``config``.
+
+  Args:
+    config: the coevolution config (its ``rows``, ``cols`` and ``cell_strategy``).
+    name: ``"single"`` (one device), ``"mesh"`` (cells sharded over every device of
+      every process) or ``"mpi"`` (one block of cells per MPI rank).
+    mesh_shape: ``(rows, cols)`` of the device mesh (default ``(devices, 1)``).
+    mesh_exchange: ``"shard_map"`` (explicit ``ppermute`` halos) or ``"roll"``
+      (XLA derives them from the whole-grid rolls; needs ``cell_strategy="vmap"``,
+      which ``"auto"`` becomes).
+    mpi_blocks: ``(block_rows, block_cols)`` of the ranks' tiling (default: see
+      :func:`mpi_blocks`).
+
+  Raises:
+    ValueError: before any work, when the grid cannot be split over the devices
+      or ranks, or for an unknown name.
+  """
+  if not isinstance(config, CoevolutionConfig):
+    raise ValueError(f"config must be a CoevolutionConfig, got {type(config).__name__}")
+  rows, cols = config.rows, config.cols
+  if name == "single":
+    # The state is already whole and readable here: no round trip through the host.
+    return Backend(
+      name, config, None, True, 1, lambda t: t, lambda t: jax.tree.map(jnp.asarray, t), _no_wait
+    )
+  if name == "mesh":
+    from jax.experimental import multihost_utils
+
+    if mesh_exchange not in MESH_EXCHANGES:
+      raise ValueError(f"mesh_exchange must be one of {MESH_EXCHANGES}, got {mesh_exchange!r}")
+    mesh = grid_mesh(tuple(mesh_shape) if mesh_shape else None)
+    exchange = None
+    if mesh_exchange == "shard_map":
+      exchange = MeshExchange(mesh, rows, cols)  # checks the grid against the mesh
+    else:
+      check_grid_fits(rows, cols, mesh)
+      if config.cell_strategy == "auto":
+        config = dataclasses.replace(config, cell_strategy="vmap")  # XLA-derived halos need vmap
+    multi = jax.process_count() > 1
+
+    def to_host(t):
+      if multi:
+        return jax.tree.map(np.asarray, multihost_utils.process_allgather(t, tiled=True))
+      return jax.device_get(t)
+
+    def from_host(t):
+      shardings = grid_shardings(t, mesh, rows, cols)
+      return jax.tree.map(_from_callback, t, shardings)
+
+    def barrier():
+      if multi:
+        multihost_utils.sync_global_devices("minmaxlab.coevolution")
+
+    writer = jax.process_index() == 0
+    return Backend(
+      name, config, exchange, writer, jax.process_count(), to_host, from_host, barrier, mesh
+    )
+  if name == "mpi":
+    from minmaxlab.distributed._mpi import MPIExchange
+
+    # MPIExchange checks the ranks' tiling against the grid (mpi_blocks).
+    exchange = MPIExchange(rows, cols, blocks=tuple(mpi_blocks) if mpi_blocks else None)
+    return Backend(
+      name,
+      config,
+      exchange,
+      exchange.rank == 0,
+      exchange.size,
+      lambda t: exchange.gather_blocks(jax.device_get(t)),
+      lambda t: jax.tree.map(jnp.asarray, exchange.local(t)),
+      exchange.comm.Barrier,
+    )
+  raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
+
+
+def _no_wait() -> None:
+  return None
