@@ -172,6 +172,46 @@ def test_checkpoints_are_orbax_managed_and_keep_64_bit_dtypes(tmp_path):
   np.testing.assert_array_equal(back["f32"], np.zeros(3))
 
 
+def test_checkpoints_of_the_earlier_layout_are_verified_and_read(tmp_path):
+  """Before orbax's manager: step_<n>/state (StandardCheckpointer) and step_<n>/meta.json
+  holding the SHA-256 of state/'s files."""
+  import hashlib
+
+  import orbax.checkpoint as ocp
+
+  def legacy(step, tree):
+    folder = tmp_path / f"step_{step}"
+    folder.mkdir()
+    with ocp.StandardCheckpointer() as c:
+      c.save(folder / "state", tree)
+      c.wait_until_finished()
+    h = hashlib.sha256()
+    for f in sorted(p for p in (folder / "state").rglob("*") if p.is_file()):
+      h.update(str(f.relative_to(folder / "state")).encode() + b"\0" + f.read_bytes() + b"\0")
+    meta = {"step": step, "note": "old", "state_sha256": h.hexdigest()}
+    (folder / "meta.json").write_text(json.dumps(meta))
+
+  legacy(3, {"w": np.arange(4.0, dtype=np.float32)})
+  legacy(4, {"w": np.arange(4.0, dtype=np.float32) + 1})
+  ckpt = runner.CheckpointManager(tmp_path, max_to_keep=None)
+  assert ckpt.steps() == [3, 4] and ckpt.verify(3) is None and ckpt.verify(4) is None
+  assert ckpt.metadata(3) == {"step": 3, "note": "old"}
+  victim = max(
+    (p for p in (tmp_path / "step_4" / "state").rglob("*") if p.is_file()),
+    key=lambda p: p.stat().st_size,
+  )
+  data = bytearray(victim.read_bytes())
+  data[-1] ^= 0xFF  # one flipped byte
+  victim.write_bytes(bytes(data))
+  assert "checksum" in ckpt.verify(4)
+  lines = []
+  back, meta = ckpt.restore({"w": jax.ShapeDtypeStruct((4,), jnp.float32)}, log=lines.append)
+  np.testing.assert_array_equal(back["w"], np.arange(4.0))
+  assert meta == {"step": 3, "note": "old"} and len(lines) == 1 and "step_4" in lines[0]
+  ckpt.save(4, {"w": jnp.full(4, 7.0)})  # the new layout replaces the damaged one
+  assert ckpt.verify(4) is None and not (tmp_path / "step_4" / "meta.json").exists()
+
+
 def test_metric_writer_jsonl_and_tensorboard(tmp_path):
   with runner.MetricWriter(tmp_path) as w:
     w.write(10, {"g_loss": np.float32(0.5), "fid": jnp.asarray(12.25), "note": "x"})
