@@ -143,8 +143,15 @@ def mincheck(keep: bool = False) -> int:
   constraints.write_text("\n".join(pins) + "\n")
   py = venv / "bin" / "python"
   try:
+    # Built from a copy: an in-tree build would leave build/ (and stale modules) in the checkout.
+    src = tmp / "src"
+    shutil.copytree(
+      ROOT / "minmaxlab", src / "minmaxlab", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+      shutil.copy2(ROOT / name, src / name)
     run([sys.executable, "-m", "venv", str(venv)], check=True)
-    rc = run([str(py), "-m", "pip", "install", "-q", "-c", str(constraints), str(ROOT)]).returncode
+    rc = run([str(py), "-m", "pip", "install", "-q", "-c", str(constraints), str(src)]).returncode
     t_install = time.perf_counter() - t0
     if rc:
       print(f"mincheck: installing the floors failed ({' '.join(pins)})", flush=True)
