@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from minmaxlab import coevolution as co
-from minmaxlab.gan import data, metrics
+from minmaxlab.gan import data, metrics, models
 
 # ------------------------------------------------------------ sampling modes
 
@@ -325,8 +325,7 @@ def test_post_training_ensembles_on_a_smoke_run(tmp_path):
 
 
 def test_diet_indices_are_a_fixed_distinct_subset_per_cell():
-  from minmaxlab.coevolution._dieting import diet_indices, diet_rows, diet_size
-
+  diet_indices, diet_rows, diet_size = co.diet_indices, co.diet_rows, co.diet_size
   assert diet_size(10, 0.5) == 5 and diet_size(10, 0.04) == 1 and diet_size(7, 1.0) == 7
   key = jax.random.key(0)
   a = np.asarray(diet_indices(key, 3, 10, 0.5))
@@ -341,3 +340,27 @@ def test_diet_indices_are_a_fixed_distinct_subset_per_cell():
   np.testing.assert_array_equal(diet_rows(key, 3, rows, 0.5), np.asarray(rows)[a])
   with pytest.raises(ValueError, match="sampling_ratio must be in"):
     diet_size(10, 0.0)
+
+
+@pytest.mark.slow  # compiles one generation of a 2x2 grid
+def test_each_cell_samples_and_scores_its_own_diet():
+  # Rows are (i, 0) for i < 40; a cell's real samples and mixture score see its subset only:
+  # the score is the mean first coordinate of the cell's rows, so every cell's mixture
+  # score is the mean index of its own diet (the ES keeps a constant score).
+  rows = jnp.stack([jnp.arange(40.0), jnp.zeros(40)], -1)
+  diet_key = jax.random.key(11)
+  config = co.CoevolutionConfig(
+    rows=2, cols=2, batch_size=8, steps_per_generation=2, fitness_samples=8, mixture_samples=8
+  )
+  coev = co.Coevolution(
+    config,
+    models.make_pair("mlp", (2,), latent_dim=4, hidden=(8,)),
+    sample_real=lambda d, k, n: d[jax.random.randint(k, (n,), 0, d.shape[0])],
+    score_fn=lambda d, samples, w: jnp.mean(d[:, 0]),
+    cell_data=lambda d, i: co.diet_rows(diet_key, i, d, 0.25),
+  )
+  state = coev.init(jax.random.key(0))
+  _, m = jax.jit(coev.step)(jax.random.key(1), state, rows)
+  expected = [float(np.mean(np.asarray(co.diet_indices(diet_key, i, 40, 0.25)))) for i in range(4)]
+  np.testing.assert_allclose(np.asarray(m["mixture_score"]).reshape(-1), expected, rtol=1e-6)
+  assert len(set(expected)) == 4

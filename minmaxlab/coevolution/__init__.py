@@ -10,6 +10,7 @@ a traced :class:`CoevolutionParams` pytree beside the static config.
 
 from minmaxlab.coevolution._coevolution import Coevolution, CoevolutionState, default_scheme
 from minmaxlab.coevolution._config import CoevolutionConfig
+from minmaxlab.coevolution._dieting import diet_indices, diet_rows, diet_size
 from minmaxlab.coevolution._ensembles import (
   EnsembleSearch,
   MixtureOptimization,
@@ -53,6 +54,9 @@ __all__ = [
   "tournament",
   "Coevolution",
   "EnsembleSearch",
+  "diet_indices",
+  "diet_rows",
+  "diet_size",
   "MixtureOptimization",
   "SAMPLING_MODES",
   "class_tvd_score",

@@ -118,6 +118,9 @@ class Coevolution:
       ``minmaxlab.distributed`` (a device mesh with ``shard_map``, MPI ranks).
       The algorithm is the same code for all of them.
     phases: the phase functions (default :class:`Phases`\ ``()``).
+    cell_data: ``cell_data(data, cell_id) -> data``: what one cell samples and scores
+      on (``cell_id`` the flat index, traced), e.g. its own subset of the data set
+      for Lipizzaner's data dieting (:func:`diet_rows`); default the whole ``data``.
 
   References:
     Schmiedlechner et al., 2018, "Lipizzaner: A System That Scales Robust
@@ -136,6 +139,7 @@ class Coevolution:
     scheme: optax.GradientTransformation | None = None,
     exchange=None,
     phases: Phases | None = None,
+    cell_data: Callable | None = None,
   ):
     if not isinstance(config, CoevolutionConfig):
       raise ValueError(f"config must be a CoevolutionConfig, got {type(config).__name__}")
@@ -173,6 +177,7 @@ class Coevolution:
       strategy = "map" if jax.default_backend() == "cpu" else "vmap"
     self.cell_strategy = strategy
     self.phases = Phases() if phases is None else phases
+    self.cell_data = cell_data
     self._spec = CellSpec(
       config,
       pair,
@@ -260,7 +265,7 @@ class Coevolution:
     ids = (r * c.cols + col).astype(jnp.int32)
     keys = jax.vmap(jax.vmap(lambda i: jax.random.fold_in(key, i.astype(jnp.uint32))))(ids)
     mask = jax.lax.dynamic_slice(jnp.asarray(self._mask), (r0, c0, 0), (lr, lc, c.num_members))
-    inputs = (keys, neighbourhood, state.mixture_weights, mask)
+    inputs = (keys, ids, neighbourhood, state.mixture_weights, mask)
     if params is None:
       params = CoevolutionParams(*(getattr(c, f) for f in CoevolutionParams._fields))
     cell = lambda args: self._cell(*args, data, params)
@@ -284,8 +289,10 @@ class Coevolution:
     return new_state, metrics
 
   # ------------------------------------------------------- one cell's step
-  def _cell(self, key, neighbourhood, weights, mask, data, params: CoevolutionParams):
+  def _cell(self, key, cell_id, neighbourhood, weights, mask, data, params: CoevolutionParams):
     """One cell's generation: the phases of :class:`Phases` in order."""
+    if self.cell_data is not None:
+      data = self.cell_data(data, cell_id)
     c, ph, spec = self.config, self.phases, self._spec
     P, M = c.population_size, c.num_members
     pool = phases_lib.pool(neighbourhood, mask, P)
