@@ -364,3 +364,25 @@ def test_each_cell_samples_and_scores_its_own_diet():
   expected = [float(np.mean(np.asarray(co.diet_indices(diet_key, i, 40, 0.25)))) for i in range(4)]
   np.testing.assert_allclose(np.asarray(m["mixture_score"]).reshape(-1), expected, rtol=1e-6)
   assert len(set(expected)) == 4
+
+
+def test_experiment_sampling_ratio_gives_each_cell_its_subset():
+  from experiments.coevolution import experiment
+  from experiments.coevolution.configs import smoke
+
+  config = smoke.get_config()
+  assert experiment.build(config).coev.cell_data is None  # sampling_ratio 1: the whole data
+  config.sampling_ratio = 0.25
+  config.dataset_size = 40
+  exp = experiment.build(config)
+  assert isinstance(exp.data, experiment.DietedMixture) and exp.data.rows.shape == (40, 2)
+  key = jax.random.fold_in(jax.random.key(config.seed), experiment.DIET_SALT)
+  np.testing.assert_array_equal(exp.data.rows, exp.mixture.sample(key, 40))
+  cells = [np.asarray(exp.coev.cell_data(exp.data, i).rows) for i in range(4)]
+  for i, rows in enumerate(cells):
+    idx = co.diet_indices(jax.random.fold_in(key, 1), i, 40, 0.25)
+    np.testing.assert_array_equal(rows, np.asarray(exp.data.rows)[np.asarray(idx)])
+  assert len({r.tobytes() for r in cells}) == 4
+  config.sampling_ratio = 1.5
+  with pytest.raises(ValueError, match="sampling_ratio must be in"):
+    experiment.build(config)

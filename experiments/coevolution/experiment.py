@@ -55,6 +55,32 @@ def make_backend(config, name: str) -> distributed.Backend:
   )
 
 
+class DietedMixture(NamedTuple):
+  """A 2-D mixture's finite data set (``config.dataset_size`` points, drawn once) for data
+  dieting: the step samples ``rows`` (each cell its own subset); scores use ``mixture``."""
+
+  mixture: Any
+  rows: jax.Array
+
+
+# Data dieting keys: fold_in(key(seed), DIET_SALT) draws the 2-D data set, then each cell's
+# subset is keyed by fold_in(that key, cell id) (Lipizzaner: seed + cell id).
+DIET_SALT = 0xD1E7
+
+
+def diet(config):
+  """``(data_key, cell_data)`` of ``config.sampling_ratio`` (``cell_data`` ``None`` at 1)."""
+  ratio = float(config.get("sampling_ratio", 1.0))
+  co.diet_size(1, ratio)  # validates: in (0, 1]
+  key = jax.random.fold_in(jax.random.key(config.seed), DIET_SALT)
+  if ratio == 1.0:
+    return key, None
+  k_cells = jax.random.fold_in(key, 1)
+  if config.dataset in MIXTURES:
+    return key, lambda d, i: d._replace(rows=co.diet_rows(k_cells, i, d.rows, ratio))
+  return key, lambda d, i: d._replace(images=co.diet_rows(k_cells, i, d.images, ratio))
+
+
 def build(config, backend: distributed.Backend | None = None) -> Experiment:
   """Data, models, score and the :class:`~minmaxlab.coevolution.Coevolution` of ``config``
   on ``backend`` (default: one device, the whole grid)."""
@@ -69,19 +95,28 @@ def build(config, backend: distributed.Backend | None = None) -> Experiment:
     b1=config.b1,
     b2=config.b2,
   )
+  diet_key, cell_data = diet(config)
   if config.dataset in MIXTURES:
     # config.dataset_kwargs: e.g. the ring's radius and std (Lipizzaner's 2-D branch: 0.8, 0.025).
     mixture = getattr(data, config.dataset)(**dict(config.get("dataset_kwargs", None) or {}))
     pair = models.make_pair(config.architecture, (2,), latent, hidden=tuple(config.hidden))
+    if cell_data is None:  # fresh samples of the mixture every batch
+      step_data, sample_real, score_fn = mixture, lambda d, k, n: d.sample(k, n), None
+    else:  # a finite data set, each cell training on its own subset of it
+      rows = mixture.sample(diet_key, int(config.get("dataset_size", 10000)))
+      step_data = DietedMixture(mixture, rows)
+      sample_real = lambda d, k, n: d.rows[jax.random.randint(k, (n,), 0, d.rows.shape[0])]  # noqa: E731
+      score_fn = lambda d, samples, w: metrics.mode_tvd_score(d.mixture, samples, w)  # noqa: E731
     coev = co.Coevolution(
       cfg,
       pair,
-      sample_real=lambda d, k, n: d.sample(k, n),
-      score_fn=metrics.mode_tvd_score,
+      sample_real=sample_real,
+      score_fn=score_fn or metrics.mode_tvd_score,
       scheme=scheme,
       exchange=exchange,
+      cell_data=cell_data,
     )
-    return Experiment(coev, mixture, mixture, None, None)
+    return Experiment(coev, step_data, mixture, None, None)
   dataset = data.load(config.dataset, "train", data_dir=config.data_dir or None)
   evaluator, clf = _classifier_cache.classifier_evaluator(
     config.dataset,
@@ -106,6 +141,7 @@ def build(config, backend: distributed.Backend | None = None) -> Experiment:
     score_fn=metrics.fid_score(lambda d, x: net.apply(d.classifier_params, x)[0]),
     scheme=scheme,
     exchange=exchange,
+    cell_data=cell_data,
   )
   return Experiment(coev, image_data, None, evaluator, clf)
 
