@@ -63,8 +63,8 @@ class DietedMixture(NamedTuple):
   rows: jax.Array
 
 
-# Data dieting keys: fold_in(key(seed), DIET_SALT) draws the 2-D data set, then each cell's
-# subset is keyed by fold_in(that key, cell id) (Lipizzaner: seed + cell id).
+# Data dieting keys: fold_in(key(config.diet_seed), DIET_SALT) draws the 2-D data set, then each
+# cell's subset is keyed by fold_in(that key, 1) and the cell id (Lipizzaner: seed + cell id).
 DIET_SALT = 0xD1E7
 
 
@@ -72,7 +72,8 @@ def diet(config):
   """``(data_key, cell_data)`` of ``config.sampling_ratio`` (``cell_data`` ``None`` at 1)."""
   ratio = float(config.get("sampling_ratio", 1.0))
   co.diet_size(1, ratio)  # validates: in (0, 1]
-  key = jax.random.fold_in(jax.random.key(config.seed), DIET_SALT)
+  # Not config.seed: the programs are built without the loop's fields (the seed among them).
+  key = jax.random.fold_in(jax.random.key(int(config.get("diet_seed", 0))), DIET_SALT)
   if ratio == 1.0:
     return key, None
   k_cells = jax.random.fold_in(key, 1)

@@ -41,10 +41,11 @@ def get_config() -> ml_collections.ConfigDict:
   c.mixture_samples = 1000
   c.cell_strategy = "auto"  # "auto" | "vmap" | "map"
   # Data dieting (Lipizzaner's sampling_ratio): each cell trains on its own random subset of
-  # this fraction of the data, fixed for the run and keyed by the seed and the cell id. 2-D
+  # this fraction of the data, fixed for the run and keyed by diet_seed and the cell id. 2-D
   # mixtures then use a finite data set of dataset_size points (Lipizzaner's 2-D: 10000).
   c.sampling_ratio = 1.0
   c.dataset_size = 10000
+  c.diet_seed = 0
   # Where the grid runs (same numbers on every backend for the same seed):
   #   "single": one device; "mesh": cells sharded over a device mesh (every local device,
   #   or every device of a multi-process job, see `distributed`); "mpi": one block of
