@@ -203,6 +203,9 @@ RING8_VARIANTS = {
     "cols": 1,
     "steps_per_generation": 1250,
   },
+  # diversity-preserving selection: each cell keeps its own generator lineage (tournament 2
+  # over the neighbourhood for the discriminators)
+  "lin_t2": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "generator_selection": "lineage"},
   # no interaction with 5x longer generations (run with --gens 40: 5x the budget)
   "nosel_own_long": {
     "dataset_kwargs": {"radius": 2.0, "std": 0.02},

@@ -9,6 +9,7 @@ from minmaxlab.coevolution._grid import NEIGHBOURHOODS
 FITNESS_MODES = ("average", "worst", "best")
 CELL_STRATEGIES = ("auto", "vmap", "map")
 SCHEDULES = ("simultaneous", "lipizzaner")
+GENERATOR_SELECTIONS = ("tournament", "lineage")
 MUSTANGS_LOSSES = ("ns_bce", "lsgan", "heuristic")
 
 
@@ -23,6 +24,12 @@ class CoevolutionConfig:
     selection: tournament selection over the neighbourhood (Lipizzaner's
       ``enable_selection``); off: each cell trains its own individuals in place
       and keeps them (as Lipizzaner: no replacement test).
+    generator_selection: with ``selection`` on, how a cell picks its generators:
+      ``"tournament"`` (Lipizzaner: over the neighbourhood, like the
+      discriminators) or ``"lineage"`` (a diversity-preserving variant, not
+      Lipizzaner's: the cell keeps its own generators, so a neighbour's lineage
+      never takes the cell over; the trained copy still replaces the local one
+      only when it scores better; the discriminators are selected by tournament).
     tournament_size: candidates per tournament.
     n_replacements: worst local individuals replaced by better trained ones.
     fitness_mode: aggregate of an individual's losses over its opponents:
@@ -69,6 +76,7 @@ class CoevolutionConfig:
   neighbourhood: str = "von_neumann"
   population_size: int = 1
   selection: bool = True
+  generator_selection: str = "tournament"
   tournament_size: int = 2
   n_replacements: int = 1
   fitness_mode: str = "average"
@@ -114,6 +122,8 @@ class CoevolutionConfig:
       bad("neighbourhood", f"one of {sorted(NEIGHBOURHOODS)}")
     if self.fitness_mode not in FITNESS_MODES:
       bad("fitness_mode", f"one of {FITNESS_MODES}")
+    if self.generator_selection not in GENERATOR_SELECTIONS:
+      bad("generator_selection", f"one of {GENERATOR_SELECTIONS}")
     if self.opponents not in ("auto", "selected", "neighbourhood"):
       bad("opponents", "one of ('auto', 'selected', 'neighbourhood')")
     if self.schedule not in SCHEDULES:

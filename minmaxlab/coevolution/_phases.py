@@ -177,7 +177,8 @@ def select_and_mutate(
 
   Each side keeps its own part of the optimizer state; the shared part (e.g. a
   step count) follows the generator. Without ``config.selection`` the cell's own
-  individuals are taken in place.
+  individuals are taken in place; with ``config.generator_selection="lineage"``
+  the cell's own generators (the discriminators by ``selection``).
 
   Args:
     keys: ``(generator selection, discriminator selection, mutation)`` keys.
@@ -196,6 +197,8 @@ def select_and_mutate(
   if config.selection:
     idx_g = selection(keys[0], fitness.min, usable.min, P, config, pool.params.min)
     idx_d = selection(keys[1], fitness.max, usable.max, P, config, pool.params.max)
+    if config.generator_selection == "lineage":
+      idx_g = jnp.arange(P)  # the cell's own generators: no neighbour lineage moves in
   else:
     idx_g = idx_d = jnp.arange(P)
   g_all, d_all = pool.params
