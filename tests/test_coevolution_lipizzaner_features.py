@@ -388,3 +388,28 @@ def test_experiment_sampling_ratio_gives_each_cell_its_subset():
   config.sampling_ratio = 1.5
   with pytest.raises(ValueError, match="sampling_ratio must be in"):
     experiment.build(config)
+
+
+def test_experiment_mixture_sampling_exact_proportion():
+  from experiments.coevolution import experiment
+  from experiments.coevolution.configs import smoke
+
+  config = smoke.get_config()
+  config.mixture_sampling = "exact_proportion"
+  exp = experiment.build(config)
+  modes = jnp.asarray(exp.mixture.modes)
+  # Generator 0 on mode 0, generator 1 on mode 1, 10 samples each, weights (0.55, 0.45):
+  # the exact-proportion sample is 6 + 4 points (TVD of 8 modes: 0.5 (0.6 - 1/8 + 0.4 - 1/8
+  # + 6/8) = 0.75); the weighted score sees 0.55 + 0.45 (the same 0.75 here, but not below).
+  samples = jnp.stack([jnp.tile(modes[0], (10, 1)), jnp.tile(modes[1], (10, 1))])
+  w = jnp.asarray([0.55, 0.45])
+  assert float(exp.coev.score_fn(exp.data, samples, w)) == pytest.approx(0.75, abs=1e-6)
+  far = samples.at[0, 3:].set(jnp.asarray([9.0, 9.0]))  # only 3 of generator 0's are used
+  w = jnp.asarray([0.3, 0.7])
+  exact = 0.5 * (0.3 - 0.125 + 0.7 - 0.125 + 6 * 0.125)
+  assert float(exp.coev.score_fn(exp.data, far, w)) == pytest.approx(exact, abs=1e-6)
+  weighted = float(metrics.mode_tvd_score(exp.mixture, far, w))
+  assert weighted == pytest.approx(0.5 * (0.125 - 0.09 + 0.7 - 0.125 + 6 * 0.125 + 0.21), abs=1e-6)
+  config.mixture_sampling = "proportional"
+  with pytest.raises(ValueError, match="config.mixture_sampling must be one of"):
+    experiment.build(config)

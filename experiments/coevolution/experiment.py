@@ -82,6 +82,14 @@ def diet(config):
   return key, lambda d, i: d._replace(images=co.diet_rows(k_cells, i, d.images, ratio))
 
 
+def mixture_sampling(config) -> str:
+  """``config.mixture_sampling``, checked: ``"independent"`` or ``"exact_proportion"``."""
+  mode = config.get("mixture_sampling", "independent")
+  if mode not in co.SAMPLING_MODES:
+    raise ValueError(f"config.mixture_sampling must be one of {co.SAMPLING_MODES}, got {mode!r}")
+  return mode
+
+
 def build(config, backend: distributed.Backend | None = None) -> Experiment:
   """Data, models, score and the :class:`~minmaxlab.coevolution.Coevolution` of ``config``
   on ``backend`` (default: one device, the whole grid)."""
@@ -97,6 +105,10 @@ def build(config, backend: distributed.Backend | None = None) -> Experiment:
     b2=config.b2,
   )
   diet_key, cell_data = diet(config)
+  # "exact_proportion": the cells' mixture ES scores, and the evaluation samples, the mixture's
+  # exact-proportion sample (generator i makes round(w_i n) of n) instead of weighted draws.
+  exact = mixture_sampling(config) == "exact_proportion"
+  wrap = co.exact_proportion_score if exact else (lambda f: f)
   if config.dataset in MIXTURES:
     # config.dataset_kwargs: e.g. the ring's radius and std (Lipizzaner's 2-D branch: 0.8, 0.025).
     mixture = getattr(data, config.dataset)(**dict(config.get("dataset_kwargs", None) or {}))
@@ -112,7 +124,7 @@ def build(config, backend: distributed.Backend | None = None) -> Experiment:
       cfg,
       pair,
       sample_real=sample_real,
-      score_fn=score_fn or metrics.mode_tvd_score,
+      score_fn=wrap(score_fn or metrics.mode_tvd_score),
       scheme=scheme,
       exchange=exchange,
       cell_data=cell_data,
@@ -139,7 +151,7 @@ def build(config, backend: distributed.Backend | None = None) -> Experiment:
     cfg,
     pair,
     sample_real=lambda d, k, n: data.sample_batch(k, d.images, n),
-    score_fn=metrics.fid_score(lambda d, x: net.apply(d.classifier_params, x)[0]),
+    score_fn=wrap(metrics.fid_score(lambda d, x: net.apply(d.classifier_params, x)[0])),
     scheme=scheme,
     exchange=exchange,
     cell_data=cell_data,
@@ -199,8 +211,10 @@ def programs(config) -> Programs:
     one = lambda s: metrics.mixture_metrics(s, mixture)  # noqa: E731
     cell_metrics = jax.jit(jax.vmap(jax.vmap(one)))
 
-  n_eval = config.num_eval_samples
-  mixture_samples = jax.jit(lambda k, g, w: coev.sample_mixture(k, g, w, n_eval))
+  n_eval, mode = config.num_eval_samples, config.get("mixture_sampling", "independent")
+  mixture_samples = jax.jit(
+    lambda k, g, w: co.sample_mixture(k, pair.generator.apply, g, w, n_eval, pair.latent_dim, mode)
+  )
   return Programs(
     exp,
     init,
@@ -229,8 +243,9 @@ def sample_best_mixture(run, n: int | None = None, seed: int = 0) -> np.ndarray:
   state = jax.tree.map(jnp.asarray, run.state["state"])
   gens, weights = coev.mixture(state)
   n = int(run.config.num_eval_samples if n is None else n)
-  sample = jax.jit(coev.sample_mixture, static_argnums=3)
-  return np.asarray(sample(jax.random.key(seed), gens, weights, n))
+  mode, apply = run.config.get("mixture_sampling", "independent"), coev.pair.generator.apply
+  sample = jax.jit(lambda k, g, w: co.sample_mixture(k, apply, g, w, n, coev.pair.latent_dim, mode))
+  return np.asarray(sample(jax.random.key(seed), gens, weights))
 
 
 def modes(config) -> np.ndarray | None:

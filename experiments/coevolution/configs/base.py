@@ -20,8 +20,6 @@ def get_config() -> ml_collections.ConfigDict:
   c.neighbourhood = "von_neumann"  # or "moore"
   c.population_size = 1
   c.selection = True
-  # "tournament" (Lipizzaner) or "lineage": each cell keeps its own generators (issue 18)
-  c.generator_selection = "tournament"
   c.tournament_size = 2
   c.n_replacements = 1
   c.fitness_mode = "average"  # "average" | "worst" | "best"
@@ -48,6 +46,10 @@ def get_config() -> ml_collections.ConfigDict:
   c.sampling_ratio = 1.0
   c.dataset_size = 10000
   c.diet_seed = 0
+  # Samples of a generator mixture (the cells' mixture score and the evaluation samples):
+  # "independent" (each sample's generator drawn by weight) or "exact_proportion" (generator i
+  # makes round(w_i n) of n samples): Lipizzaner's mixture_generator_samples_mode.
+  c.mixture_sampling = "independent"
   # Where the grid runs (same numbers on every backend for the same seed):
   #   "single": one device; "mesh": cells sharded over a device mesh (every local device,
   #   or every device of a multi-process job, see `distributed`); "mpi": one block of
