@@ -20,6 +20,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.neighbourhood = "von_neumann"  # or "moore"
   c.population_size = 1
   c.selection = True
+  # "tournament" (Lipizzaner) or "lineage": each cell keeps its own generators (issue 18)
+  c.generator_selection = "tournament"
   c.tournament_size = 2
   c.n_replacements = 1
   c.fitness_mode = "average"  # "average" | "worst" | "best"
