@@ -15,7 +15,6 @@ trial recompiles.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -26,11 +25,10 @@ import optax
 
 import minmaxlab
 from experiments import _classifier_cache
-from minmaxlab import pbt
+from minmaxlab import pbt, runner
 from minmaxlab.gan import data, losses, metrics, models
 
 TARGETS = {"lr_G": ("min", "learning_rate"), "lr_D": ("max", "learning_rate")}
-_CACHE: dict[str, Any] = {}  # per process: data, evaluator and compiled programs
 
 
 def _evaluator(cfg: dict):
@@ -118,6 +116,10 @@ def _build(cfg: dict):
   return init, chunk, generate, jnp.asarray(images), evaluator
 
 
+# Per process: data, evaluator and compiled programs, built once per run-defining config.
+_programs = runner.program_cache(_build, maxsize=None)
+
+
 class FashionLAGANTask:
   """``init(trial)`` / ``train(hparams, state, trial)`` for :class:`minmaxlab.pbt.Controller`
   (built by the named task ``experiments.pbt.train:task_from_config`` from the config's JSON in
@@ -149,10 +151,7 @@ class FashionLAGANTask:
     }
 
   def _programs(self):
-    key = json.dumps(self.cfg, sort_keys=True)
-    if key not in _CACHE:
-      _CACHE[key] = _build(self.cfg)
-    return _CACHE[key]
+    return _programs(self.cfg)
 
   def prepare(self) -> None:
     """Train/cache the evaluation classifier once, before any worker starts."""

@@ -27,6 +27,8 @@ from minmaxlab.transforms import (
   set_learning_rates,
 )
 
+_PARAMS = CoevolutionParams._fields
+
 
 class CoevolutionState(NamedTuple):
   """The whole grid; every leaf has leading axes ``(rows, cols)``.
@@ -163,14 +165,15 @@ class Coevolution:
     else:
       choices = sorted(set(LOSSES) - {"wgan_gp"}) + ["mustangs"]
       raise ValueError(f"loss must be one of {choices}, got {config.loss!r}")
-    abstract = jax.eval_shape(self._init_pair, jax.random.key(0))
-    _, n_min, n_max = count_learning_rates(abstract[1])
+    # The scheme's own state (before any learning rate is written into it).
+    abstract = jax.eval_shape(lambda k: self.scheme.init(self._init_params(k)), jax.random.key(0))
+    _, n_min, n_max = count_learning_rates(abstract)
     if n_min == 0 or n_max == 0:
       raise ValueError(
         "scheme must give each player an injected learning rate, e.g."
         " per_player(min=optax.inject_hyperparams(optax.adam)(learning_rate=...), max=...)"
       )
-    self._labels = player_labels(abstract[1])
+    self._labels = player_labels(abstract)
     self._mask = member_mask(config.rows, config.cols, config.neighbourhood)
     strategy = config.cell_strategy
     if strategy == "auto":
@@ -192,17 +195,16 @@ class Coevolution:
   def default_params(self) -> CoevolutionParams:
     """The config's operator parameters as float32 leaves (vmap or tune them)."""
     c = self.config
-    return CoevolutionParams(
-      *(
-        jnp.asarray(getattr(c, f), jnp.float32)
-        for f in CoevolutionParams._fields  # the same names as the config's fields
-      )
-    )
+    # The same names as the config's fields.
+    return CoevolutionParams(*(jnp.asarray(getattr(c, f), jnp.float32) for f in _PARAMS))
 
   # ----------------------------------------------------------------- init
-  def _init_pair(self, key):
+  def _init_params(self, key):
     kg, kd = jax.random.split(key)
-    params = Players(self.pair.generator.init(kg), self.pair.discriminator.init(kd))
+    return Players(self.pair.generator.init(kg), self.pair.discriminator.init(kd))
+
+  def _init_pair(self, key):
+    params = self._init_params(key)
     lr = jnp.asarray(self.config.learning_rate, jnp.float32)
     opt = set_learning_rates(self.scheme.init(params), lr, lr)
     return params, opt
@@ -267,7 +269,7 @@ class Coevolution:
     mask = jax.lax.dynamic_slice(jnp.asarray(self._mask), (r0, c0, 0), (lr, lc, c.num_members))
     inputs = (keys, ids, neighbourhood, state.mixture_weights, mask)
     if params is None:
-      params = CoevolutionParams(*(getattr(c, f) for f in CoevolutionParams._fields))
+      params = CoevolutionParams(*(getattr(c, f) for f in _PARAMS))
     cell = lambda args: self._cell(*args, data, params)
     if self.cell_strategy == "vmap":
       out = jax.vmap(jax.vmap(cell))(inputs)
@@ -321,16 +323,9 @@ class Coevolution:
     pool_g = jnp.concatenate([jnp.ones(P, bool), usable.min[P:] & with_neighbours])
     pool_d = jnp.concatenate([jnp.ones(P, bool), usable.max[P:] & with_neighbours])
     neighbours = take(pool.params.min, slice(P, None)), take(pool.params.max, slice(P, None))
+    pools, sel = (pool_g, pool_d), selected
     (trained, opt), g_losses, d_losses = ph.train(
-      spec,
-      per_logit,
-      keys[6],
-      data,
-      selected.params,
-      selected.opt,
-      (pool_g, pool_d),
-      neighbours,
-      with_neighbours,
+      spec, per_logit, keys[6], data, sel.params, sel.opt, pools, neighbours, with_neighbours
     )
     train_ok = jnp.all(jnp.isfinite(g_losses)) & jnp.all(jnp.isfinite(d_losses))
 
