@@ -206,6 +206,11 @@ RING8_VARIANTS = {
   # diversity-preserving selection: each cell keeps its own generator lineage (tournament 2
   # over the neighbourhood for the discriminators)
   "lin_t2": {"dataset_kwargs": {"radius": 2.0, "std": 0.02}, "generator_selection": "lineage"},
+  "lin_long": {  # the same with 5x longer generations (run with --gens 40: 5x the budget)
+    "dataset_kwargs": {"radius": 2.0, "std": 0.02},
+    "generator_selection": "lineage",
+    "steps_per_generation": 1250,
+  },
   # no interaction with 5x longer generations (run with --gens 40: 5x the budget)
   "nosel_own_long": {
     "dataset_kwargs": {"radius": 2.0, "std": 0.02},
