@@ -42,7 +42,7 @@ else
   "$py" -m pip install --quiet -e ".[$extra]" >&2
   export JAX_PLATFORMS=cuda
   "$py" -c 'import jax; d = jax.devices()[0]; assert d.platform == "gpu", d; print("gpu_check:", d.device_kind, file=__import__("sys").stderr)'
-  tests="${GPU_CHECK_TESTS:-tests/test_gan_resnet.py tests/test_unrolled.py tests/test_gan_models.py tests/test_transforms_suite.py tests/test_coevolution.py tests/test_pbt_vectorized.py}"
+  tests="${GPU_CHECK_TESTS:-tests/gan/test_gan_resnet.py tests/transforms/test_unrolled.py tests/gan/test_gan_models.py tests/transforms/test_transforms_suite.py tests/coevolution/test_coevolution.py tests/pbt/test_pbt_vectorized.py}"
   echo "gpu_check: pytest $tests" >&2
   set +e
   # shellcheck disable=SC2086

@@ -1,7 +1,7 @@
 """One cell's generation as named pure phases (composed by ``Coevolution.step``).
 
 Every phase is a module-level function of explicit arguments, tested alone on
-hand-checkable cases (tests/test_coevolution_phases.py), and every phase can be
+hand-checkable cases (tests/coevolution/test_coevolution_phases.py), and every phase can be
 swapped: :class:`Phases` holds the functions a :class:`Coevolution` composes, e.g.
 ``Coevolution(..., phases=Phases(selection=my_selection))``.
 

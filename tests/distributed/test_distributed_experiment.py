@@ -24,9 +24,9 @@ from experiments.coevolution import train
 from experiments.coevolution.configs import smoke
 from minmaxlab import runner
 from tests import _procs
-from tests.test_distributed import MPIRUN, needs_mpi
+from tests.distributed.test_distributed import MPIRUN, needs_mpi
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GENERATIONS = 6
 FLAGS = [
   "--config.rows=4",

@@ -23,7 +23,7 @@ from tests._coevolution_case import PAIR, RING, coevolution, run
 
 RING_DATA = RING
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MPIRUN = Path(sys.executable).parent / "mpirun"
 
 

@@ -44,7 +44,7 @@ def quadratic_task():
   return init_fn, train_fn
 
 
-TASK = "tests.test_pbt_controller:quadratic_task"
+TASK = "tests.pbt.test_pbt_controller:quadratic_task"
 
 
 def _controller(workdir, **kw):
@@ -147,14 +147,14 @@ def test_workers_async_budget_mode_and_worker_kill(tmp_path, monkeypatch):
 _CHILD = """
 import sys, time
 sys.path.insert(0, {root!r})
-from tests.test_pbt_controller import _controller
+from tests.pbt.test_pbt_controller import _controller
 c = _controller({workdir!r}, workers=1, num_trials=14)
 c.run(timeout=120)
 """
 
 
 def test_controller_kill_and_resume(tmp_path):
-  root = str(Path(__file__).resolve().parents[1])
+  root = str(Path(__file__).resolve().parents[2])
   env = {**os.environ, KILL_ENV: "", "JAX_PLATFORMS": "cpu"}
   proc = subprocess.Popen(
     [sys.executable, "-c", _CHILD.format(root=root, workdir=str(tmp_path))],
@@ -448,7 +448,7 @@ def test_broken_parent_reruns_ancestors_without_checkpoints(tmp_path):
 
 def test_external_worker_joins_through_the_store(tmp_path):
   """A worker started on its own (as under srun/mpirun) with only the workdir."""
-  root = Path(__file__).resolve().parents[1]
+  root = Path(__file__).resolve().parents[2]
   env = {**os.environ, KILL_ENV: "", "JAX_PLATFORMS": "cpu"}
   cmd = [
     sys.executable,

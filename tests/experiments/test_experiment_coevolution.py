@@ -18,7 +18,7 @@ from experiments.coevolution import train
 from experiments.coevolution.configs import smoke
 from minmaxlab import runner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Interrupt(Exception):

@@ -227,7 +227,7 @@ def test_budget_lets_the_running_trial_finish(tmp_path):
   c = pbt.Controller(
     tmp_path,
     SPACE,
-    "tests.test_pbt_controller:quadratic_task",
+    "tests.pbt.test_pbt_controller:quadratic_task",
     population_size=2,
     num_trials=4,
     steps_per_trial=1,

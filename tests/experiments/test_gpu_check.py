@@ -13,7 +13,7 @@ import pytest
 
 from experiments.benchmarks import gpu_check
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_peak_table_lookup():

@@ -21,7 +21,7 @@ import pytest
 from minmaxlab import pbt
 from tests import _procs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MPIRUN = Path(sys.executable).parent / "mpirun"
 HAVE_MPI = importlib.util.find_spec("mpi4py") is not None and MPIRUN.exists()
 needs_mpi = pytest.mark.skipif(
@@ -65,7 +65,7 @@ def _main(workdir):  # what every rank runs
     lambda: pbt.Controller(
       workdir,
       SPACE,
-      "tests.test_pbt_mpi:toy_task",
+      "tests.pbt.test_pbt_mpi:toy_task",
       population_size=4,
       num_trials=NUM_TRIALS,
       steps_per_trial=3,
@@ -81,7 +81,7 @@ def _main(workdir):  # what every rank runs
 
 
 def _mpirun(n, workdir, timeout=300, **env):
-  code = f"from tests.test_pbt_mpi import _main; _main({str(workdir)!r})"
+  code = f"from tests.pbt.test_pbt_mpi import _main; _main({str(workdir)!r})"
   env = {**os.environ, "JAX_PLATFORMS": "cpu", **env}
   env.pop("JAX_NUM_CPU_DEVICES", None)
   cmd = [str(MPIRUN), "-n", str(n), sys.executable, "-c", code]

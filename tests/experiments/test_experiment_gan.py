@@ -14,7 +14,7 @@ from experiments.gan import train
 from experiments.gan.configs import smoke
 from minmaxlab import runner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class _Killed(Exception):

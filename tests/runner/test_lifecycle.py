@@ -22,7 +22,7 @@ import pytest
 
 from minmaxlab import runner
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _env(tmp_path, **extra):

@@ -15,7 +15,7 @@ from minmaxlab import pbt
 from minmaxlab.gan import data
 from tests import _procs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MPIRUN = Path(sys.executable).parent / "mpirun"
 HAVE_MPI = importlib.util.find_spec("mpi4py") is not None and MPIRUN.exists()
 HAVE_FASHION = (data.FASHION_MNIST_DIR / "train-images-idx3-ubyte.gz").exists() or (
