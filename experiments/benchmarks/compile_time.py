@@ -35,7 +35,7 @@ jax.config.update("jax_enable_compilation_cache", False)
 
 import jax.numpy as jnp  # noqa: E402
 
-from experiments.coevolution import train  # noqa: E402
+from experiments.coevolution import experiment, train  # noqa: E402
 from minmaxlab import coevolution as co  # noqa: E402
 from minmaxlab import runner  # noqa: E402
 from minmaxlab.gan import metrics, models  # noqa: E402
@@ -64,14 +64,7 @@ def _abstract_image_experiment(config):
     pair,
     sample_real=lambda d, k, n: gan_data.sample_batch(k, d.images, n),
     score_fn=metrics.fid_score(lambda d, x: clf.apply(d.classifier_params, x)[0]),
-    scheme=co.default_scheme(
-      config.learning_rate,
-      lookahead=config.lookahead,
-      sync_period=config.sync_period,
-      slow_step_size=config.slow_step_size,
-      b1=config.b1,
-      b2=config.b2,
-    ),
+    scheme=experiment.scheme_from_config(config),
   )
   return coev, data
 

@@ -68,6 +68,18 @@ class DietedMixture(NamedTuple):
 DIET_SALT = 0xD1E7
 
 
+def scheme_from_config(config):
+  """The cells' game scheme (Adam, with Lookahead-minmax when ``config.lookahead``)."""
+  return co.default_scheme(
+    config.learning_rate,
+    lookahead=config.lookahead,
+    sync_period=config.sync_period,
+    slow_step_size=config.slow_step_size,
+    b1=config.b1,
+    b2=config.b2,
+  )
+
+
 def diet(config):
   """``(data_key, cell_data)`` of ``config.sampling_ratio`` (``cell_data`` ``None`` at 1)."""
   ratio = float(config.get("sampling_ratio", 1.0))
@@ -96,14 +108,7 @@ def build(config, backend: distributed.Backend | None = None) -> Experiment:
   backend = make_backend(config, "single") if backend is None else backend
   cfg, exchange = backend.config, backend.exchange
   latent = config.latent_dim or None
-  scheme = co.default_scheme(
-    config.learning_rate,
-    lookahead=config.lookahead,
-    sync_period=config.sync_period,
-    slow_step_size=config.slow_step_size,
-    b1=config.b1,
-    b2=config.b2,
-  )
+  scheme = scheme_from_config(config)
   diet_key, cell_data = diet(config)
   # "exact_proportion": the cells' mixture ES scores, and the evaluation samples, the mixture's
   # exact-proportion sample (generator i makes round(w_i n) of n) instead of weighted draws.
