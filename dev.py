@@ -216,7 +216,9 @@ def main(argv: list[str]) -> int:
     return rc
   ensure_fashion_mnist()
   workers = ["-n", "2"] if "-n" not in rest else []
-  rc = run_child([str(PY), "-m", "pytest", "-q", *workers, *rest])
+  # the slowest tests, printed at the end of every run: where CI's 20 minutes go
+  durations = [] if any(a.startswith("--durations") for a in rest) else ["--durations=20"]
+  rc = run_child([str(PY), "-m", "pytest", "-q", *workers, *durations, *rest])
   if rc == 5:  # pytest: no tests collected
     print("pytest collected no tests", flush=True)
     return 0
