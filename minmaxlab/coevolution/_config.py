@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from minmaxlab.coevolution._grid import NEIGHBOURHOODS
+from minmaxlab.coevolution._grid import neighbour_offsets
 
 FITNESS_MODES = ("average", "worst", "best")
 CELL_STRATEGIES = ("auto", "vmap", "map")
@@ -19,7 +19,10 @@ class CoevolutionConfig:
 
   Attributes:
     rows, cols: the torus.
-    neighbourhood: ``"von_neumann"`` (cell + 4, the default) or ``"moore"`` (cell + 8).
+    neighbourhood: ``"von_neumann"`` (cell + 4, the default), ``"moore"`` (cell + 8),
+      a radius ``"von_neumann:2"`` / ``"moore:2"`` (Manhattan / Chebyshev distance
+      <= 2), ``"custom:0,0;1,1;-2,0"`` or a tuple of ``(drow, dcol)`` offsets, the
+      cell ``(0, 0)`` first (see ``minmaxlab.coevolution.neighbour_offsets``).
     population_size: generators and discriminators kept per cell.
     selection: tournament selection over the neighbourhood (Lipizzaner's
       ``enable_selection``); off: each cell trains its own individuals in place
@@ -73,7 +76,7 @@ class CoevolutionConfig:
 
   rows: int = 3
   cols: int = 3
-  neighbourhood: str = "von_neumann"
+  neighbourhood: str | tuple[tuple[int, int], ...] = "von_neumann"
   population_size: int = 1
   selection: bool = True
   generator_selection: str = "tournament"
@@ -118,8 +121,9 @@ class CoevolutionConfig:
     n = self.n_replacements
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= self.population_size:
       bad("n_replacements", f"an integer in [0, population_size={self.population_size}]")
-    if self.neighbourhood not in NEIGHBOURHOODS:
-      bad("neighbourhood", f"one of {sorted(NEIGHBOURHOODS)}")
+    offsets = neighbour_offsets(self.neighbourhood)  # ValueError naming the bad value
+    if not isinstance(self.neighbourhood, str):  # a tuple of offsets: hashable, checked ints
+      object.__setattr__(self, "neighbourhood", offsets)
     if self.fitness_mode not in FITNESS_MODES:
       bad("fitness_mode", f"one of {FITNESS_MODES}")
     if self.generator_selection not in GENERATOR_SELECTIONS:
@@ -145,4 +149,4 @@ class CoevolutionConfig:
 
   @property
   def num_members(self) -> int:
-    return len(NEIGHBOURHOODS[self.neighbourhood])
+    return len(neighbour_offsets(self.neighbourhood))
