@@ -112,15 +112,6 @@ def neighbour_offsets(kind: str | Sequence[tuple[int, int]]) -> tuple[tuple[int,
   return _check_offsets(kind, kind)
 
 
-def halo_widths(kind: str | Sequence[tuple[int, int]]) -> tuple[tuple[int, int], tuple[int, int]]:
-  """``((above, below), (left, right))``: how many rows before and after a block,
-  and columns left and right of it, a block needs to see every member of its
-  cells (``max(-drow, 0)`` over the offsets, and so on)."""
-  offsets = np.asarray(neighbour_offsets(kind))
-  lo, hi = np.maximum(-offsets.min(axis=0), 0), np.maximum(offsets.max(axis=0), 0)
-  return (int(lo[0]), int(hi[0])), (int(lo[1]), int(hi[1]))
-
-
 def neighbour_indices(rows: int, cols: int, kind: str = "von_neumann") -> np.ndarray:
   """Flat cell index ``r * cols + c`` of every member: ``[rows, cols, M]`` (numpy, static)."""
   offsets = neighbour_offsets(kind)

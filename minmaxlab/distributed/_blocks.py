@@ -1,11 +1,19 @@
 """Block exchanges: a program holds one rectangular block of the coevolution
-torus and receives a one-cell-wide halo from the 4 neighbouring blocks (rows
-first, then columns of the row-extended block, so the corners needed by the
-Moore neighbourhood arrive too).
+torus and receives a halo from the neighbouring blocks, as wide on each side
+as the neighbourhood reaches (:func:`halo_widths`: one cell for von Neumann and
+Moore, two for ``"moore:2"``, whatever a user-given shape needs), rows first,
+then columns of the row-extended block, so the corners needed by Moore-like
+shapes arrive too.
 
-A halo exchange packs the edges of every leaf into one buffer per dtype, so a
-generation sends 2 messages per dtype and split axis, whatever the networks'
-structure.
+A halo wider than a block is gathered in several hops: the block ``k`` blocks
+away sends its slice directly (a ``ppermute`` or ``sendrecv`` over distance
+``k``), so any block size works, down to one cell, and the torus wraps around
+(a block at a distance that is a multiple of the number of blocks is this
+block itself: no message).
+
+A halo exchange packs the slices of every leaf into one buffer per dtype, so a
+generation sends, per dtype and split axis, one message per hop and side
+(2 for a halo no wider than the blocks), whatever the networks' structure.
 """
 
 from __future__ import annotations
@@ -17,6 +25,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from minmaxlab.coevolution import neighbour_offsets
+
+
+def halo_widths(kind) -> tuple[tuple[int, int], tuple[int, int]]:
+  """``((above, below), (left, right))``: how many rows before and after a block,
+  and columns left and right of it, a block needs to see every member of its
+  cells (``max(-drow, 0)`` over the neighbourhood's offsets, and so on)."""
+  offsets = np.asarray(neighbour_offsets(kind))
+  lo, hi = np.maximum(-offsets.min(axis=0), 0), np.maximum(offsets.max(axis=0), 0)
+  return (int(lo[0]), int(hi[0])), (int(lo[1]), int(hi[1]))
 
 
 def check_blocks(rows: int, cols: int, blocks: tuple[int, int], what: str = "blocks") -> None:
@@ -36,7 +53,8 @@ class BlockExchange:
   Subclasses implement ``block_start()``, ``_from_neighbour(edge, axis,
   direction)`` (the edge that the neighbouring block in ``direction`` (+1: next
   block along ``axis``; -1: previous) sends, given that every block sends
-  ``edge``) and ``reduce(x, op)``.
+  ``edge``; ``direction`` is a signed distance in blocks: -2 is the block two
+  before this one, wrapping around the torus) and ``reduce(x, op)``.
   """
 
   def __init__(self, rows: int, cols: int, blocks: tuple[int, int]):
@@ -66,25 +84,29 @@ class BlockExchange:
         out[i] = part.reshape(edges[i].shape)
     return out
 
-  def gather(self, tree: Any, kind: str) -> Any:
+  def gather(self, tree: Any, kind) -> Any:
+    """Every member's value in each cell of this block, like
+    ``coevolution.gather_neighbours`` on the whole grid: ``(lr, lc, ...)`` leaves
+    become ``(lr, lc, M, ...)``."""
     offsets = neighbour_offsets(kind)
+    widths = halo_widths(kind)
     lr, lc = self.block_shape
     leaves, treedef = jax.tree.flatten(tree)
     for i, x in enumerate(leaves):
       if x.shape[:2] != (lr, lc):
         raise ValueError(f"leaf {i} has shape {x.shape}; expected leading axes {(lr, lc)}")
-    # Extend the block by a one-cell halo along every split axis (rows first, so the
+    # Extend the block by its halo along every split axis (rows first, so the
     # column halos carry the corners); an unsplit axis wraps around locally (rolls).
     for axis in (0, 1):
-      if self.blocks[axis] == 1:
+      if self.blocks[axis] == 1 or not leaves:
         continue
-      n = leaves[0].shape[axis] if leaves else 0
-      firsts = [jax.lax.slice_in_dim(x, 0, 1, axis=axis) for x in leaves]
-      lasts = [jax.lax.slice_in_dim(x, n - 1, n, axis=axis) for x in leaves]
-      before = self._edges_from_neighbour(lasts, axis, -1)  # previous block's last slice
-      after = self._edges_from_neighbour(firsts, axis, +1)  # next block's first slice
+      before, after = widths[axis]
+      size = self.block_shape[axis]
+      pieces_before = self._halo(leaves, axis, before, -1, size)
+      pieces_after = self._halo(leaves, axis, after, +1, size)
       leaves = [
-        jnp.concatenate([b, x, a], axis=axis) for b, x, a in zip(before, leaves, after, strict=True)
+        jnp.concatenate([*(p[i] for p in pieces_before), x, *(p[i] for p in pieces_after)], axis)
+        for i, x in enumerate(leaves)
       ]
 
     def member(x, dr, dc):
@@ -92,8 +114,24 @@ class BlockExchange:
         if self.blocks[axis] == 1:
           x = jnp.roll(x, -d, axis=axis)
         else:
-          x = jax.lax.slice_in_dim(x, 1 + d, 1 + d + size, axis=axis)
+          start = widths[axis][0] + d
+          x = jax.lax.slice_in_dim(x, start, start + size, axis=axis)
       return x
 
     out = [jnp.stack([member(x, dr, dc) for dr, dc in offsets], axis=2) for x in leaves]
     return jax.tree.unflatten(treedef, out)
+
+  def _halo(self, leaves: list, axis: int, width: int, side: int, size: int) -> list[list]:
+    """The ``width`` slices along ``axis`` next to this block on ``side`` (-1:
+    before it, +1: after it), in grid order: a list of hops, each one list of
+    slices per leaf. Hop ``k`` comes from the block ``k`` away: all of it but
+    for the farthest hop, which sends only the part that is needed."""
+    hops = []
+    for k in range(1, -(-width // size) + 1):  # ceil(width / size) hops
+      n = min(size, width - (k - 1) * size)
+      lo = size - n if side < 0 else 0  # the last n slices going back, the first n forward
+      part = [jax.lax.slice_in_dim(x, lo, lo + n, axis=axis) for x in leaves]
+      if (k % self.blocks[axis]) != 0:  # else the block k away is this one: no message
+        part = self._edges_from_neighbour(part, axis, side * k)
+      hops.append(part)
+    return hops[::-1] if side < 0 else hops
