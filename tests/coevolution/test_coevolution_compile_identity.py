@@ -1,0 +1,90 @@
+"""Issue 11 item 5: the generation program's results stay bit-identical while its compile
+time is cut. ``data/step_fingerprints.json`` holds the sha256 of every state leaf after two
+generations, saved from the code before the compile-time changes, for ``smoke`` (one
+individual per cell, simultaneous schedule, Lookahead) and a two-population variant
+(Lipizzaner's schedule, ``d_every=2``, neighbourhood opponents). Hashes are exact only on
+the same XLA build and CPU kind; elsewhere the per-leaf float64 sums are compared to 1e-5.
+
+Regenerate (only for an intended change of results):
+``python -m tests.coevolution.test_coevolution_compile_identity``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from minmaxlab import runner
+
+FIXTURE = Path(__file__).parent / "data" / "step_fingerprints.json"
+
+# name -> (config module, overrides)
+CASES = {
+  "smoke": ("smoke", {}),
+  "smoke_pop2_lipizzaner": (
+    "smoke",
+    {"population_size": 2, "schedule": "lipizzaner", "d_every": 2, "opponents": "neighbourhood"},
+  ),
+}
+
+
+def _config(name):
+  module, overrides = CASES[name]
+  config = importlib.import_module(f"experiments.coevolution.configs.{module}").get_config()
+  for k, v in overrides.items():
+    config[k] = v
+  return config
+
+
+def fingerprint(name: str) -> dict:
+  """sha256 and float64 sum of every state leaf (and the metrics) after two generations."""
+  from experiments.coevolution import experiment
+
+  config = _config(name)
+  exp = experiment.build(config)
+  init_key, gen_key, _ = experiment.keys(config)
+  state = jax.jit(exp.coev.init)(init_key)
+  step = jax.jit(exp.coev.step)
+  for g in range(2):
+    state, metrics = step(jax.random.fold_in(gen_key, g), state, exp.data)
+  leaves = jax.tree_util.tree_leaves_with_path((state, metrics))
+  out = {}
+  for path, leaf in leaves:
+    a = np.asarray(leaf)
+    out[jax.tree_util.keystr(path)] = {
+      "sha256": hashlib.sha256(a.tobytes()).hexdigest()[:16],
+      "sum": float(np.sum(a.astype(np.float64))),
+    }
+  return out
+
+
+def _platform() -> dict:
+  return {"jax": jax.__version__, "cpu_model": runner.cpu_model()}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_two_generations_match_saved_fingerprints(name):
+  saved = json.loads(FIXTURE.read_text())
+  got = fingerprint(name)
+  want = saved["cases"][name]
+  assert sorted(got) == sorted(want)
+  if saved["platform"] == _platform():
+    bad = [k for k in want if got[k]["sha256"] != want[k]["sha256"]]
+    assert not bad, f"{len(bad)} of {len(want)} leaves changed bits, e.g. {bad[:3]}"
+  else:
+    for k in want:
+      np.testing.assert_allclose(got[k]["sum"], want[k]["sum"], rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+if __name__ == "__main__":
+  jax.config.update("jax_platforms", "cpu")
+  result = {"platform": _platform(), "cases": {n: fingerprint(n) for n in sorted(CASES)}}
+  FIXTURE.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+  print(f"wrote {FIXTURE} ({sum(len(c) for c in result['cases'].values())} leaves)", file=sys.stderr)
