@@ -16,9 +16,9 @@ from minmaxlab.coevolution._exchange import WholeGrid
 from minmaxlab.coevolution._grid import gather_neighbours, member_mask
 from minmaxlab.coevolution._operators import INF
 from minmaxlab.coevolution._phases import CoevolutionParams, Individuals, Phases
-from minmaxlab.coevolution._training import CellSpec, take
+from minmaxlab.coevolution._training import CellSpec, indexed_loss, take
 from minmaxlab.games import Players
-from minmaxlab.gan.losses import LOSSES
+from minmaxlab.gan.losses import LOSSES, wasserstein
 from minmaxlab.transforms import (
   count_learning_rates,
   lookahead_minmax,
@@ -43,6 +43,9 @@ class CoevolutionState(NamedTuple):
     mixture_weights: ``(rows, cols, M)`` weights over the neighbourhood's best generators.
     mixture_score: ``(rows, cols)`` score of each cell's mixture (lower is better).
     generation: generations taken (int32).
+    loss_index: with ``loss="mustangs"``, ``Players`` of ``(rows, cols, P)`` int32
+      indices into ``MUSTANGS_LOSSES`` (each individual's loss, drawn at creation
+      and inherited); ``None`` otherwise.
   """
 
   params: Players
@@ -52,6 +55,11 @@ class CoevolutionState(NamedTuple):
   mixture_weights: jax.Array
   mixture_score: jax.Array
   generation: jax.Array
+  loss_index: Any = None
+
+
+# Mustangs' creation draws: fold_in(init key, MUSTANGS_SALT) (the networks' keys untouched).
+MUSTANGS_SALT = 0x6D75
 
 
 def default_scheme(
@@ -61,11 +69,23 @@ def default_scheme(
   slow_step_size: float = 0.5,
   b1: float = 0.5,
   b2: float = 0.999,
+  optimizer: str = "adam",
 ):
   """Lookahead-minmax over Adam (Lipizzaner's betas), each player's learning
-  rate injectable; ``lookahead=False`` gives plain Adam (Lipizzaner parity)."""
-  adam = lambda: optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate, b1=b1, b2=b2)
-  inner = per_player(min=adam(), max=adam())
+  rate injectable; ``lookahead=False`` gives plain Adam (Lipizzaner parity).
+
+  ``optimizer="rmsprop"``: RMSprop as Lipizzaner's WGAN trainer uses it (torch's
+  defaults: ``alpha = 0.99``, ``eps = 1e-8`` added outside the square root, no
+  momentum; ``b1``, ``b2`` unused) instead of Adam."""
+  if optimizer == "adam":
+    opt = lambda: optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate, b1=b1, b2=b2)
+  elif optimizer == "rmsprop":
+    opt = lambda: optax.inject_hyperparams(optax.rmsprop)(
+      learning_rate=learning_rate, decay=0.99, eps=1e-8, eps_in_sqrt=False
+    )
+  else:
+    raise ValueError(f"optimizer must be 'adam' or 'rmsprop', got {optimizer!r}")
+  inner = per_player(min=opt(), max=opt())
   return lookahead_minmax(inner, sync_period, slow_step_size) if lookahead else inner
 
 
@@ -114,7 +134,8 @@ class Coevolution:
     score_fn: ``score_fn(data, samples [M, S, ...], weights [M]) -> scalar``,
       lower is better (e.g. :func:`mode_tvd_score`, :func:`fid_score`).
     scheme: game transform over ``Players`` with per-player injected learning
-      rates (default :func:`default_scheme`).
+      rates (default :func:`default_scheme`; with ``loss="wgan"``
+      ``default_scheme(lookahead=False, optimizer="rmsprop")``, Lipizzaner's WGAN).
     exchange: which cells this program holds and how neighbours and grid-wide
       reductions arrive: :class:`WholeGrid` (default), or a block exchange from
       ``minmaxlab.distributed`` (a device mesh with ``shard_map``, MPI ranks).
@@ -156,14 +177,19 @@ class Coevolution:
     self.pair = pair
     self.sample_real = sample_real
     self.score_fn = score_fn
+    if scheme is None and config.loss == "wgan":
+      scheme = default_scheme(config.learning_rate, lookahead=False, optimizer="rmsprop")
     scheme = default_scheme(config.learning_rate) if scheme is None else scheme
     self.scheme = optax.with_extra_args_support(scheme)
-    if config.loss == "mustangs":
+    self.mustangs = config.loss == "mustangs"
+    if self.mustangs:
       self._losses = tuple(LOSSES[n] for n in MUSTANGS_LOSSES)
+    elif config.loss == "wgan":
+      self._losses = (wasserstein,)
     elif config.loss in LOSSES and config.loss != "wgan_gp":
       self._losses = (LOSSES[config.loss],)
     else:
-      choices = sorted(set(LOSSES) - {"wgan_gp"}) + ["mustangs"]
+      choices = sorted(set(LOSSES) - {"wgan_gp"}) + ["mustangs", "wgan"]
       raise ValueError(f"loss must be one of {choices}, got {config.loss!r}")
     # The scheme's own state (before any learning rate is written into it).
     abstract = jax.eval_shape(lambda k: self.scheme.init(self._init_params(k)), jax.random.key(0))
@@ -223,6 +249,13 @@ class Coevolution:
       (r0, c0), (nr, nc) = self.exchange.local_block, self.exchange.block_shape
       keys, mask = keys[r0 : r0 + nr, c0 : c0 + nc], mask[r0 : r0 + nr, c0 : c0 + nc]
     params, opt = jax.vmap(jax.vmap(jax.vmap(self._init_pair)))(keys)
+    loss_index = None
+    if self.mustangs:  # each individual's loss, drawn at its creation (both modes)
+      k = jax.random.fold_in(key, MUSTANGS_SALT)
+      li = jax.random.randint(k, (2,) + shape, 0, len(self._losses), jnp.int32)
+      if self.exchange.local_block is not None:
+        li = li[:, r0 : r0 + nr, c0 : c0 + nc]
+      loss_index = Players(li[0], li[1])
     lr = jnp.full(keys.shape, c.learning_rate, jnp.float32)
     weights = jnp.asarray(mask / mask.sum(-1, keepdims=True), jnp.float32)
     inf = jnp.full(keys.shape, INF, jnp.float32)
@@ -234,6 +267,7 @@ class Coevolution:
       weights,
       jnp.full(keys.shape[:2], INF, jnp.float32),
       jnp.zeros([], jnp.int32),
+      loss_index,
     )
 
   # ----------------------------------------------------------------- step
@@ -260,6 +294,8 @@ class Coevolution:
     c, ex = self.config, self.exchange
     lr, lc = ex.block_shape
     individuals = (state.params, state.opt_state, state.learning_rates, state.fitness)
+    if self.mustangs:
+      individuals += (state.loss_index,)
     neighbourhood = ex.gather(individuals, c.neighbourhood)
     # Global cell ids key every random choice: the numbers do not depend on the backend.
     r0, c0 = ex.block_start()
@@ -277,9 +313,16 @@ class Coevolution:
       flat = jax.tree.map(lambda x: x.reshape((lr * lc,) + x.shape[2:]), inputs)
       out = jax.lax.map(cell, flat)
       out = jax.tree.map(lambda x: x.reshape((lr, lc) + x.shape[1:]), out)
-    (params, opt, lrs, fitness, weights, score), metrics = out
+    (params, opt, lrs, fitness, weights, score, loss_index), metrics = out
     new_state = CoevolutionState(
-      params, opt, lrs, fitness, weights, score, optax.safe_int32_increment(state.generation)
+      params,
+      opt,
+      lrs,
+      fitness,
+      weights,
+      score,
+      optax.safe_int32_increment(state.generation),
+      loss_index,
     )
     # Grid-wide read-outs: the best (lowest, first by cell id on ties) finite score.
     finite_score = jnp.where(jnp.isfinite(score), score, INF)
@@ -299,11 +342,9 @@ class Coevolution:
     P, M = c.population_size, c.num_members
     pool = phases_lib.pool(neighbourhood, mask, P)
     keys = jax.random.split(key, 9)
-    loss_index = jax.random.randint(keys[0], (), 0, len(spec.losses))
-    if len(spec.losses) == 1:
-      per_logit = spec.losses[0]
-    else:
-      per_logit = lambda r, f: jax.lax.switch(loss_index, spec.losses, r, f)
+    per_logit = spec.losses[0]
+    if self.mustangs:  # each individual's own loss (pool.loss_index)
+      per_logit = lambda r, f, gi, di: indexed_loss(spec.losses, gi, di)(r, f)
 
     # 1. fitness of every generator against every discriminator of the neighbourhood
     real = self.sample_real(data, keys[1], c.fitness_samples)
@@ -324,23 +365,34 @@ class Coevolution:
     pool_d = jnp.concatenate([jnp.ones(P, bool), usable.max[P:] & with_neighbours])
     neighbours = take(pool.params.min, slice(P, None)), take(pool.params.max, slice(P, None))
     pools, sel = (pool_g, pool_d), selected
+    mustangs = {"loss_index": sel.loss_index} if self.mustangs else {}
     (trained, opt), g_losses, d_losses = ph.train(
-      spec, per_logit, keys[6], data, sel.params, sel.opt, pools, neighbours, with_neighbours
+      spec,
+      per_logit,
+      keys[6],
+      data,
+      sel.params,
+      sel.opt,
+      pools,
+      neighbours,
+      with_neighbours,
+      **mustangs,
     )
     train_ok = jnp.all(jnp.isfinite(g_losses)) & jnp.all(jnp.isfinite(d_losses))
 
     # 4. replacement: trained vs local, on the same fitness batch and opponents
-    fit_tr = ph.rescore(self.pair, per_logit, batch, trained, pool, c.fitness_mode)
+    fit_tr = ph.rescore(self.pair, per_logit, batch, trained, pool, c.fitness_mode, **mustangs)
     own = lambda t: take(t, slice(0, P))
     local = Individuals(
       Players(own(pool.params.min), own(pool.params.max)),
       own(pool.opt),
       Players(pool.learning_rates.min[:P], pool.learning_rates.max[:P]),
       Players(fit.min[:P], fit.max[:P]),
+      None if pool.loss_index is None else own(pool.loss_index),
     )
     new, src = ph.replace(
       local,
-      Individuals(trained, opt, selected.learning_rates, fit_tr),
+      Individuals(trained, opt, selected.learning_rates, fit_tr, selected.loss_index),
       c.n_replacements,
       c.selection,
       self._labels,
@@ -366,7 +418,13 @@ class Coevolution:
     fresh_params, fresh_opt = jax.vmap(self._init_pair)(jax.random.split(keys[8], P))
     lr0 = jnp.full(P, c.learning_rate, jnp.float32)
     inf = jnp.full(P, INF)
-    fresh = Individuals(fresh_params, fresh_opt, Players(lr0, lr0), Players(inf, inf))
+    fresh_li = None
+    if self.mustangs:  # re-seeded individuals draw their losses anew (created again)
+      li = jax.random.randint(
+        jax.random.fold_in(keys[8], MUSTANGS_SALT), (2, P), 0, len(self._losses), jnp.int32
+      )
+      fresh_li = Players(li[0], li[1])
+    fresh = Individuals(fresh_params, fresh_opt, Players(lr0, lr0), Players(inf, inf), fresh_li)
     new = ph.repair(diverged, new, pool, fit, fresh, M)
     weights_out = jnp.where(diverged, mix_ok / jnp.sum(mix_ok), weights_out)
     score_out = jnp.where(diverged, INF, score_out)
@@ -383,9 +441,15 @@ class Coevolution:
       "replaced_g": jnp.sum(src.min >= 0).astype(jnp.int32),
       "replaced_d": jnp.sum(src.max >= 0).astype(jnp.int32),
       "diverged": diverged,
-      "loss_index": loss_index.astype(jnp.int32),
+      # Mustangs: the loss of the cell's best generator (0 without Mustangs).
+      "loss_index": (
+        new.loss_index.min[jnp.argmin(new.fitness.min)]
+        if self.mustangs
+        else jnp.zeros([], jnp.int32)
+      ),
     }
     out = (new.params, new.opt, new.learning_rates, new.fitness, weights_out, score_out)
+    out += (new.loss_index,)
     return out, metrics
 
   # ------------------------------------------------------------ read-out

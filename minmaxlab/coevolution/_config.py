@@ -11,6 +11,7 @@ CELL_STRATEGIES = ("auto", "vmap", "map")
 SCHEDULES = ("simultaneous", "lipizzaner")
 GENERATOR_SELECTIONS = ("tournament", "lineage")
 MUSTANGS_LOSSES = ("ns_bce", "lsgan", "heuristic")
+MUSTANGS_MODES = ("at_creation", "always")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +60,32 @@ class CoevolutionConfig:
       UPDATED generator with fresh fakes (Lipizzaner's trainer; each player's update
       is its own scheme update, and a shared counter such as Lookahead's still counts
       batches). With ``d_every=2`` this is Lipizzaner's MNIST schedule exactly.
-    loss: a name of ``minmaxlab.gan.losses.LOSSES`` or ``"mustangs"`` (each cell
-      draws BCE, least squares or heuristic at random every generation).
+    loss: a name of ``minmaxlab.gan.losses.LOSSES`` (except ``"wgan_gp"``),
+      ``"mustangs"`` (each individual trains with BCE, least squares or heuristic
+      drawn at random, see ``mustangs_mode``) or ``"wgan"`` (Lipizzaner's WGAN
+      trainer: a critic without sigmoid trained on the Wasserstein loss, RMSprop
+      by default, the critic's weights clipped to ``[-wgan_clip, wgan_clip]``
+      after every critic update, ``n_critic`` critic updates per generator update).
+    mustangs_mode: with ``loss="mustangs"`` (Lipizzaner's ``network.randomized``):
+      ``"at_creation"`` (default, the reference's: ``randomized`` unset): each
+      generator and each discriminator draws its loss when it is created
+      (``Coevolution.init``, or a fresh re-seed); the index is kept in
+      ``CoevolutionState.loss_index`` and moves with the individual through
+      selection, replacement and repair; its fitness and training use it.
+      ``"always"``: the generator draws a new loss for every training batch
+      (Lipizzaner re-picks in the generator's loss call); discriminators keep
+      their creation loss, and a generator's stored index is used for its
+      fitness. (Lipizzaner's G and D share one loss object, so there ``always``
+      never re-randomises: research/lipizzaner.md §8.3; this is the intent.)
+    n_critic: critic (discriminator) updates per generator update: of every group
+      of ``n_critic`` batches the first ``n_critic - 1`` update the discriminators
+      alone and the last one updates both (as ``schedule`` says); leftover batches
+      of a partial group are critic updates. The mirror of ``d_every`` (which
+      skips discriminator steps): ``n_critic = k`` gives ``k`` discriminator
+      updates per generator update, ``d_every = k`` gives ``1 / k``; at most one
+      of them may exceed 1. Lipizzaner's WGAN: 5.
+    wgan_clip: with ``loss="wgan"``, the critic's weights are clipped to
+      ``[-wgan_clip, wgan_clip]`` after each of its updates (Lipizzaner: 0.01).
     mixture_sigma: step of the mixture-weight (1+1)-ES.
     mixture_samples: samples per generator for the mixture score.
     opponents: whom a trained individual plays each step: ``"selected"`` (the
@@ -93,6 +118,9 @@ class CoevolutionConfig:
   d_every: int = 1
   schedule: str = "simultaneous"
   loss: str = "ns_bce"
+  mustangs_mode: str = "at_creation"
+  n_critic: int = 1
+  wgan_clip: float = 0.01
   mixture_sigma: float = 0.01
   mixture_samples: int = 1000
   opponents: str = "auto"
@@ -118,6 +146,11 @@ class CoevolutionConfig:
     d = self.d_every
     if isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= self.steps_per_generation:
       bad("d_every", f"an integer in [1, steps_per_generation={self.steps_per_generation}]")
+    n = self.n_critic
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= self.steps_per_generation:
+      bad("n_critic", f"an integer in [1, steps_per_generation={self.steps_per_generation}]")
+    if n > 1 and d > 1:
+      bad("n_critic", f"1 when d_every > 1 (d_every={d})")
     n = self.n_replacements
     if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= self.population_size:
       bad("n_replacements", f"an integer in [0, population_size={self.population_size}]")
@@ -132,6 +165,8 @@ class CoevolutionConfig:
       bad("opponents", "one of ('auto', 'selected', 'neighbourhood')")
     if self.schedule not in SCHEDULES:
       bad("schedule", f"one of {SCHEDULES}")
+    if self.mustangs_mode not in MUSTANGS_MODES:
+      bad("mustangs_mode", f"one of {MUSTANGS_MODES}")
     if self.cell_strategy not in CELL_STRATEGIES:
       bad("cell_strategy", f"one of {CELL_STRATEGIES}")
     if not 0.0 <= self.mutation_probability <= 1.0:
@@ -139,7 +174,7 @@ class CoevolutionConfig:
     for name in ("mutation_scale", "mixture_sigma"):
       if not getattr(self, name) >= 0.0:
         bad(name, ">= 0")
-    for name in ("learning_rate", "min_learning_rate"):
+    for name in ("learning_rate", "min_learning_rate", "wgan_clip"):
       if not getattr(self, name) > 0.0:
         bad(name, "> 0")
 

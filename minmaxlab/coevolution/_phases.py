@@ -59,22 +59,26 @@ class Pool(NamedTuple):
     learning_rates: ``Players`` of ``[N]``.
     valid: ``Players`` of ``[N]`` bool: a distinct member with finite parameters
       (a diverged individual takes part in nothing).
+    loss_index: ``None``, or Mustangs' ``Players`` of ``[N]`` int32 loss indices.
   """
 
   params: Players
   opt: Any
   learning_rates: Players
   valid: Players
+  loss_index: Any = None
 
 
 class Individuals(NamedTuple):
   """``P`` individuals of a cell: ``Players`` params, scheme states, ``Players``
-  learning rates and ``Players`` fitness, each with a leading ``[P]`` axis."""
+  learning rates and ``Players`` fitness, each with a leading ``[P]`` axis; with
+  Mustangs also ``Players`` of ``[P]`` loss indices (else ``None``)."""
 
   params: Players
   opt: Any
   learning_rates: Players
   fitness: Players
+  loss_index: Any = None
 
 
 class FitnessBatch(NamedTuple):
@@ -90,9 +94,9 @@ class FitnessBatch(NamedTuple):
 
 def pool(neighbourhood: tuple, mask: jax.Array, population_size: int) -> Pool:
   """Flatten a cell's gathered neighbourhood ``(params, opt, learning_rates,
-  fitness)`` (leaves ``[M, P, ...]``) into the pool of ``N = M * P`` individuals;
-  ``mask [M]`` marks the distinct members."""
-  params_nb, opt_nb, lr_nb, _ = neighbourhood
+  fitness[, loss_index])`` (leaves ``[M, P, ...]``) into the pool of ``N = M * P``
+  individuals; ``mask [M]`` marks the distinct members."""
+  params_nb, opt_nb, lr_nb = neighbourhood[:3]
   n = mask.shape[0] * population_size
   flat = lambda t: jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), t)
   g_all, d_all, opt_all = flat(params_nb.min), flat(params_nb.max), flat(opt_nb)
@@ -100,7 +104,15 @@ def pool(neighbourhood: tuple, mask: jax.Array, population_size: int) -> Pool:
   member_valid = jnp.repeat(mask, population_size)
   valid_g = member_valid & jax.vmap(tree_all_finite)(g_all)
   valid_d = member_valid & jax.vmap(tree_all_finite)(d_all)
-  return Pool(Players(g_all, d_all), opt_all, lr, Players(valid_g, valid_d))
+  loss_index = flat(neighbourhood[4]) if len(neighbourhood) > 4 else None
+  return Pool(Players(g_all, d_all), opt_all, lr, Players(valid_g, valid_d), loss_index)
+
+
+def _losses_with(per_logit: Callable, g_index: Any, d_index: Any) -> Callable:
+  """``per_logit`` itself, or with Mustangs' indices bound (``per_logit(r, f, gi, di)``)."""
+  if g_index is None:
+    return per_logit
+  return lambda r, f: per_logit(r, f, g_index, d_index)
 
 
 def fitness(
@@ -110,7 +122,9 @@ def fitness(
 
   Args:
     pair: the ``GANPair`` (``generator.apply``, ``discriminator.apply``).
-    per_logit: ``(real_logits, fake_logits) -> (loss_min, loss_max)``.
+    per_logit: ``(real_logits, fake_logits) -> (loss_min, loss_max)``; with
+      ``pool.loss_index`` set (Mustangs) ``(real, fake, g_index, d_index) -> ...``:
+      each generator is scored by its own loss, each discriminator by its own.
     real, z: the fitness batch's real samples ``[F, ...]`` and noise ``[F, L]``.
     pool: from :func:`pool`.
     mode: :func:`aggregate_fitness` over the valid opponents.
@@ -125,7 +139,9 @@ def fitness(
   fakes = jax.vmap(G.apply, (0, None))(g_all, z)
   d_real = jax.vmap(D.apply, (0, None))(d_all, real)
   d_fake = jax.vmap(lambda d: jax.vmap(lambda x: D.apply(d, x))(fakes))(d_all)  # [Nd, Ng, F]
-  pair_losses = jax.vmap(jax.vmap(per_logit, (None, 0)), (0, 0))(d_real, d_fake)
+  gi, di = (None, None) if pool.loss_index is None else pool.loss_index
+  one = lambda r, f, g, d: _losses_with(per_logit, g, d)(r, f)
+  pair_losses = jax.vmap(jax.vmap(one, (None, 0, 0, None)), (0, 0, None, 0))(d_real, d_fake, gi, di)
   lg, ld = pair_losses[0].T, pair_losses[1]  # lg: [Ng, Nd]; ld: [Nd, Ng]
   fit_g = jnp.where(valid_g, aggregate_fitness(lg, valid_d, mode), INF)
   fit_d = jnp.where(valid_d, aggregate_fitness(ld, valid_g, mode), INF)
@@ -133,22 +149,34 @@ def fitness(
 
 
 def rescore(
-  pair, per_logit: Callable, batch: FitnessBatch, trained: Players, pool: Pool, mode: str
+  pair,
+  per_logit: Callable,
+  batch: FitnessBatch,
+  trained: Players,
+  pool: Pool,
+  mode: str,
+  loss_index: Any = None,
 ) -> Players:
   """Fitness of trained individuals (``Players`` of ``[P, ...]``) on the same
   batch and against the same pool opponents as :func:`fitness` (no ``valid``
-  masking of the trained ones themselves)."""
+  masking of the trained ones themselves); with Mustangs ``loss_index`` holds the
+  trained ones' ``Players`` of ``[P]`` loss indices (``per_logit`` as in :func:`fitness`)."""
   G, D = pair.generator, pair.discriminator
   g_all, d_all = pool.params
   valid_g, valid_d = pool.valid
+  gi, di = (None, None) if loss_index is None else loss_index
+  # Only the generator's part (index of the trained generator) and the discriminator's
+  # part (of the trained discriminator) are read, so the other index can be anything.
+  g_loss = lambda r, f, g: _losses_with(per_logit, g, g)(r, f)[0]
+  d_loss = lambda r, f, d: _losses_with(per_logit, d, d)(r, f)[1]
   fakes_tr = jax.vmap(G.apply, (0, None))(trained.min, batch.z)
   lg_tr = jax.vmap(
-    lambda fk: jax.vmap(lambda d, dr: per_logit(dr, D.apply(d, fk))[0])(d_all, batch.d_real)
-  )(fakes_tr)  # [P, Nd]
+    lambda fk, g: jax.vmap(lambda d, dr: g_loss(dr, D.apply(d, fk), g))(d_all, batch.d_real)
+  )(fakes_tr, gi)  # [P, Nd]
   d_real_tr = jax.vmap(D.apply, (0, None))(trained.max, batch.real)
   ld_tr = jax.vmap(
-    lambda d, dr: jax.vmap(lambda fk: per_logit(dr, D.apply(d, fk))[1])(batch.fakes)
-  )(trained.max, d_real_tr)  # [P, Ng]
+    lambda d, dr, i: jax.vmap(lambda fk: d_loss(dr, D.apply(d, fk), i))(batch.fakes)
+  )(trained.max, d_real_tr, di)  # [P, Ng]
   return Players(aggregate_fitness(lg_tr, valid_d, mode), aggregate_fitness(ld_tr, valid_g, mode))
 
 
@@ -214,7 +242,9 @@ def select_and_mutate(
   lr_d = mutate(jax.random.fold_in(keys[2], 1), pool.learning_rates.max[idx_d])
   opt = jax.vmap(set_learning_rates)(opt, lr_g, lr_d)
   fit = Players(fitness.min[idx_g], fitness.max[idx_d])
-  return Individuals(chosen, opt, Players(lr_g, lr_d), fit), Players(idx_g, idx_d)
+  li = pool.loss_index
+  li = None if li is None else Players(li.min[idx_g], li.max[idx_d])
+  return Individuals(chosen, opt, Players(lr_g, lr_d), fit, li), Players(idx_g, idx_d)
 
 
 def replace(
@@ -254,7 +284,14 @@ def replace(
     pick(src_g, trained.fitness.min, local.fitness.min),
     pick(src_d, trained.fitness.max, local.fitness.max),
   )
-  return Individuals(Players(new_g, new_d), new_opt, new_lr, new_fit), Players(src_g, src_d)
+  new_li = None
+  if local.loss_index is not None:  # Mustangs: the loss moves with its individual
+    new_li = Players(
+      pick(src_g, trained.loss_index.min, local.loss_index.min),
+      pick(src_d, trained.loss_index.max, local.loss_index.max),
+    )
+  new = Individuals(Players(new_g, new_d), new_opt, new_lr, new_fit, new_li)
+  return new, Players(src_g, src_d)
 
 
 def mixture_members(
@@ -345,6 +382,7 @@ def repair(
     donor_slice(pool.opt),
     Players(donor_slice(pool.learning_rates.min), donor_slice(pool.learning_rates.max)),
     Players(donor_slice(fitness.min), donor_slice(fitness.max)),
+    None if pool.loss_index is None else donor_slice(pool.loss_index),
   )
   return tree_where(is_diverged, tree_where(has_donor, donated, fresh), new)
 
