@@ -24,6 +24,11 @@ from minmaxlab.transforms._common import (
 _SLOW_INITS = ("params", "lazy")
 
 
+def _merged_dtype(onto_slow, u):
+  """The dtype of ``jnp.where(synced, onto_slow, u)`` for one leaf."""
+  return jnp.result_type(onto_slow, u)
+
+
 class LookaheadMinmaxState(NamedTuple):
   """State of :func:`lookahead_minmax`.
 
@@ -83,7 +88,7 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
     # Every period is a multiple of the first, so any sync is a level-0 sync.
     synced = count % jnp.asarray(sync_periods[0], jnp.int32) == 0
 
-    def sync_slow():
+    def sync():
       fast = optax.apply_updates(params, u)
       slows = list(state.slow)
       for level, (k, alpha) in enumerate(zip(sync_periods, slow_step_sizes)):
@@ -96,20 +101,28 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
         # Every faster level restarts from the new slow weights.
         slows = [tree_where(due, new_slow, s) for s in slows[:level]] + slows[level:]
         slows[level] = new_slow
-      return tuple(slows)
+      # The update that moves the params onto the new slow weights, in the dtype
+      # `jnp.where(synced, slow - params, u)` would give (both branches must agree).
+      onto_slow = jax.tree.map(
+        lambda d, x: d.astype(_merged_dtype(d, x)), tree_sub(slows[0], params), u
+      )
+      return onto_slow, tuple(slows)
 
-    # Only the slow weights go through the `cond` (its false branch passes them on
-    # untouched: no arithmetic on the k-1 steps out of k without a sync). The update is
-    # merged with a mask outside it (after any sync the fast weights equal slow[0]), so
-    # the select can fuse with the inner optimizer's last elementwise kernel and the
-    # caller's `apply_updates` instead of `u` being a cond operand and result. On a
-    # loaded 2-core host (process CPU time, interleaved medians, MLP GAN) this measured
-    # the same as routing `u` through the cond (alternating +4.5% vs +4.3% over the inner
-    # scheme): the remaining overhead is about one read and write of the slow weights
-    # per step, which the loop carry seems to cost (issue 11 item 4 is still open).
+    def keep():
+      return jax.tree.map(lambda x, d: x.astype(_merged_dtype(d, x)), u, params), tuple(state.slow)
+
+    # The update goes through the `cond` with the slow weights (issue 11 item 4). On the
+    # k-1 steps out of k without a sync the false branch passes both on untouched, so such
+    # a step costs the inner scheme's step plus one write and one read of `u` (the
+    # `cond`'s operand and result): nothing else reads or writes a parameter-sized array.
+    # The former layout (only the slow weights through the `cond`, the update merged
+    # outside with `jnp.where(synced, slow - params, u)`) had every step materialise the
+    # inner optimizer's direction and `u` for the `cond`'s true branch AND read the slow
+    # weights for the select: about 5 parameter-sized reads/writes and 2 more fused
+    # kernels per leaf instead of 2 and 1 (XLA's compiled HLO; see the Benchmarks section
+    # of the README). Same arithmetic, same results (tests/transforms pin it bit for bit).
     # Under `vmap` with a batched counter the `cond` becomes a select, as a mask would.
-    slows = jax.lax.cond(synced, sync_slow, lambda: tuple(state.slow))
-    new_updates = tree_where(synced, tree_sub(slows[0], params), u)
+    new_updates, slows = jax.lax.cond(synced, sync, keep)
     if reset_state:
       inner_state = jax.lax.cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
     return new_updates, LookaheadMinmaxState(count, slows, inner_state, synced)
