@@ -14,8 +14,10 @@ side in one run: this machine is noisy). Prints one JSON line.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
+import re
 import statistics
 import time
 
@@ -89,14 +91,73 @@ def compiled_run(tx, params, field, steps):
   return run, state
 
 
+_DTYPE_BYTES = {"f64": 8, "f32": 4, "s32": 4, "u32": 4, "bf16": 2, "f16": 2, "pred": 1, "s8": 1}
+# The top-level operations of a loop body that read and write buffers (not tuple plumbing,
+# and not `conditional`: its branches are separate computations, left out).
+_KERNELS = ("fusion", "dot", "copy", "convolution", "custom-call", "dynamic-update-slice")
+
+
+def _array_bytes(shape: str) -> int:
+  m = re.match(r"(\w+)\[([\d,]*)\]", shape)
+  if not m or m.group(1) not in _DTYPE_BYTES:
+    return 0  # tuples, tokens
+  n = 1
+  for d in filter(None, m.group(2).split(",")):
+    n *= int(d)
+  return n * _DTYPE_BYTES[m.group(1)]
+
+
+def step_traffic(hlo_text: str) -> dict:
+  """Kernels and buffer traffic of one step WITHOUT a lookahead sync, from the compiled HLO.
+
+  Sums, over the top-level kernels of the scan's ``while`` body (fusions, dots, copies),
+  the bytes each writes (its result) and reads (its operands). The ``lax.cond`` of the
+  lookahead's sync is not entered: its branches are separate computations, so this is the
+  k-1 steps out of k without a sync. XLA's ``cost_analysis`` instead adds both branches of
+  every ``cond`` on every step, an upper bound that does not change with the layout.
+  """
+  body = re.search(r"body=%([\w.\-]+)", hlo_text)
+  if body is None:
+    return {}
+  lines, inside = [], False
+  for line in hlo_text.splitlines():
+    head = re.match(r"^(?:ENTRY )?%(\S+) \(", line)
+    if head:
+      inside = head.group(1) == body.group(1)
+    elif inside:
+      lines.append(line)
+  inst = [re.match(r"\s*(?:ROOT )?%(\S+) = (\S+) ([\w-]+)\((.*?)\)", x) for x in lines]
+  inst = [m for m in inst if m]
+  size = {m.group(1): _array_bytes(m.group(2)) for m in inst}
+  written = read = 0
+  kinds = collections.Counter()
+  for m in inst:
+    if m.group(3) in _KERNELS:
+      kinds[m.group(3)] += 1
+      written += _array_bytes(m.group(2))
+      read += sum(size.get(o.strip().lstrip("%"), 0) for o in m.group(4).split(","))
+  return {"written": written, "read": read, "kernels": sum(kinds.values()), **kinds}
+
+
 def xla_cost(run, params, state, batches):
-  """FLOPs and bytes accessed of the compiled run, from XLA's cost analysis."""
+  """FLOPs and bytes accessed of the compiled run (XLA's cost analysis), and the traffic
+  of a step without a sync (:func:`step_traffic`)."""
   try:
-    cost = run.lower(params, state, batches).compile().cost_analysis()
+    compiled = run.lower(params, state, batches).compile()
+    cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    return {"flops": float(cost.get("flops", 0.0)), "bytes": float(cost.get("bytes accessed", 0.0))}
+    return {
+      "flops": float(cost.get("flops", 0.0)),
+      "bytes": float(cost.get("bytes accessed", 0.0)),
+      "step": step_traffic(compiled.as_text()),
+    }
   except Exception:  # cost analysis is best effort on some backends
-    return {"flops": 0.0, "bytes": 0.0}
+    return {"flops": 0.0, "bytes": 0.0, "step": {}}
+
+
+def _step_bytes(cost):
+  step = cost.get("step") or {}
+  return step.get("written", 0) + step.get("read", 0)
 
 
 def _ratio(a, b):
@@ -140,6 +201,9 @@ def measure(problem, steps, repeats):
       # every step (the sync arithmetic is not amortised over k), so these are upper bounds.
       "xla_flops_ratio": _ratio(runs["lookahead"][3]["flops"], runs["plain"][3]["flops"]),
       "xla_bytes_ratio": _ratio(runs["lookahead"][3]["bytes"], runs["plain"][3]["bytes"]),
+      # the same for a step without a sync, from the compiled loop body (see step_traffic)
+      "step_bytes_ratio": _ratio(_step_bytes(runs["lookahead"][3]), _step_bytes(runs["plain"][3])),
+      "step_kernels": [runs[v][3]["step"].get("kernels") for v in ("plain", "lookahead")],
       "compile_s": round(runs["plain"][2], 2),
       "lookahead_compile_s": round(runs["lookahead"][2], 2),
     }
