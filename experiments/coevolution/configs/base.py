@@ -17,7 +17,8 @@ def get_config() -> ml_collections.ConfigDict:
   # The grid and Lipizzaner's operators (minmaxlab.coevolution.CoevolutionConfig fields).
   c.rows = 3
   c.cols = 3
-  c.neighbourhood = "von_neumann"  # or "moore"
+  # "von_neumann" | "moore" | "moore:2" | "von_neumann:2" (radius) | "custom:0,0;1,1;-2,0"
+  c.neighbourhood = "von_neumann"
   c.population_size = 1
   c.selection = True
   # "tournament" (Lipizzaner) or "lineage": each cell keeps its own generators (issue 18)
@@ -38,7 +39,16 @@ def get_config() -> ml_collections.ConfigDict:
   # both from one forward pass) or "lipizzaner" (the generator steps, then the discriminator
   # against the updated generator with fresh fakes: Lipizzaner's trainer).
   c.schedule = "simultaneous"
-  c.loss = "ns_bce"  # a minmaxlab.gan.losses name, or "mustangs"
+  # A minmaxlab.gan.losses name (not wgan_gp), "mustangs" or "wgan" (Lipizzaner's WGAN trainer:
+  # Wasserstein critic, RMSprop instead of Adam, the critic clipped to [-wgan_clip, wgan_clip];
+  # Lipizzaner: --config.loss=wgan --config.n_critic=5 --config.lookahead=False).
+  c.loss = "ns_bce"
+  # Mustangs (Lipizzaner's network.randomized): "at_creation" (each individual's loss drawn
+  # when it is created and inherited) or "always" (the generator's drawn every batch).
+  c.mustangs_mode = "at_creation"
+  # Critic updates per generator update (the mirror of d_every; at most one of them > 1).
+  c.n_critic = 1
+  c.wgan_clip = 0.01
   c.mixture_sigma = 0.01
   c.mixture_samples = 1000
   c.cell_strategy = "auto"  # "auto" | "vmap" | "map"
