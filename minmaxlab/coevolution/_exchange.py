@@ -8,8 +8,8 @@ same code for every backend; only an *exchange* differs:
   grid axes (copies on one device; collective permutes that XLA derives when the
   grid is sharded with ``jax.jit`` shardings).
 * block exchanges (``minmaxlab.distributed``: a device mesh, MPI ranks) -- the
-  program holds one rectangular block of the torus and receives a one-cell-wide
-  halo from the neighbouring blocks.
+  program holds one rectangular block of the torus and receives a halo, as wide
+  as the neighbourhood reaches, from the neighbouring blocks.
 
 An exchange has ``rows``, ``cols``, ``block_shape`` (the cells this program
 steps), ``local_block`` (``None``, or the ``(row, col)`` of this process's block

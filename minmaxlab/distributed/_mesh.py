@@ -94,7 +94,8 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any):
   * ``Coevolution(..., exchange=MeshExchange(mesh, rows, cols))``: the step runs
     inside ``jax.shard_map``; each device steps its own block of cells with the
     same code as one device (``cell_strategy`` "map" or "vmap") and receives
-    one-cell halos from its 4 neighbouring blocks by ``lax.ppermute``. With the
+    halos as wide as the neighbourhood reaches (one cell for von Neumann and
+    Moore; several hops when a block is narrower) by ``lax.ppermute``. With the
     same ``cell_strategy`` the numbers equal the single-device run bit for bit.
   * the default whole-grid exchange with ``cell_strategy="vmap"``: the step is
     jitted with ``NamedSharding`` in/out shardings and XLA derives collective
