@@ -69,7 +69,8 @@ DIET_SALT = 0xD1E7
 
 
 def scheme_from_config(config):
-  """The cells' game scheme (Adam, with Lookahead-minmax when ``config.lookahead``)."""
+  """The cells' game scheme (Adam, or RMSprop with ``loss="wgan"`` as Lipizzaner's WGAN
+  trainer, with Lookahead-minmax when ``config.lookahead``)."""
   return co.default_scheme(
     config.learning_rate,
     lookahead=config.lookahead,
@@ -77,6 +78,7 @@ def scheme_from_config(config):
     slow_step_size=config.slow_step_size,
     b1=config.b1,
     b2=config.b2,
+    optimizer="rmsprop" if config.get("loss") == "wgan" else "adam",
   )
 
 
