@@ -111,7 +111,11 @@ class Coevolution:
      (Lipizzaner: k = 2) and the other steps update the generators alone
      (their state only; a shared counter such as Lookahead's counts every
      step, so a sync moves the discriminators when it falls on one of their
-     steps: every ``lcm(sync_period, k) / k`` of them);
+     steps: every ``lcm(sync_period, k) / k`` of them); with ``n_critic = k > 1``
+     the discriminators take every step and the generators every k-th
+     (``loss="wgan"``: Lipizzaner's WGAN, the critic clipped after each update);
+     with ``loss="mustangs"`` each individual plays its own loss
+     (``CoevolutionState.loss_index``, see ``CoevolutionConfig.mustangs_mode``);
   4. replacement: the worst ``n_replacements`` local individuals are replaced
      by the best trained ones when those are better;
   5. a (1+1)-ES step on the mixture weights over the neighbourhood's best
