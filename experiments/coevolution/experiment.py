@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -222,15 +223,26 @@ def programs(config) -> Programs:
   mixture_samples = jax.jit(
     lambda k, g, w: co.sample_mixture(k, pair.generator.apply, g, w, n_eval, pair.latent_dim, mode)
   )
-  return Programs(
-    exp,
-    init,
-    step,
-    jax.jit(cell_samples),
-    cell_metrics,
-    mixture_samples,
-    backend,
-  )
+  cell_samples = jax.jit(cell_samples)
+  if backend.mesh is None and backend.processes == 1:
+    # Executables on disk, keyed by this config and the source: a warm start traces nothing.
+    key, here = runner.program_key(config), Path(__file__).resolve().parent
+    sources = (here, *here.parent.glob("*.py"))  # this experiment and experiments/_*.py
+
+    def store(fn, name):
+      return (
+        None
+        if fn is None
+        else runner.stored_program(fn, f"coevolution-{name}", key, sources=sources)
+      )
+
+    init, step = store(init, "init"), store(step, "step")
+    cell_samples, cell_metrics = (
+      store(cell_samples, "cell_samples"),
+      store(cell_metrics, "cell_metrics"),
+    )
+    mixture_samples = store(mixture_samples, "mixture_samples")
+  return Programs(exp, init, step, cell_samples, cell_metrics, mixture_samples, backend)
 
 
 def checkpoint_target(config) -> dict:

@@ -29,6 +29,7 @@ from minmaxlab.runner._metrics_log import MetricWriter, read_jsonl
 from minmaxlab.runner._plots import image_grid, save_image_grid, save_metric_curves, save_scatter
 from minmaxlab.runner._program_key import program_key
 from minmaxlab.runner._progress import ProgressBar
+from minmaxlab.runner._stored_programs import StoredProgram, stored_program
 from minmaxlab.runner._tensorboard import EventFileWriter, read_events, read_scalars
 
 __all__ = [
@@ -51,6 +52,8 @@ __all__ = [
   "run_record",
   "run_status",
   "start_run",
+  "stored_program",
+  "StoredProgram",
   "write_config",
   "image_grid",
   "program_cache",

@@ -1,0 +1,245 @@
+"""Compiled programs stored on disk, so a warm start skips tracing and lowering too.
+
+JAX's persistent compilation cache saves XLA's compile, but it is keyed by the lowered
+program: every new process still traces and lowers its jitted functions before it can
+look the program up (for the main job's coevolution step, about 4 of the 14 seconds to
+its first generation). :func:`stored_program` keys the compiled executable by what
+decides the program instead (the experiment's config, the source code, the package
+versions, JAX's settings, the devices and the arguments' types) and loads it without
+tracing anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import pickle
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TextIO
+
+import jax
+
+# Files kept per program name (older ones, e.g. from edited source code, are deleted).
+KEEP_PER_NAME = 4
+_VERSIONED = ("jax", "jaxlib", "numpy", "optax", "flax", "equinox", "ml_collections", "minmaxlab")
+# JAX settings that change what a traced program computes.
+_JAX_FLAGS = (
+  "jax_enable_x64",
+  "jax_default_matmul_precision",
+  "jax_default_prng_impl",
+  "jax_threefry_partitionable",
+  "jax_numpy_dtype_promotion",
+  "jax_numpy_rank_promotion",
+  "jax_softmax_custom_jvp",
+)
+
+
+def source_digest(paths: Iterable[str | os.PathLike]) -> str:
+  """SHA-256 of every ``*.py`` file under ``paths`` (folders or files): names and contents."""
+  h = hashlib.sha256()
+  for root in sorted(Path(p).resolve() for p in paths):
+    files = [root] if root.is_file() else sorted(root.rglob("*.py"))
+    for f in files:
+      h.update(str(f.relative_to(root.parent)).encode() + b"\0")
+      h.update(f.read_bytes() + b"\0")
+  return h.hexdigest()
+
+
+def _versions() -> dict[str, str | None]:
+  out = {}
+  for name in _VERSIONED:
+    try:
+      out[name] = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+      out[name] = None
+  return out
+
+
+def _arg_types(args) -> list[str]:
+  leaves, tree = jax.tree.flatten(args)
+  out = [str(tree)]
+  for x in leaves:
+    if not isinstance(x, jax.Array):
+      out.append(f"python:{type(x).__name__}:{x!r}")  # a Python scalar is baked in
+      continue
+    weak = getattr(x, "weak_type", False)  # typed PRNG key arrays have none
+    out.append(f"{jax.typeof(x)}|weak={weak}|{x.sharding}")
+  return out
+
+
+def program_digest(name: str, key: Any, sources: Iterable[str | os.PathLike], args) -> str:
+  """The stored program's key: ``name``, the caller's ``key`` (e.g. the config's
+  :func:`~minmaxlab.runner.program_key`), :func:`source_digest` of ``sources``, package
+  versions, JAX settings and ``XLA_FLAGS``, the devices and the types of ``args``."""
+  devices = jax.devices()
+  record = {
+    "name": name,
+    "key": key,
+    "sources": source_digest(sources),
+    "versions": _versions(),
+    "flags": {f: str(getattr(jax.config, f, None)) for f in _JAX_FLAGS},
+    "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    "devices": [devices[0].platform, devices[0].device_kind, len(devices), jax.process_count()],
+    "args": _arg_types(args),
+  }
+  return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class _CacheHits:
+  """Counts persistent-cache hits (``jax.monitoring``) per thread: an executable loaded
+  from that cache cannot be serialized again on XLA:CPU (its kernels are missing when it
+  is loaded back), so only freshly compiled programs are stored."""
+
+  def __init__(self):
+    self.local = threading.local()
+    jax.monitoring.register_event_duration_secs_listener(self.on_duration)
+
+  def on_duration(self, event: str, seconds: float, **kw) -> None:
+    if event == "/jax/compilation_cache/cache_retrieval_time_sec":
+      self.local.hits = getattr(self.local, "hits", 0) + 1
+
+  def count(self) -> int:
+    return getattr(self.local, "hits", 0)
+
+
+_HITS: _CacheHits | None = None
+
+
+def _device_ids(compiled) -> list[int]:
+  """The devices ``compiled`` runs on, in the executable's order."""
+  for sharding in jax.tree.leaves(compiled.input_shardings):
+    assignment = getattr(sharding, "_device_assignment", None)
+    if assignment is not None:
+      return [d.id for d in assignment]
+    return sorted(d.id for d in sharding.device_set)
+  return [jax.devices()[0].id]
+
+
+class StoredProgram:
+  """A jitted function whose compiled executable is kept in ``directory`` (see
+  :func:`stored_program`). Calls take the jitted function's positional arguments."""
+
+  def __init__(self, jitted, name: str, key: Any, directory, sources, stream):
+    self.jitted, self.name, self.key = jitted, name, key
+    self.directory = None if directory is None else Path(directory)
+    self.sources, self.stream = tuple(sources), stream
+    self.compiled = None  # the executable, after the first call
+    self.how: str | None = None  # "loaded" | "stored" | "compiled" (not stored) | "jit"
+    self.path: Path | None = None
+
+  def _say(self, text: str) -> None:
+    stream = self.stream if self.stream is not None else sys.stderr
+    stream.write(text + "\n")
+    stream.flush()
+
+  def _load(self, path: Path):
+    from jax.experimental import serialize_executable
+
+    with open(path, "rb") as f:
+      payload, in_tree, out_tree, device_ids = pickle.load(f)
+    by_id = {d.id: d for d in jax.devices()}
+    devices = [by_id[i] for i in device_ids]
+    return serialize_executable.deserialize_and_load(
+      payload, in_tree, out_tree, execution_devices=devices
+    )
+
+  def _store(self, compiled, path: Path) -> None:
+    from jax.experimental import serialize_executable
+
+    payload, in_tree, out_tree = serialize_executable.serialize(compiled)
+    device_ids = _device_ids(compiled)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+      pickle.dump((payload, in_tree, out_tree, device_ids), f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)
+    olds = sorted(
+      (p for p in path.parent.glob(f"{self.name}-*.exe") if p != path),
+      key=lambda p: p.stat().st_mtime,
+    )
+    for p in olds[: max(0, len(olds) - (KEEP_PER_NAME - 1))]:
+      p.unlink(missing_ok=True)
+
+  def _first(self, args):
+    global _HITS
+    if self.directory is None:  # next to JAX's persistent compilation cache, if it is on
+      cache = jax.config.jax_compilation_cache_dir
+      if not cache:
+        self.compiled, self.how = self.jitted, "jit"
+        return self.jitted(*args)
+      self.directory = Path(cache) / "programs"
+    digest = program_digest(self.name, self.key, self.sources, args)
+    self.path = path = self.directory / f"{self.name}-{digest[:32]}.exe"
+    if path.exists():
+      try:
+        t0 = time.perf_counter()
+        compiled = self._load(path)
+        seconds = time.perf_counter() - t0
+        out = jax.block_until_ready(compiled(*args))  # a failing executable fails here
+        self.compiled, self.how = compiled, "loaded"
+        if seconds >= 0.5:
+          self._say(f"loaded {self.name} (stored, not traced) in {seconds:.2f} s")
+        return out
+      except Exception as e:  # a stale or damaged file: compile instead, never crash
+        self._say(
+          f"stored program {path.name} unusable ({type(e).__name__}: {str(e)[:120]}); compiling it"
+        )
+        path.unlink(missing_ok=True)
+    if _HITS is None:
+      _HITS = _CacheHits()
+    hits = _HITS.count()
+    compiled = self.jitted.lower(*args).compile()
+    self.compiled, self.how = compiled, "compiled"
+    if _HITS.count() == hits:  # compiled here, not loaded from the persistent cache
+      try:
+        self._store(compiled, path)
+        self.how = "stored"
+      except Exception as e:  # e.g. a read-only cache folder: run without storing
+        self._say(f"could not store {self.name} ({type(e).__name__}: {str(e)[:120]})")
+    return compiled(*args)
+
+  def __call__(self, *args):
+    if self.compiled is None:
+      return self._first(args)
+    try:
+      return self.compiled(*args)
+    except (TypeError, ValueError):  # other argument types than the first call's: the jit retraces
+      return self.jitted(*args)
+
+
+def stored_program(
+  jitted: Callable,
+  name: str,
+  key: Any,
+  *,
+  sources: Iterable[str | os.PathLike] = (),
+  directory: str | os.PathLike | None = None,
+  stream: TextIO | None = None,
+) -> Callable:
+  """``jitted`` (a ``jax.jit`` function) with its compiled executable stored on disk.
+
+  The first call looks for the executable under ``directory`` (default: ``programs/`` in
+  JAX's persistent compilation cache folder, :func:`enable_compilation_cache`) by
+  :func:`program_digest`: the ``name``, the caller's ``key`` (what builds the program,
+  e.g. the config's :func:`~minmaxlab.runner.program_key`), the contents of every ``*.py``
+  file under ``sources`` (and always the ``minmaxlab`` package), the package versions, JAX's
+  settings, ``XLA_FLAGS``, the devices and the arguments' shapes, dtypes and shardings.
+  Found, it is loaded and called without tracing or lowering: the same executable as the
+  compile, so the results are bit-identical. Missing, the function is lowered and
+  compiled as usual (through the persistent cache) and, when compiled in this process,
+  stored. A stale or damaged file prints one line and is compiled instead. Later calls
+  with other argument types go through ``jitted``. With no ``directory`` and the
+  persistent cache off (e.g. ``MINMAXLAB_CACHE_DIR=off``) every call goes to ``jitted``.
+
+  Only for programs on one process whose executables can be serialized (``jax.experimental.
+  serialize_executable``; no closed-over constants). Loading runs the stored code: keep the
+  folder private, as the compilation cache itself.
+  """
+  package = Path(__file__).resolve().parents[1]
+  return StoredProgram(jitted, name, key, directory, (package, *sources), stream)

@@ -1,0 +1,114 @@
+"""runner.stored_program: a compiled executable kept on disk and loaded without tracing,
+bit-identical to the compile; damaged or stale files fall back to compiling."""
+
+import io
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from minmaxlab import runner
+from minmaxlab.runner import _stored_programs
+
+
+class State(NamedTuple):
+  w: jax.Array
+  count: jax.Array
+
+
+TRACES = []  # one entry per trace of _step
+
+
+def _step(key, state, data):
+  TRACES.append(1)
+  noise = jax.random.normal(key, state.w.shape)
+  w = state.w - 0.1 * jnp.tanh(data @ state.w) @ data + 1e-3 * noise
+  return State(w, state.count + 1), {"loss": jnp.sum(w**2)}
+
+
+def _args():
+  state = State(jnp.linspace(-1.0, 1.0, 8, dtype=jnp.float32), jnp.zeros((), jnp.int32))
+  data = jnp.arange(24, dtype=jnp.float32).reshape(3, 8) / 24.0
+  return jax.random.key(3), state, data
+
+
+def _same(a, b):
+  def eq(x, y):
+    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+      x, y = jax.random.key_data(x), jax.random.key_data(y)
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+  jax.tree.map(eq, a, b)
+
+
+def _program(tmp_path, key="cfg", stream=None, sources=()):
+  return runner.stored_program(
+    jax.jit(_step), "probe", key, sources=sources, directory=tmp_path, stream=stream
+  )
+
+
+def test_stored_then_loaded_without_tracing_bit_identical(tmp_path):
+  args = _args()
+  plain = jax.jit(_step)(*args)
+  first = _program(tmp_path)
+  out = first(*args)
+  assert first.how == "stored" and first.path.exists() and first.path.parent == tmp_path
+  _same(out, plain)
+  again = first(args[0], out[0], args[2])  # later calls reuse the executable
+  assert isinstance(again[0], State)
+  TRACES.clear()
+  second = _program(tmp_path)  # as a new process would: loads the file
+  out2 = second(*args)
+  assert second.how == "loaded" and TRACES == []  # nothing traced
+  _same(out2, plain)
+  # Other argument types than the stored program's: the jit traces and runs them.
+  out3 = second(args[0], State(args[1].w[:4], args[1].count), args[2][:, :4])
+  assert out3[0].w.shape == (4,) and TRACES == [1]
+
+
+def test_key_sources_and_argument_types_select_the_file(tmp_path):
+  args = _args()
+  src = tmp_path / "src"
+  src.mkdir()
+  (src / "m.py").write_text("x = 1\n")
+  d = _stored_programs.program_digest
+  base = d("probe", "cfg", [src], args)
+  assert d("probe", "cfg", [src], args) == base
+  assert d("probe", "cfg2", [src], args) != base  # another config
+  assert d("probe", "cfg", [src], (args[0], args[1], args[2][:2])) != base  # other shapes
+  (src / "m.py").write_text("x = 2\n")
+  assert d("probe", "cfg", [src], args) != base  # edited source: never a stale program
+  store = tmp_path / "store"
+  a, b = _program(store, "cfg"), _program(store, "other")
+  a(*args), b(*args)
+  assert a.how == b.how == "stored" and a.path != b.path
+  assert sorted(p.name for p in store.iterdir()) == sorted([a.path.name, b.path.name])
+
+
+def test_damaged_file_falls_back_to_compiling_with_one_line(tmp_path):
+  args = _args()
+  first = _program(tmp_path)
+  expected = first(*args)
+  first.path.write_bytes(b"not a pickle")
+  stream = io.StringIO()
+  second = _program(tmp_path, stream=stream)
+  out = second(*args)
+  _same(out, expected)
+  lines = stream.getvalue().splitlines()
+  assert len(lines) == 1 and lines[0].startswith(f"stored program {first.path.name} unusable")
+  assert second.how == "stored"  # compiled again and written afresh
+  third = _program(tmp_path)
+  _same(third(*args), expected)
+  assert third.how == "loaded"
+
+
+def test_without_a_folder_it_is_the_jit(tmp_path):
+  saved = jax.config.jax_compilation_cache_dir
+  jax.config.update("jax_compilation_cache_dir", None)
+  try:
+    p = runner.stored_program(jax.jit(_step), "probe", "cfg")
+    _same(p(*_args()), jax.jit(_step)(*_args()))
+    assert p.how == "jit"
+  finally:
+    jax.config.update("jax_compilation_cache_dir", saved)
