@@ -86,7 +86,7 @@ PINS = {
     finished_run image_grid interrupted_line load_run program_cache program_key read_events
     read_jsonl
     read_scalars report_compilation rerun_command run_record run_status save_image_grid
-    save_metric_curves save_scatter start_run write_config
+    save_metric_curves save_scatter start_run write_config StoredProgram stored_program
   """,
 }
 

@@ -72,7 +72,11 @@ def run_one(config, workdir: Path, log=print) -> dict:
   rows = runner.read_jsonl(workdir / "metrics.jsonl")
   wall = np.cumsum([r.get("seconds", 0.0) for r in rows])
   curves = [
-    {"generation": r["step"], "seconds": float(s), **{k: r[f"mixture/{k}"] for k in METRICS}}
+    {
+      "generation": r.get("generation", r.get("step")),
+      "seconds": float(s),
+      **{k: r[f"mixture/{k}"] for k in METRICS},
+    }
     for r, s in zip(rows, wall)
     if "mixture/fid" in r
   ]

@@ -200,7 +200,10 @@ def train(
     runner.write_config(workdir, config, module=__name__)
   writer = (
     runner.MetricWriter(
-      workdir, tensorboard=config.tensorboard and writes, resume_step=start if resume else None
+      workdir,
+      tensorboard=config.tensorboard and writes,
+      resume_step=start if resume else None,
+      step_key="generation",
     )
     if writes
     else None

@@ -40,8 +40,14 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
   return rows
 
 
+def _row_step(row: dict, step_key: str = "step") -> int:
+  """A metrics row's counter: ``row[step_key]``, else ``row["step"]`` (older files), else 0."""
+  return int(row.get(step_key, row.get("step", 0)))
+
+
 class MetricWriter:
-  """Write ``{"step": s, **metrics}`` rows to ``workdir/metrics.jsonl`` and TensorBoard.
+  """Write ``{"step": s, **metrics}`` rows (``step_key`` names the counter, e.g.
+  ``"generation"``) to ``workdir/metrics.jsonl`` and TensorBoard.
 
   Each ``write`` appends one JSON line (flushed; NaN/inf as ``null``) and, with
   ``tensorboard``, the numbers as TensorBoard scalars in ``workdir/tensorboard``
@@ -58,6 +64,8 @@ class MetricWriter:
     resume_step: keep only existing rows with ``step <= resume_step``;
       ``None`` starts a new file.
     filename: name of the JSONL file.
+    step_key: the rows' counter field (``"step"``; coevolution writes ``"generation"``).
+      Existing rows that have ``"step"`` instead (files written before) are read too.
   """
 
   def __init__(
@@ -66,12 +74,14 @@ class MetricWriter:
     tensorboard: bool = True,
     resume_step: int | None = None,
     filename: str = "metrics.jsonl",
+    step_key: str = "step",
   ):
+    self.step_key = step_key
     self.workdir = Path(workdir)
     self.workdir.mkdir(parents=True, exist_ok=True)
     self.path = self.workdir / filename
     rows = read_jsonl(self.path) if resume_step is not None else []
-    rows = [r for r in rows if r.get("step", 0) <= resume_step] if rows else []
+    rows = [r for r in rows if _row_step(r, step_key) <= resume_step] if rows else []
     tmp = self.path.with_suffix(".jsonl.tmp")
     with open(tmp, "w") as f:
       for r in rows:
@@ -86,7 +96,7 @@ class MetricWriter:
 
   def write(self, step: int, metrics: dict[str, Any]) -> dict:
     """Append one row; returns it (plain Python values)."""
-    row = {"step": int(step), **{k: _plain(v) for k, v in metrics.items()}}
+    row = {self.step_key: int(step), **{k: _plain(v) for k, v in metrics.items()}}
     self._f.write(json.dumps(row) + "\n")
     self._f.flush()
     self.rows.append(row)
@@ -94,7 +104,7 @@ class MetricWriter:
       nums = {
         k: float(v)
         for k, v in row.items()
-        if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
+        if k != self.step_key and isinstance(v, (int, float)) and not isinstance(v, bool)
       }
       self._tb.scalars(step, nums)
       self._tb.flush()

@@ -64,20 +64,28 @@ def save_scatter(
 
 
 def save_metric_curves(
-  path: str | os.PathLike, rows: Sequence[dict], keys: Sequence[str] | None = None, ncols: int = 3
+  path: str | os.PathLike,
+  rows: Sequence[dict],
+  keys: Sequence[str] | None = None,
+  ncols: int = 3,
+  step_key: str | None = None,
 ) -> list[str]:
-  """Plot every numeric metric (or ``keys``) of JSONL ``rows`` against ``step``.
+  """Plot every numeric metric (or ``keys``) of JSONL ``rows`` against their counter:
+  ``step_key``, by default ``"generation"`` when the rows have it, else ``"step"``.
 
   Returns:
     The keys that were plotted (one panel each).
   """
+  if step_key is None:
+    step_key = "generation" if any("generation" in r for r in rows) else "step"
+  counters = {step_key, "step"}
   if keys is None:
     keys = sorted(
       {
         k
         for r in rows
         for k, v in r.items()
-        if k != "step" and isinstance(v, (int, float)) and not isinstance(v, bool)
+        if k not in counters and isinstance(v, (int, float)) and not isinstance(v, bool)
       }
     )
   keys = list(keys)
@@ -88,12 +96,14 @@ def save_metric_curves(
   fig = _figure((4 * ncols, 2.6 * nrows))
   for i, k in enumerate(keys):
     ax = fig.add_subplot(nrows, ncols, i + 1)
-    pts = [(r["step"], r[k]) for r in rows if isinstance(r.get(k), (int, float))]
+    pts = [
+      (r.get(step_key, r.get("step")), r[k]) for r in rows if isinstance(r.get(k), (int, float))
+    ]
     if pts:
       st, v = zip(*pts)
       ax.plot(st, v, marker="." if len(pts) < 30 else None)
     ax.set_title(k, fontsize=9)
-    ax.set_xlabel("step", fontsize=8)
+    ax.set_xlabel(step_key, fontsize=8)
     ax.tick_params(labelsize=7)
   fig.tight_layout()
   fig.savefig(os.fspath(path), dpi=90)

@@ -66,7 +66,7 @@ def test_smoke_end_to_end_with_exact_resume(tmp_path):
 def _check_outputs(workdir, row):
   config = _config()
   rows = runner.read_jsonl(workdir / "metrics.jsonl")
-  assert [r["step"] for r in rows] == list(range(1, config.generations + 1))
+  assert [r["generation"] for r in rows] == list(range(1, config.generations + 1))
   for r in rows:
     assert 0.0 <= r["best_score"] <= 1.0  # the mode-TVD score lies in [0, 1]
     assert np.asarray(r["cells/g_loss"]).shape == (2, 2)
@@ -77,7 +77,7 @@ def _check_outputs(workdir, row):
     assert scores[best[0], best[1]] == scores.min() == pytest.approx(r["best_score"])
     assert 0 <= r["mixture/modes_covered"] <= 8 and 0.0 <= r["mixture/high_quality_rate"] <= 1.0
     np.testing.assert_allclose(sum(r["mixture/weights"]), 1.0, atol=1e-3)
-  assert row["step"] == config.generations
+  assert row["generation"] == config.generations
   # TensorBoard: grid means and pictures in tensorboard/, every cell a run of its own
   # (tensorboard/cells/r<i>c<j>, same tags: the curves overlay).
   scalars = _scalars(workdir / "tensorboard")

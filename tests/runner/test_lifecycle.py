@@ -300,7 +300,7 @@ def test_readme_load_run_example_samples_the_best_mixture(tmp_path, monkeypatch)
     config.generations, {"state": jax.device_get(state), "key": run_key}
   )
   runner.write_config(workdir, config, module="experiments.coevolution.train")
-  row = {"step": config.generations, "mixture/modes_covered": 3}
+  row = {"generation": config.generations, "mixture/modes_covered": 3}
   (workdir / "metrics.jsonl").write_text(json.dumps(row) + "\n")
   monkeypatch.chdir(tmp_path)
   exec(compile(_readme_block("runner.load_run("), "README.md", "exec"), {})

@@ -261,6 +261,19 @@ def test_metric_writer_resume_drops_rows_after_checkpoint(tmp_path):
   assert runner.read_jsonl(tmp_path / "metrics.jsonl") == []
 
 
+def test_metric_writer_step_key_generation_reads_older_step_rows(tmp_path):
+  # Coevolution rows count generations; files written before (with "step") still resume.
+  (tmp_path / "metrics.jsonl").write_text('{"step": 1, "a": 1}\n{"step": 2, "a": 2}\n')
+  with runner.MetricWriter(tmp_path, tensorboard=True, resume_step=1, step_key="generation") as w:
+    assert w.write(2, {"a": 3}) == {"generation": 2, "a": 3}
+  rows = runner.read_jsonl(tmp_path / "metrics.jsonl")
+  assert rows == [{"step": 1, "a": 1}, {"generation": 2, "a": 3}]
+  (event_file,) = (tmp_path / "tensorboard").glob("events.out.tfevents.*")
+  assert [tag for _, tag, _ in runner.read_scalars(event_file)] == ["a"]  # not the counter
+  assert runner.save_metric_curves(tmp_path / "m.png", rows) == ["a"]
+  assert runner.save_metric_curves(tmp_path / "n.png", [{"step": 1, "a": 1.0}]) == ["a"]
+
+
 def test_resumed_tensorboard_purges_the_replayed_steps(tmp_path):
   from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
