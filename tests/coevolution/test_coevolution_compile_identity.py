@@ -74,7 +74,7 @@ def test_two_generations_match_saved_fingerprints(name):
   saved = json.loads(FIXTURE.read_text())
   got = fingerprint(name)
   want = saved["cases"][name]
-  assert sorted(got) == sorted(want)
+  assert set(want) <= set(got), sorted(set(want) - set(got))
   if saved["platform"] == _platform():
     bad = [k for k in want if got[k]["sha256"] != want[k]["sha256"]]
     assert not bad, f"{len(bad)} of {len(want)} leaves changed bits, e.g. {bad[:3]}"
