@@ -173,7 +173,13 @@ def tree_all_finite(tree) -> jax.Array:
   leaves = [x for x in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
   if not leaves:
     return jnp.asarray(True)
-  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(x)) for x in leaves]))
+  # One check per dtype over the concatenated leaves: a reduction per leaf (about 70 in a
+  # coevolution cell's networks and optimizer states) compiles to a program twice as large
+  # (issue 11: compile time).
+  groups: dict = {}
+  for x in leaves:
+    groups.setdefault(jnp.result_type(x), []).append(jnp.ravel(x))
+  return jnp.all(jnp.stack([jnp.all(jnp.isfinite(jnp.concatenate(g))) for g in groups.values()]))
 
 
 def zeros_count() -> jax.Array:

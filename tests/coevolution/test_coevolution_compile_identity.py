@@ -87,4 +87,27 @@ if __name__ == "__main__":
   jax.config.update("jax_platforms", "cpu")
   result = {"platform": _platform(), "cases": {n: fingerprint(n) for n in sorted(CASES)}}
   FIXTURE.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
-  print(f"wrote {FIXTURE} ({sum(len(c) for c in result['cases'].values())} leaves)", file=sys.stderr)
+  n = sum(len(c) for c in result["cases"].values())
+  print(f"wrote {FIXTURE} ({n} leaves)", file=sys.stderr)
+
+
+def test_tree_all_finite_per_dtype_groups():
+  """The concatenating check (one reduction per dtype) against a leaf-by-leaf numpy check."""
+  from minmaxlab.transforms import tree_all_finite
+
+  big = np.float32(3e38)
+  tree = {
+    "a": np.ones((2, 3), np.float32),
+    "b": np.full(4, big, np.float32),  # finite, and overflows if promoted and summed
+    "c": jax.numpy.asarray([1.0, 2.0], jax.numpy.bfloat16),
+    "n": np.arange(3, dtype=np.int32),
+  }
+  assert bool(tree_all_finite(tree))
+  assert bool(tree_all_finite({})) and bool(tree_all_finite({"n": np.arange(2)}))
+  for leaf, bad in (("a", np.nan), ("b", np.inf), ("c", -np.inf)):
+    t = dict(tree)
+    x = np.array(t[leaf], np.float32)
+    x.flat[-1] = bad
+    t[leaf] = jax.numpy.asarray(x, jax.numpy.asarray(tree[leaf]).dtype)
+    assert not bool(tree_all_finite(t)), leaf
+    assert not bool(jax.jit(jax.vmap(tree_all_finite))(jax.tree.map(lambda y: y[None], t)))
