@@ -86,6 +86,15 @@ class CoevolutionConfig:
       of them may exceed 1. Lipizzaner's WGAN: 5.
     wgan_clip: with ``loss="wgan"``, the critic's weights are clipped to
       ``[-wgan_clip, wgan_clip]`` after each of its updates (Lipizzaner: 0.01).
+      Fitness with ``"wgan"`` is each player's Wasserstein loss against its
+      opponents (generator ``-E D(G(z))``, critic ``E D(G(z)) - E D(x)``: lower is a
+      larger estimated distance), so selection and replacement rank critics by
+      the distance they estimate; the mixture is scored by ``score_fn`` (FID/TVD of
+      samples) as for every loss. Lipizzaner's WGAN trainer overrides only the
+      updates: its fitness is its GAN trainer's (the configured ``network.loss``
+      on the discriminator's output). Not implemented: its 100 critic steps for
+      the first 25 generator steps and every 500th. A critic-only batch leaves
+      the scheme's shared state (e.g. Lookahead's step counter) as it was.
     mixture_sigma: step of the mixture-weight (1+1)-ES.
     mixture_samples: samples per generator for the mixture score.
     opponents: whom a trained individual plays each step: ``"selected"`` (the
