@@ -113,15 +113,17 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
 
     # The update goes through the `cond` with the slow weights (issue 11 item 4). On the
     # k-1 steps out of k without a sync the false branch passes both on untouched: such a
-    # step adds to the inner scheme's at most one write and one read of `u` (the `cond`'s
-    # operand and result, which the caller's `apply_updates` can no longer fuse with the
-    # inner optimizer's last kernel). The former layout (only the slow weights through the
-    # `cond`, the update merged outside with `jnp.where(synced, slow - params, u)`) made
-    # every step materialise `u` for the true branch AND read the slow weights for the
-    # select: in the compiled MLP-GAN step (README, Benchmarks) Lookahead-EG moved 2.2 MB of
-    # extra traffic each way where it moved 4.4 MB written and 6.6 MB read, Lookahead-GDA
-    # about none where it moved 2.3 and 4.5 MB. Same arithmetic, same results: tests pin
-    # the updates and states bit for bit against the former layout.
+    # step of GDA, EG or optimistic adds at most one write and one read of `u` (the
+    # `cond`'s operand and result, which the caller's `apply_updates` can no longer fuse
+    # with the inner optimizer's last kernel); alternating, whose max-player update also
+    # feeds its field evaluations, about 1.4 and 1.9 times the params. The former layout
+    # (only the slow weights through the `cond`, the update merged outside with
+    # `jnp.where(synced, slow - params, u)`) made every step materialise `u` for the true
+    # branch AND read the slow weights for the select: in the compiled MLP-GAN step
+    # (README, Benchmarks) Lookahead-EG now moves 2.2 MB of extra traffic each way where it
+    # moved 4.4 MB written and 6.6 MB read, Lookahead-GDA about none where it moved 2.3 and
+    # 4.5 MB. Same arithmetic, same results: tests pin the updates and states bit for bit
+    # against the former layout.
     # Under `vmap` with a batched counter the `cond` becomes a select, as a mask would.
     new_updates, slows = jax.lax.cond(synced, sync, keep)
     if reset_state:
