@@ -181,6 +181,7 @@ class Programs(NamedTuple):
   cell_metrics: Callable | None  # samples [rows, cols, n, 2] -> dict of [rows, cols] (mixtures)
   mixture_samples: Callable  # (key, generators, weights) -> [num_eval_samples, ...], jitted
   backend: distributed.Backend
+  mixture: Callable  # (state, cell) -> coev.mixture(state, cell), jitted per cell (a gather)
 
 
 # Fields that change the loop but not the compiled programs.
@@ -224,25 +225,39 @@ def programs(config) -> Programs:
     lambda k, g, w: co.sample_mixture(k, pair.generator.apply, g, w, n_eval, pair.latent_dim, mode)
   )
   cell_samples = jax.jit(cell_samples)
-  if backend.mesh is None and backend.processes == 1:
+  storing = backend.mesh is None and backend.processes == 1
+  key, here = runner.program_key(config), Path(__file__).resolve().parent
+  sources = (here, *here.parent.glob("*.py"))  # this experiment and experiments/_*.py
+
+  def store(fn, name):
     # Executables on disk, keyed by this config and the source: a warm start traces nothing.
-    key, here = runner.program_key(config), Path(__file__).resolve().parent
-    sources = (here, *here.parent.glob("*.py"))  # this experiment and experiments/_*.py
+    if fn is None or not storing:
+      return fn
+    return runner.stored_program(fn, f"coevolution-{name}", key, sources=sources)
 
-    def store(fn, name):
-      return (
-        None
-        if fn is None
-        else runner.stored_program(fn, f"coevolution-{name}", key, sources=sources)
-      )
+  by_cell: dict[int, Callable] = {}
 
-    init, step = store(init, "init"), store(step, "step")
-    cell_samples, cell_metrics = (
-      store(cell_samples, "cell_samples"),
-      store(cell_metrics, "cell_metrics"),
-    )
-    mixture_samples = store(mixture_samples, "mixture_samples")
-  return Programs(exp, init, step, cell_samples, cell_metrics, mixture_samples, backend)
+  def mixture_of(state, cell: int):
+    if cell not in by_cell:
+      scores = np.zeros(np.shape(state.mixture_score), np.float32)
+
+      def of_cell(s):
+        # Coevolution.mixture reads the scores on the host, only to pick a default cell.
+        return coev.mixture(s._replace(mixture_score=scores), cell)
+
+      by_cell[cell] = store(jax.jit(of_cell), f"mixture_c{cell}")
+    return by_cell[cell](state)
+
+  return Programs(
+    exp,
+    store(init, "init"),
+    store(step, "step"),
+    store(cell_samples, "cell_samples"),
+    store(cell_metrics, "cell_metrics"),
+    store(mixture_samples, "mixture_samples"),
+    backend,
+    mixture_of,
+  )
 
 
 def checkpoint_target(config) -> dict:

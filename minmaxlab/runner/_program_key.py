@@ -8,10 +8,11 @@ from typing import Any
 
 
 def program_key(config: Any, loop_only: Iterable[str] = ()) -> str:
-  """JSON of ``config`` without the fields in ``loop_only``.
+  """JSON of ``config`` without the fields in ``loop_only``: a key that lasts across processes.
 
-  Experiments cache their jitted programs per key, so runs that differ only in
-  loop settings (seed, step counts, logging periods) reuse one compilation.
+  The key of an experiment's compiled programs stored on disk (:func:`stored_program`),
+  so runs that differ only in loop settings (seed, step counts, logging periods) load
+  one compilation. (In a process, :func:`program_cache` keys by the values themselves.)
 
   Args:
     config: an ``ml_collections.ConfigDict`` (or anything with ``to_dict``) or a dict.

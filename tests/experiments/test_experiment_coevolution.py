@@ -4,6 +4,7 @@ Every test here reuses the smoke config's programs (``train.programs`` caches th
 config in the process), so the XLA compile of the generation step happens once.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 from experiments.coevolution import train
 from experiments.coevolution.configs import smoke
 from minmaxlab import runner
+from minmaxlab.runner import _stored_programs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,12 +57,35 @@ def _strip(rows):
   return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
 
 
-def test_smoke_end_to_end_with_exact_resume(tmp_path):
+@contextlib.contextmanager
+def _compilation_cache(folder):
+  """JAX's persistent-cache folder set for a block (the stored programs go next to it)."""
+  saved = jax.config.jax_compilation_cache_dir
+  jax.config.update("jax_compilation_cache_dir", str(folder))
+  try:
+    yield folder
+  finally:
+    jax.config.update("jax_compilation_cache_dir", saved)
+    train.programs.cache_clear()
+
+
+def test_smoke_end_to_end_with_exact_resume(tmp_path, monkeypatch):
   # One test, so that pytest-xdist never compiles the smoke step in two workers.
-  workdir = tmp_path / "full"
-  row = train.train(_config(), workdir)
-  _check_outputs(workdir, row)
-  _check_resume(workdir, tmp_path / "resumed")
+  # The source digest held fixed: an edit of the tree during the test must not re-key the
+  # stored programs (tests/runner/test_stored_programs.py checks the keying).
+  monkeypatch.setattr(_stored_programs, "source_digest", lambda paths: "fixed")
+  with _compilation_cache(tmp_path / "cache") as cache:
+    workdir = tmp_path / "full"
+    row = train.train(_config(), workdir)
+    _check_outputs(workdir, row)
+    stored = {p.name.split("-")[1] for p in (cache / "programs").glob("coevolution-*.exe")}
+    assert {"init", "step", "mixture_samples", "cell_samples", "cell_metrics"} <= stored
+    # As a new process would: the resumed run loads the stored executables (nothing traced)
+    # and must reproduce the uninterrupted run bit for bit.
+    train.programs.cache_clear()
+    _check_resume(workdir, tmp_path / "resumed")
+    progs = train.programs(_config())
+    assert progs.step.how == progs.init.how == "loaded"
 
 
 def _check_outputs(workdir, row):
@@ -189,7 +214,7 @@ def test_main_job_comparison_with_single_gan_baseline(tmp_path):
   picture = tmp_path / "comparison.png"
   assert picture.stat().st_size > 5000 and lines[2].endswith(str(picture))
   base_rows = runner.read_jsonl(tmp_path / compare.BASELINE_DIR / "metrics.jsonl")
-  assert [r["step"] for r in base_rows] == list(range(1, config.generations + 1))
+  assert [r["generation"] for r in base_rows] == list(range(1, config.generations + 1))
   assert f"{base_rows[-1]['mixture/modes_covered']}/8 modes" in lines[1]
   assert f"{row['mixture/modes_covered']}/8 modes" in lines[0]
   # Cached: a second call reads the finished baseline (same lines, no new run).
