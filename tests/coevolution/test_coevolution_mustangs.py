@@ -199,6 +199,7 @@ def test_losses_move_with_their_individuals(programs, population, mode):
   assert moved > 0  # some individual did move (from the neighbour or another slot)
 
 
+@pytest.mark.slow  # compiles a second whole generation (the plain heuristic grid): ~43 CPU-s
 def test_forced_loss_equals_the_plain_loss_generation(programs):
   """Every individual's loss forced to 2 (heuristic): the generation is the plain
   ``loss="heuristic"`` generation (same networks, same keys)."""
