@@ -296,14 +296,14 @@ def train(
       writer.write_runs(generation, cell_scalars(m))
       if do_ckpt:
         ckpt.save(generation, {"state": host, "key": run_key})
+      if on_log is not None:  # before the line: Ctrl-C right after it names this generation
+        on_log(generation, row)
       if bar is not None:
         shown = {"best_score": row["best_score"], "g_loss": row["g_loss"], "d_loss": row["d_loss"]}
         for k in ("modes_covered", "high_quality_rate", "fid", "class_tvd"):
           if f"mixture/{k}" in row:
             shown[k] = row[f"mixture/{k}"]
         bar.update(generation, shown, seconds=seconds[-1])
-      if on_log is not None:
-        on_log(generation, row)
   finally:
     if bar is not None:
       bar.close()

@@ -65,8 +65,9 @@ def _compilation_cache(folder):
   try:
     yield folder
   finally:
+    # The programs stay cached for the tests below (already compiled or loaded; they keep
+    # their folder), so nothing compiles the smoke step again.
     jax.config.update("jax_compilation_cache_dir", saved)
-    train.programs.cache_clear()
 
 
 def test_smoke_end_to_end_with_exact_resume(tmp_path, monkeypatch):
@@ -86,6 +87,19 @@ def test_smoke_end_to_end_with_exact_resume(tmp_path, monkeypatch):
     _check_resume(workdir, tmp_path / "resumed")
     progs = train.programs(_config())
     assert progs.step.how == progs.init.how == "loaded"
+
+
+def test_on_log_comes_before_the_generation_line(tmp_path, capsys):
+  # Ctrl-C right after a generation's line must name that generation (runner.start_run's
+  # interrupted line reads what on_log recorded).
+  printed = []
+
+  def on_log(generation, row):
+    printed.append(f"generation {generation}/" in capsys.readouterr().err)
+
+  train.train(_config(progress=True, generations=2), tmp_path, on_log=on_log)
+  assert printed == [False, False]
+  assert "generation 2/2" in capsys.readouterr().err
 
 
 def _check_outputs(workdir, row):
