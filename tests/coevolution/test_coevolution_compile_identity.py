@@ -69,6 +69,7 @@ def _platform() -> dict:
   return {"jax": jax.__version__, "cpu_model": runner.cpu_model()}
 
 
+@pytest.mark.slow  # two cold compiles of a whole generation step (about 20 CPU s each)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_two_generations_match_saved_fingerprints(name):
   saved = json.loads(FIXTURE.read_text())
