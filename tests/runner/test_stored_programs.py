@@ -112,3 +112,22 @@ def test_without_a_folder_it_is_the_jit(tmp_path):
     assert p.how == "jit"
   finally:
     jax.config.update("jax_compilation_cache_dir", saved)
+
+
+def test_old_files_pruned_and_cache_hits_not_stored(tmp_path, monkeypatch):
+  args = _args()
+  for i in range(_stored_programs.KEEP_PER_NAME + 2):
+    _program(tmp_path, key=f"cfg{i}")(*args)
+  assert len(list(tmp_path.glob("probe-*.exe"))) == _stored_programs.KEEP_PER_NAME
+
+  class Hit:  # as if every compile were loaded from JAX's persistent cache
+    n = 0
+
+    def count(self):
+      self.n += 1
+      return self.n
+
+  monkeypatch.setattr(_stored_programs, "_HITS", Hit())
+  p = _program(tmp_path / "hits")
+  _same(p(*args), jax.jit(_step)(*args))
+  assert p.how == "compiled" and not (tmp_path / "hits").exists()
