@@ -56,8 +56,10 @@ class MeshExchange(BlockExchange):
   neighbouring devices, reductions are ``lax.pmin`` / ``lax.psum``.
 
   Use with :func:`sharded_step`. Every device runs the same per-cell code as
-  one device does, so with the same ``cell_strategy`` the numbers are the
-  single-device numbers bit for bit.
+  one device does, so with the same ``cell_strategy`` every discrete choice is
+  the single-device one and the numbers agree to float rounding (1e-6 in the
+  tests; XLA may fuse the same code differently inside another program, so
+  not always bit for bit: MPI ranks, each compiling the one-device program, are).
 
   Args:
     mesh: from :func:`grid_mesh`.
@@ -96,7 +98,8 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any):
     same code as one device (``cell_strategy`` "map" or "vmap") and receives
     halos as wide as the neighbourhood reaches (one cell for von Neumann and
     Moore; several hops when a block is narrower) by ``lax.ppermute``. With the
-    same ``cell_strategy`` the numbers equal the single-device run bit for bit.
+    same ``cell_strategy`` the numbers equal the single-device run to float
+    rounding (see :class:`MeshExchange`).
   * the default whole-grid exchange with ``cell_strategy="vmap"``: the step is
     jitted with ``NamedSharding`` in/out shardings and XLA derives collective
     permutes from the rolls of the grid axes (a sequential map over cells
