@@ -27,13 +27,18 @@ import importlib
 import json
 import os
 import platform
+import sys
 import time
+from pathlib import Path
 
 import jax
 
 jax.config.update("jax_enable_compilation_cache", False)
 
 import jax.numpy as jnp  # noqa: E402
+
+if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
+  sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from experiments.coevolution import experiment, train  # noqa: E402
 from minmaxlab import coevolution as co  # noqa: E402
