@@ -40,3 +40,14 @@ def run(coev, step, state=None, generations=GENERATIONS):
     state, m = step(jax.random.fold_in(jax.random.key(1), g), state, RING)
     metrics.append(jax.device_get(m))
   return state, metrics
+
+
+def ring_coevolution(pair, **config) -> co.Coevolution:
+  """A ``Coevolution`` of ``pair`` on the 8-Gaussian ring, scored by mode TVD (the unit
+  tests' case); ``config``: the ``CoevolutionConfig`` fields."""
+  return co.Coevolution(
+    co.CoevolutionConfig(**config),
+    pair,
+    sample_real=lambda d, k, n: d.sample(k, n),
+    score_fn=metrics.mode_tvd_score,
+  )

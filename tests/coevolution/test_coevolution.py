@@ -8,8 +8,8 @@ import pytest
 from minmaxlab import coevolution as co
 from minmaxlab import distributed
 from minmaxlab.gan import data, models
-from minmaxlab.gan.metrics import mode_tvd_score
 from minmaxlab.transforms import player_labels
+from tests._coevolution_case import ring_coevolution
 
 RING = data.ring8()
 PAIR = models.make_pair("mlp", (2,), latent_dim=8, hidden=(16, 16))
@@ -27,12 +27,7 @@ def _coev(**overrides):
     cell_strategy="map",
   )
   kw.update(overrides)
-  return co.Coevolution(
-    co.CoevolutionConfig(**kw),
-    PAIR,
-    sample_real=lambda d, k, n: d.sample(k, n),
-    score_fn=mode_tvd_score,
-  )
+  return ring_coevolution(PAIR, **kw)
 
 
 def _run(coev, step, generations, key=0, state=None):

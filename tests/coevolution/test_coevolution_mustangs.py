@@ -12,8 +12,8 @@ from minmaxlab.coevolution import _phases as ph
 from minmaxlab.coevolution._training import indexed_loss, train
 from minmaxlab.games import Players
 from minmaxlab.gan import data, models
-from minmaxlab.gan.metrics import mode_tvd_score
 from minmaxlab.transforms import player_labels, set_learning_rates
+from tests._coevolution_case import ring_coevolution
 from tests.coevolution import test_coevolution_phases as toy
 
 RING = data.ring8()
@@ -35,12 +35,7 @@ def _coev(**overrides):
     loss="mustangs",
   )
   kw.update(overrides)
-  return co.Coevolution(
-    co.CoevolutionConfig(**kw),
-    PAIR,
-    sample_real=lambda d, k, n: d.sample(k, n),
-    score_fn=mode_tvd_score,
-  )
+  return ring_coevolution(PAIR, **kw)
 
 
 def _no_mutation(coev):

@@ -14,8 +14,8 @@ from minmaxlab import coevolution as co
 from minmaxlab.coevolution._training import train, train_schedule
 from minmaxlab.games import Players
 from minmaxlab.gan import data, models
-from minmaxlab.gan.metrics import mode_tvd_score
 from minmaxlab.transforms import count_learning_rates
+from tests._coevolution_case import ring_coevolution
 
 RING = data.ring8()
 PAIR = models.make_pair("mlp", (2,), latent_dim=4, hidden=(8, 8))
@@ -38,12 +38,7 @@ def _coev(**overrides):
     n_critic=N_CRITIC,
   )
   kw.update(overrides)
-  return co.Coevolution(
-    co.CoevolutionConfig(**kw),
-    PAIR,
-    sample_real=lambda d, k, n: d.sample(k, n),
-    score_fn=mode_tvd_score,
-  )
+  return ring_coevolution(PAIR, **kw)
 
 
 @pytest.fixture(scope="module")
