@@ -95,8 +95,8 @@ def run_one(config, workdir: Path, log=print) -> dict:
 def run_study(args, log=print) -> dict:
   grids = [int(g) for g in args.grids.split(",")]
   seeds = [int(s) for s in args.seeds.split(",")]
-  jobs = [(f"{n}x{n}", n, args.steps) for n in grids]
-  if args.control:
+  jobs = [] if args.control_only else [(f"{n}x{n}", n, args.steps) for n in grids]
+  if args.control or args.control_only:
     big = max(grids)
     jobs.append((f"1x1_x{big * big}", 1, args.steps * big * big))
   out_dir = Path(args.out)
@@ -115,6 +115,32 @@ def run_study(args, log=print) -> dict:
       tmp.write_text(json.dumps(data, separators=(",", ":")))
       tmp.replace(path)
       plot(data, out_dir / "lipizzaner_grids.png")
+  return data
+
+
+def merge(src: Path, out_dir: Path) -> dict:
+  """Merge the runs of ``src`` (a ``lipizzaner_grids.json``) into
+  ``<out_dir>/lipizzaner_grids.json``: a (grid, seed) of ``src`` replaces the same one
+  there, the rest are kept; rows stay grouped by grid. Rewrites the JSON atomically and
+  redraws the figure."""
+  path = out_dir / "lipizzaner_grids.json"
+  new = json.loads(src.read_text())
+  data = (
+    json.loads(path.read_text()) if path.exists() else {"protocol": new["protocol"], "runs": []}
+  )
+  # fields added to the config since are not a different protocol; each run keeps its steps
+  common = (set(data["protocol"]) & set(new["protocol"])) - {"steps_per_generation"}
+  differs = sorted(k for k in common if data["protocol"][k] != new["protocol"][k])
+  if differs:
+    raise SystemExit(f"--merge: {src} has another protocol (fields {', '.join(differs)})")
+  runs = {(r["grid"], r["seed"]): r for r in data["runs"]}
+  runs.update({(r["grid"], r["seed"]): r for r in new["runs"]})
+  order = list(dict.fromkeys(r["grid"] for r in data["runs"] + new["runs"]))
+  data["runs"] = sorted(runs.values(), key=lambda r: (order.index(r["grid"]), r["seed"]))
+  tmp = path.with_suffix(".tmp")
+  tmp.write_text(json.dumps(data, separators=(",", ":")))
+  tmp.replace(path)
+  plot(data, out_dir / "lipizzaner_grids.png")
   return data
 
 
@@ -187,6 +213,15 @@ def parse_args(argv=None):
   p.add_argument("--eval-every", type=int, default=5)
   p.add_argument("--steps", type=int, default=600, help="batches per cell and generation")
   p.add_argument("--control", action="store_true", help="add the same-total-compute 1x1 run")
+  p.add_argument(
+    "--control-only", action="store_true", help="only the control of the largest grid in --grids"
+  )
+  p.add_argument(
+    "--merge",
+    metavar="JSON",
+    help="merge another run's lipizzaner_grids.json into <out>'s (a (grid, seed) there "
+    "replaces the same one here), redraw the figure, print the table",
+  )
   p.add_argument("--set", action="append", help="any config field: --set fitness_samples=500")
   p.add_argument("--runs", default="runs/coev_lipizzaner_grids")
   p.add_argument("--out", default=str(ROOT / "results"))
@@ -197,6 +232,9 @@ def main(argv=None) -> None:
   args = parse_args(argv)
   if args.table:
     print(table(json.loads((Path(args.out) / "lipizzaner_grids.json").read_text())))
+    return
+  if args.merge:
+    print(table(merge(Path(args.merge), Path(args.out))))
     return
   from absl import logging
 

@@ -145,3 +145,25 @@ def test_lipizzaner_grids_study_writes_json_figure_and_table(tmp_path):
   text = study.table(data)
   for grid in ("2x2", "1x1_x4"):
     assert f"| {grid} | 0 | 2 |" in text
+
+  # --control-only: the finished control is read back (not retrained), no grid job runs
+  only = study.run_study(
+    study.parse_args([*argv, f"--out={tmp_path / 'only'}", "--control-only"]), log=lambda s: None
+  )
+  assert [r["grid"] for r in only["runs"]] == ["1x1_x4"] and only["runs"][0] == data["runs"][1]
+  # --merge: a (grid, seed) of the source replaces the same one, new ones are added in order
+  src = {"protocol": {**data["protocol"], "new_field": 1}, "runs": [dict(data["runs"][1])]}
+  src["runs"][0]["curves"] = src["runs"][0]["curves"][:1]
+  src["runs"].append({**data["runs"][0], "seed": 7})
+  (tmp_path / "src.json").write_text(json.dumps(src))
+  study.main([f"--out={tmp_path / 'out'}", f"--merge={tmp_path / 'src.json'}"])
+  merged = json.loads(path.read_text())
+  assert [(r["grid"], r["seed"], len(r["curves"])) for r in merged["runs"]] == [
+    ("2x2", 0, 2),
+    ("2x2", 7, 2),
+    ("1x1_x4", 0, 1),
+  ]
+  src["protocol"]["d_every"] = 3
+  (tmp_path / "src.json").write_text(json.dumps(src))
+  with pytest.raises(SystemExit, match="d_every"):
+    study.main([f"--out={tmp_path / 'out'}", f"--merge={tmp_path / 'src.json'}"])
