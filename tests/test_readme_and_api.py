@@ -62,6 +62,7 @@ def test_public_api_is_pinned():
     "extragradient",
     "games",
     "lookahead_minmax",
+    "lookahead_scan",
     "lookahead_slow_params",
     "nested_lookahead_minmax",
     "optimistic",

@@ -2,16 +2,19 @@
 
 Problems: an MLP GAN (G 64-256-256-784, D 784-256-256-1, batch 100, non-saturating
 BCE) and a 1000-dim bilinear game. Schemes: GDA (Adam), alternating, extragradient
-and optimistic over Adam, each alone and wrapped in ``lookahead_minmax``. Each
+and optimistic over Adam, each alone, wrapped in ``lookahead_minmax`` and run through
+``lookahead_scan`` (the same steps as blocks of k plain steps, then the sync). Each
 measurement jits ``steps`` updates in one ``lax.scan`` (fresh batches per field
 evaluation) and times it; the plain and lookahead versions of a scheme are timed
 interleaved, ``repeats`` times, and the medians (and minima) compared (ratios measured side by
 side in one run: this machine is noisy), as are the medians of the back-to-back pairs' ratios
 (``overhead_paired``, with quartiles). ``step_bytes_ratio`` is the buffer traffic of a step
-without a sync, read from the compiled HLO (:func:`step_traffic`): free of timing noise.
+without a sync, read from the compiled HLO (:func:`step_traffic`): free of timing noise;
+``step_kernels`` counts that step's kernels (the loop body's and its no-sync branch's).
 Prints one JSON line.
 
   python experiments/benchmarks/transform_overhead.py [--repeats 7] [--quick]
+      [--problems mlp_gan,bilinear_1000]
 """
 
 from __future__ import annotations
@@ -94,9 +97,24 @@ def compiled_run(tx, params, field, steps):
   return run, state
 
 
+def compiled_scan_run(make_inner, params, field, steps, sync_period=5, slow_step_size=0.5):
+  """The same run as ``compiled_run(lookahead_minmax(make_inner(), ...))`` through
+  :func:`minmaxlab.lookahead_scan`: blocks of ``sync_period`` plain inner steps in an inner
+  ``lax.scan``, then the sync (no per-step counter or ``cond``)."""
+
+  @jax.jit
+  def run(p, s, batches):
+    p, s, (l_min, _) = mml.lookahead_scan(
+      make_inner(), field, p, s, batches, sync_period, slow_step_size
+    )
+    return p, s, l_min
+
+  return run, mml.lookahead_minmax(make_inner(), sync_period, slow_step_size).init(params)
+
+
 _DTYPE_BYTES = {"f64": 8, "f32": 4, "s32": 4, "u32": 4, "bf16": 2, "f16": 2, "pred": 1, "s8": 1}
-# The top-level operations of a loop body that read and write buffers (not tuple plumbing,
-# and not `conditional`: its branches are separate computations, left out).
+# The top-level operations of a loop body (or of a cond branch) that read and write buffers
+# (not tuple plumbing; a `conditional`'s branches are separate computations, see step_traffic).
 _KERNELS = ("fusion", "dot", "copy", "convolution", "custom-call", "dynamic-update-slice")
 
 
@@ -110,35 +128,58 @@ def _array_bytes(shape: str) -> int:
   return n * _DTYPE_BYTES[m.group(1)]
 
 
-def step_traffic(hlo_text: str) -> dict:
-  """Kernels and buffer traffic of one step WITHOUT a lookahead sync, from the compiled HLO.
-
-  Sums, over the top-level kernels of the scan's ``while`` body (fusions, dots, copies),
-  the bytes each writes (its result) and reads (its operands). The ``lax.cond`` of the
-  lookahead's sync is not entered: its branches are separate computations, so this is the
-  k-1 steps out of k without a sync. XLA's ``cost_analysis`` instead adds both branches of
-  every ``cond`` on every step, an upper bound that does not change with the layout.
-  """
-  body = re.search(r"body=%([\w.\-]+)", hlo_text)
-  if body is None:
-    return {}
+def _computation(hlo_text: str, name: str) -> list[str]:
+  """The instruction lines of one HLO computation."""
   lines, inside = [], False
   for line in hlo_text.splitlines():
     head = re.match(r"^(?:ENTRY )?%(\S+) \(", line)
     if head:
-      inside = head.group(1) == body.group(1)
+      inside = head.group(1) == name
     elif inside:
       lines.append(line)
+  return lines
+
+
+def _instructions(lines: list[str]) -> list:
+  """Array-shaped instructions (matches: name, shape, opcode, operands); tuples are left out."""
   inst = [re.match(r"\s*(?:ROOT )?%(\S+) = (\S+) ([\w-]+)\((.*?)\)", x) for x in lines]
-  inst = [m for m in inst if m]
+  return [m for m in inst if m]
+
+
+def _traffic(inst: list, kinds: collections.Counter) -> tuple[int, int]:
   size = {m.group(1): _array_bytes(m.group(2)) for m in inst}
   written = read = 0
-  kinds = collections.Counter()
   for m in inst:
     if m.group(3) in _KERNELS:
       kinds[m.group(3)] += 1
       written += _array_bytes(m.group(2))
       read += sum(size.get(o.strip().lstrip("%"), 0) for o in m.group(4).split(","))
+  return written, read
+
+
+def step_traffic(hlo_text: str) -> dict:
+  """Kernels and buffer traffic of one step WITHOUT a lookahead sync, from the compiled HLO.
+
+  Sums, over the top-level kernels of the scan's ``while`` body (fusions, dots, copies),
+  the bytes each writes (its result) and reads (its operands), and the same over the
+  first (``False``, no-sync) branch of every ``conditional`` in the body: a step without
+  a sync runs that branch. The sync branch is left out: it runs on one step in k.
+  XLA's ``cost_analysis`` instead adds both branches of every ``cond`` on every step, an
+  upper bound that does not change with the layout.
+  """
+  body = re.search(r"body=%([\w.\-]+)", hlo_text)
+  if body is None:
+    return {}
+  lines = _computation(hlo_text, body.group(1))
+  kinds = collections.Counter()
+  written, read = _traffic(_instructions(lines), kinds)
+  for line in lines:  # a conditional's shape is a tuple: found by its opcode
+    branch = re.search(
+      r" conditional\(.*(?:branch_computations=\{|false_computation=)%([\w.\-]+)", line
+    )
+    if branch:
+      w, r = _traffic(_instructions(_computation(hlo_text, branch.group(1))), kinds)
+      written, read = written + w, read + r
   return {"written": written, "read": read, "kernels": sum(kinds.values()), **kinds}
 
 
@@ -158,8 +199,8 @@ def xla_cost(run, params, state, batches):
     return {"flops": 0.0, "bytes": 0.0, "step": {}}
 
 
-def _paired(times):
-  ratios = [la / plain - 1.0 for plain, la in zip(times["plain"], times["lookahead"])]
+def _paired(times, variant="lookahead"):
+  ratios = [la / plain - 1.0 for plain, la in zip(times["plain"], times[variant])]
   if len(ratios) < 2:
     return {"median": round(ratios[0], 4), "q1": round(ratios[0], 4), "q3": round(ratios[0], 4)}
   q1, med, q3 = statistics.quantiles(ratios, n=4)
@@ -181,15 +222,18 @@ def measure(problem, steps, repeats):
   out = {}
   for name, make in schemes().items():
     runs = {}
-    for variant, tx in (("plain", make()), ("lookahead", mml.lookahead_minmax(make(), 5, 0.5))):
-      run, state = compiled_run(tx, params, field, steps)
+    for variant, (run, state) in (
+      ("plain", compiled_run(make(), params, field, steps)),
+      ("lookahead", compiled_run(mml.lookahead_minmax(make(), 5, 0.5), params, field, steps)),
+      ("lookahead_scan", compiled_scan_run(make, params, field, steps)),
+    ):
       t0 = time.perf_counter()
       jax.block_until_ready(run(params, state, batches))  # compile + warm up
       compile_s = time.perf_counter() - t0
       runs[variant] = (run, state, compile_s, xla_cost(run, params, state, batches))
-    times = {"plain": [], "lookahead": []}
-    cpu = {"plain": [], "lookahead": []}  # process CPU seconds: less sensitive to other load
-    for _ in range(repeats):  # interleaved: plain, lookahead, plain, ...
+    times = {v: [] for v in runs}
+    cpu = {v: [] for v in runs}  # process CPU seconds: less sensitive to other load
+    for _ in range(repeats):  # interleaved: plain, lookahead, lookahead_scan, plain, ...
       for variant, (run, state, _, _) in runs.items():
         t0, c0 = time.perf_counter(), time.process_time()
         jax.block_until_ready(run(params, state, batches))
@@ -221,6 +265,14 @@ def measure(problem, steps, repeats):
       "step_kernels": [runs[v][3]["step"].get("kernels") for v in ("plain", "lookahead")],
       "compile_s": round(runs["plain"][2], 2),
       "lookahead_compile_s": round(runs["lookahead"][2], 2),
+      # the same steps through minmaxlab.lookahead_scan (k plain steps, then the sync),
+      # timed in the same interleaved rounds
+      "scan_step_ms": round(statistics.median(times["lookahead_scan"]) * 1e3, 4),
+      "overhead_scan": round(statistics.median(times["lookahead_scan"]) / plain - 1.0, 4),
+      "overhead_scan_min": round(min(times["lookahead_scan"]) / min(times["plain"]) - 1.0, 4),
+      "overhead_scan_paired": _paired(times, "lookahead_scan"),
+      "overhead_scan_cpu_paired": _paired(cpu, "lookahead_scan"),
+      "scan_compile_s": round(runs["lookahead_scan"][2], 2),
     }
   return out
 
@@ -240,7 +292,7 @@ def main():
     "--problems", default="mlp_gan,bilinear_1000", help="comma-separated subset to run"
   )
   args = parser.parse_args()
-  gan_steps, bil_steps = (4, 20) if args.quick else (25, 400)
+  gan_steps, bil_steps = (5, 20) if args.quick else (25, 400)  # multiples of k=5
   load_before = load_average()
   problems = {
     "mlp_gan": lambda: measure(gan_problem(), gan_steps, args.repeats),

@@ -27,6 +27,7 @@ from minmaxlab.transforms._extragradient import ExtragradientState, extragradien
 from minmaxlab.transforms._lookahead import (
   LookaheadMinmaxState,
   lookahead_minmax,
+  lookahead_scan,
   lookahead_slow_params,
   nested_lookahead_minmax,
 )
@@ -61,6 +62,7 @@ __all__ = [
   "game_step",
   "hyperparam",
   "lookahead_minmax",
+  "lookahead_scan",
   "lookahead_slow_params",
   "merge_by_player",
   "nested_lookahead_minmax",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -58,6 +58,33 @@ def _validate_level(i, sync_period, slow_step_size):
   )
 
 
+def _due(count, k):
+  """Whether the step counter (``>= 0``) is a multiple of ``k``: ``rem`` needs none of
+  ``%``'s sign fix-ups (fewer scalar kernels on every step)."""
+  return jax.lax.rem(count, jnp.asarray(k, jnp.int32)) == 0
+
+
+def _synced_slows(slows, fast, count, sync_periods, slow_step_sizes, lazy):
+  """The slow weights after the sync that ends step ``count`` (a multiple of the first
+  period) at the fast weights ``fast``: every level due moves towards them and resets
+  the fast weights and every faster level."""
+  slows = list(slows)
+  for level, (k, alpha) in enumerate(zip(sync_periods, slow_step_sizes)):
+    moved = jax.tree.map(lambda s, f: s + alpha * (f - s), slows[level], fast)
+    if lazy:  # the reference GAN code copies the fast weights at the first sync
+      moved = tree_where(count == k, fast, moved)
+    if level == 0:  # level 0 is due at every sync
+      new_slow = fast = moved
+    else:  # every period is a multiple of the first: any sync is a level-0 sync
+      due = _due(count, k)
+      new_slow = tree_where(due, moved, slows[level])
+      fast = tree_where(due, new_slow, fast)
+      # Every faster level restarts from the new slow weights.
+      slows = [tree_where(due, new_slow, s) for s in slows[:level]] + slows[level:]
+    slows[level] = new_slow
+  return tuple(slows)
+
+
 def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
   inner = as_transform(inner)
   if slow_init not in _SLOW_INITS:
@@ -85,31 +112,20 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
     params = require_params(params, "lookahead_minmax")
     u, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
     count = optax.safe_int32_increment(state.count)
-    # Every period is a multiple of the first, so any sync is a level-0 sync.
-    synced = count % jnp.asarray(sync_periods[0], jnp.int32) == 0
 
     def sync():
       fast = optax.apply_updates(params, u)
-      slows = list(state.slow)
-      for level, (k, alpha) in enumerate(zip(sync_periods, slow_step_sizes)):
-        due = count % jnp.asarray(k, jnp.int32) == 0
-        moved = jax.tree.map(lambda s, f: s + alpha * (f - s), slows[level], fast)
-        if lazy:  # the reference GAN code copies the fast weights at the first sync
-          moved = tree_where(count == k, fast, moved)
-        new_slow = tree_where(due, moved, slows[level])
-        fast = tree_where(due, new_slow, fast)
-        # Every faster level restarts from the new slow weights.
-        slows = [tree_where(due, new_slow, s) for s in slows[:level]] + slows[level:]
-        slows[level] = new_slow
+      slows = _synced_slows(state.slow, fast, count, sync_periods, slow_step_sizes, lazy)
       # The update that moves the params onto the new slow weights, in the dtype
       # `jnp.where(synced, slow - params, u)` would give (both branches must agree).
       onto_slow = jax.tree.map(
         lambda d, x: d.astype(_merged_dtype(d, x)), tree_sub(slows[0], params), u
       )
-      return onto_slow, tuple(slows)
+      return onto_slow, slows, jnp.ones([], bool)
 
     def keep():
-      return jax.tree.map(lambda x, d: x.astype(_merged_dtype(d, x)), u, params), tuple(state.slow)
+      kept = jax.tree.map(lambda x, d: x.astype(_merged_dtype(d, x)), u, params)
+      return kept, tuple(state.slow), jnp.zeros([], bool)
 
     # The update goes through the `cond` with the slow weights (issue 11 item 4). On the
     # k-1 steps out of k without a sync the false branch passes both on untouched: such a
@@ -124,8 +140,13 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
     # moved 4.4 MB written and 6.6 MB read, Lookahead-GDA about none where it moved 2.3 and
     # 4.5 MB. Same arithmetic, same results: tests pin the updates and states bit for bit
     # against the former layout.
+    # The scalar work of a step is the counter's increment, one `rem`+`eq`+`convert` fusion
+    # for the branch index and the copy of a constant in the branch taken: `synced` comes
+    # out of the branches. Compared outside, the `rem` had two consumers and XLA's CPU
+    # fusion kept it alone: `rem`, `eq` and `eq`+`convert`, three kernels (and `%`'s sign
+    # fix-ups) where there is now one (issue 11 item 4: 30 -> 29 kernels a bilinear GDA step).
     # Under `vmap` with a batched counter the `cond` becomes a select, as a mask would.
-    new_updates, slows = jax.lax.cond(synced, sync, keep)
+    new_updates, slows, synced = jax.lax.cond(_due(count, sync_periods[0]), sync, keep)
     if reset_state:
       inner_state = jax.lax.cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
     return new_updates, LookaheadMinmaxState(count, slows, inner_state, synced)
@@ -226,6 +247,116 @@ def nested_lookahead_minmax(
       f" length, got {sync_periods} and {slow_step_sizes}"
     )
   return _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init)
+
+
+_INT32_MAX = int(jnp.iinfo(jnp.int32).max)
+
+
+def lookahead_scan(
+  inner: optax.GradientTransformation,
+  field_fn: Callable[[Players, Any, int], Any],
+  params: Players,
+  opt_state: LookaheadMinmaxState,
+  xs: Any,
+  sync_period: int = 5,
+  slow_step_size: float = 0.5,
+  reset_state: bool = False,
+  slow_init: str = "params",
+  **extra_args: Any,
+) -> tuple[Players, LookaheadMinmaxState, Any]:
+  r"""Many game steps of :func:`lookahead_minmax` as blocks of ``sync_period`` steps.
+
+  Each block runs the inner scheme's ``k = sync_period`` steps in an inner
+  ``lax.scan`` (plain :func:`minmaxlab.game_step` of ``inner``: no counter, no
+  ``cond``, nothing more than the inner scheme per step), then the sync: for
+  loops whose steps are so short (tens of microseconds) that the transform's
+  per-step counter and ``cond`` show. It does the operations of a ``lax.scan``
+  of ``game_step`` with ``lookahead_minmax(inner, sync_period, slow_step_size,
+  reset_state, slow_init)`` over ``xs`` in the same order (params and updates
+  of one dtype, counts below ``2**31 - 1``): op by op the params, state and
+  values are equal bit for bit. Compiled, XLA's CPU backend may contract a
+  plain step's multiply and add into one FMA where the transform's ``cond``
+  keeps the update apart, so the last bits can differ.
+
+  Example:
+    >>> tx = lookahead_minmax(optax.adam(1e-3), 5, 0.5)
+    >>> state = tx.init(params)
+    >>> params, state, losses = lookahead_scan(
+    ...     optax.adam(1e-3), lambda p, batch, i: vaf(p, batch[i]), params, state, batches,
+    ...     sync_period=5, slow_step_size=0.5)
+
+  Args:
+    inner: the inner optax transform or game scheme (as given to
+      :func:`lookahead_minmax`).
+    field_fn: ``field_fn(params, x, i)``: the field (or ``(value, field)``) for
+      the ``i``-th evaluation of the step whose slice of ``xs`` is ``x``.
+    params: the fast weights.
+    opt_state: the state of ``lookahead_minmax(inner, sync_period, ...)`` at a
+      sync boundary (its count a multiple of ``sync_period``, as after ``init``
+      or any sync; checked when the count is concrete).
+    xs: a pytree of arrays with a leading step axis, its length a multiple of
+      ``sync_period``.
+    sync_period: ``k >= 1``, a Python int (the block length).
+    slow_step_size: ``alpha`` in ``(0, 1]``.
+    reset_state: reinitialise the inner state at the slow weights after a sync.
+    slow_init: ``"params"`` or ``"lazy"``, as in :func:`lookahead_minmax`.
+    **extra_args: passed to ``game_step`` (e.g. ``unrolled``'s ``loss_fn``).
+
+  Returns:
+    ``(params, opt_state, values)``: ``values`` stacks every step's value of
+    evaluation 0 (``None`` when ``field_fn`` returns the field alone).
+  """
+  from minmaxlab.transforms._step import game_step  # noqa: PLC0415 (_step builds on this layer)
+
+  inner = as_transform(inner)
+  if isinstance(sync_period, jax.core.Tracer) or not isinstance(sync_period, int):
+    raise ValueError(f"sync_period must be a Python int (the block length), got {sync_period!r}")
+  _validate_level(0, sync_period, slow_step_size)
+  if slow_init not in _SLOW_INITS:
+    raise ValueError(f"slow_init must be one of {_SLOW_INITS}, got {slow_init!r}")
+  if not isinstance(opt_state, LookaheadMinmaxState) or len(opt_state.slow) != 1:
+    raise ValueError("opt_state must be the state of lookahead_minmax(inner, ...) (one level)")
+  k = sync_period
+  lengths = {jnp.shape(x)[0] if jnp.ndim(x) else None for x in jax.tree.leaves(xs)}
+  if len(lengths) != 1 or None in lengths or next(iter(lengths)) % k:
+    raise ValueError(
+      f"xs must be arrays with one leading step axis whose length is a multiple of"
+      f" sync_period={k}, got leading lengths {sorted(lengths, key=str)}"
+    )
+  n = lengths.pop()
+  if not isinstance(opt_state.count, jax.core.Tracer) and int(opt_state.count) % k:
+    raise ValueError(
+      f"opt_state.count must be a multiple of sync_period={k} (a sync boundary),"
+      f" got {int(opt_state.count)}"
+    )
+  lazy = slow_init == "lazy"
+
+  def step(carry, x):
+    p, s = carry
+    p, s, value = game_step(inner, lambda q, i: field_fn(q, x, i), p, s, **extra_args)
+    return (p, s), value
+
+  def block(carry, xb):
+    p, state = carry
+    s, values = state.inner_state, None
+    if k > 1:
+      (p, s), values = jax.lax.scan(step, (p, s), jax.tree.map(lambda a: a[:-1], xb))
+    # The last step on its own: the transform's sync update is `slow - params` at the
+    # params before that step, and `apply_updates` adds it back (one rounding).
+    (fast, s), value = step((p, s), jax.tree.map(lambda a: a[-1], xb))
+    last = jax.tree.map(lambda b: b[None], value)
+    if k > 1:
+      last = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), values, last)
+    count = jnp.where(state.count <= _INT32_MAX - k, state.count + k, _INT32_MAX)
+    slows = _synced_slows(state.slow, fast, count, (k,), (slow_step_size,), lazy)
+    p = optax.apply_updates(p, tree_sub(slows[0], p))
+    if reset_state:
+      s = inner.init(slows[0])
+    return (p, LookaheadMinmaxState(count, slows, s, jnp.ones([], bool))), last
+
+  blocks = jax.tree.map(lambda a: a.reshape(n // k, k, *a.shape[1:]), xs)
+  (params, opt_state), values = jax.lax.scan(block, (params, opt_state), blocks)
+  return params, opt_state, jax.tree.map(lambda a: a.reshape(n, *a.shape[2:]), values)
 
 
 def _find_states(tree, kind):

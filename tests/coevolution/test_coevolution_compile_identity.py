@@ -1,13 +1,15 @@
 """Issue 11 item 5: the generation program's results stay bit-identical while its compile
 time is cut. ``data/step_fingerprints.json`` holds the sha256 of every state leaf after two
-generations, saved from the code before the compile-time changes, for ``smoke`` (one
-individual per cell, simultaneous schedule, Lookahead) and a two-population variant
-(Lipizzaner's schedule, ``d_every=2``, neighbourhood opponents). Hashes are exact only on
-the same JAX build and CPU model, so on another host the test skips (saying which platform
-the fingerprints were recorded on).
+generations, for ``smoke`` (one individual per cell, simultaneous schedule, Lookahead) and a
+two-population variant (Lipizzaner's schedule, ``d_every=2``, neighbourhood opponents), one
+recording per platform: AMD EPYC without AVX-512 (saved from the code before the compile-time
+changes) and AMD EPYC with AVX-512 (saved from commit fe53e76, whose generation the first
+recording had checked). Hashes are exact only on the same JAX build and CPU kind, so on
+another platform the test skips (naming the recorded ones).
 
-Regenerate (only for an intended change of results):
-``python -m tests.coevolution.test_coevolution_compile_identity``.
+Record this platform (only for an intended change of results, or a new platform):
+``python -m tests.coevolution.test_coevolution_compile_identity`` (replaces this platform's
+recording, keeps the others).
 """
 
 from __future__ import annotations
@@ -78,13 +80,16 @@ def _platform() -> dict:
 @pytest.mark.slow  # two cold compiles of a whole generation step (about 20 CPU s each)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_two_generations_match_saved_fingerprints(name):
-  saved = json.loads(FIXTURE.read_text())
-  if saved["platform"] != _platform():
+  recordings = json.loads(FIXTURE.read_text())["recordings"]
+  here = [r for r in recordings if r["platform"] == _platform()]
+  if not here:
     # XLA's CPU kernels round differently on another CPU kind (AVX-512 vs AVX2) or XLA build,
     # and a rounding difference can flip a tournament: no tolerance is safe across hosts.
-    pytest.skip(f"fingerprints recorded on {saved['platform']}, this is {_platform()}")
+    pytest.skip(
+      f"fingerprints recorded on {[r['platform'] for r in recordings]}, this is {_platform()}"
+    )
   got = fingerprint(name)
-  want = saved["cases"][name]
+  want = here[0]["cases"][name]
   assert set(want) <= set(got), sorted(set(want) - set(got))
   bad = [k for k in want if got[k]["sha256"] != want[k]["sha256"]]
   assert not bad, f"{len(bad)} of {len(want)} leaves changed bits, e.g. {bad[:3]}"
@@ -95,7 +100,10 @@ def test_two_generations_match_saved_fingerprints(name):
 if __name__ == "__main__":
   jax.config.update("jax_platforms", "cpu")
   result = {"platform": _platform(), "cases": {n: fingerprint(n) for n in sorted(CASES)}}
-  FIXTURE.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+  others = [
+    r for r in json.loads(FIXTURE.read_text())["recordings"] if r["platform"] != _platform()
+  ]
+  FIXTURE.write_text(json.dumps({"recordings": others + [result]}, indent=1, sort_keys=True) + "\n")
   n = sum(len(c) for c in result["cases"].values())
   print(f"wrote {FIXTURE} ({n} leaves)", file=sys.stderr)
 
