@@ -33,7 +33,7 @@ from minmaxlab.gan.metrics import (
   real_statistics,
   train_classifier,
 )
-from minmaxlab.runner import CheckpointManager
+from minmaxlab.runner import CheckpointManager, cpu_model
 
 DEFAULTS = {
   "steps": 1500,
@@ -63,6 +63,13 @@ def _fingerprint(images, labels) -> str:
   )
   h.update(np.ascontiguousarray(np.asarray(labels, np.int64)).tobytes())
   return h.hexdigest()[:16]
+
+
+def _avx512() -> bool:
+  try:
+    return "avx512f" in Path("/proc/cpuinfo").read_text()
+  except OSError:
+    return False
 
 
 def _params_digest(params) -> str:
@@ -120,8 +127,60 @@ def load_or_train_classifier(
     name=name,
     **settings,
   )
-  ckpt.save(0, clf.params, metadata={**wanted, "test_accuracy": clf.test_accuracy})
+  host = cpu_model() + (" (AVX-512)" if _avx512() else "")
+  ckpt.save(
+    0, clf.params, metadata={**wanted, "test_accuracy": clf.test_accuracy, "trained_on": host}
+  )
   return clf
+
+
+def cached_identity(name: str, cache_dir: str | os.PathLike | None = None) -> dict | None:
+  """Which cached classifier of data set ``name`` scores a run: the digest of its
+  parameters (the one stamped on ``real_stats.npz``), its held-out accuracy and the
+  CPU it was trained on; ``None`` when nothing is cached yet.
+
+  Classifier-FID and class TVD are only comparable between runs scored by the same
+  classifier. Its training is deterministic on one platform, but XLA's CPU kernels round
+  differently on another CPU kind (AVX-512 vs AVX2), so a classifier retrained on another
+  host has other weights and FIDs on a (slightly) other scale: result files record this.
+  """
+  folder = _folder(cache_dir, name)
+  stats = folder / "real_stats.npz"
+  if not stats.exists():
+    return None
+  with np.load(stats) as z:
+    digest = str(z["classifier"]) if "classifier" in z.files else None
+  ckpt = CheckpointManager(folder, max_to_keep=None)
+  meta = ckpt.metadata() if ckpt.latest_step() is not None else {}
+  return {
+    "params_digest": digest,
+    "test_accuracy": meta.get("test_accuracy"),
+    "trained_on": meta.get("trained_on"),
+  }
+
+
+def scorers_note(runs: list[dict], label) -> str:
+  """One line naming which classifier scored which runs (``label(run)``), when the
+  ``runs`` (result-file rows with a ``"classifier"`` entry of :func:`cached_identity`,
+  or none: unrecorded) were not all scored by the same one; else ``""``."""
+  groups: dict = {}
+  for r in runs:
+    c = r.get("classifier") or {}
+    groups.setdefault(c.get("params_digest") or "unrecorded", (c, []))[1].append(label(r))
+  if len(groups) <= 1:
+    return ""
+  parts = []
+  for digest, (c, who) in groups.items():
+    if digest != "unrecorded":
+      digest = (
+        f"{digest} (test accuracy {c.get('test_accuracy')}, trained on"
+        f" {c.get('trained_on') or 'an unrecorded host'})"
+      )
+    parts.append(f"{digest}: {', '.join(who)}")
+  return (
+    "Scored by different evaluation classifiers (FIDs are on one scale only under one"
+    " classifier): " + "; ".join(parts)
+  )
 
 
 def cached_evaluator(

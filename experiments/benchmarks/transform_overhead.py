@@ -14,7 +14,7 @@ without a sync, read from the compiled HLO (:func:`step_traffic`): free of timin
 Prints one JSON line.
 
   python experiments/benchmarks/transform_overhead.py [--repeats 7] [--quick]
-      [--problems mlp_gan,bilinear_1000]
+      [--problems mlp_gan,bilinear_1000] [--steps 25,400]
 """
 
 from __future__ import annotations
@@ -291,8 +291,18 @@ def main():
   parser.add_argument(
     "--problems", default="mlp_gan,bilinear_1000", help="comma-separated subset to run"
   )
+  parser.add_argument(
+    "--steps",
+    default=None,
+    help="steps per timed call, mlp_gan,bilinear_1000 (default 25,400; multiples of k=5):"
+    " longer calls average out more of a noisy host",
+  )
   args = parser.parse_args()
   gan_steps, bil_steps = (5, 20) if args.quick else (25, 400)  # multiples of k=5
+  if args.steps:
+    gan_steps, bil_steps = (int(n) for n in args.steps.split(","))
+    if gan_steps % 5 or bil_steps % 5 or min(gan_steps, bil_steps) <= 0:
+      parser.error(f"--steps: positive multiples of k=5 wanted, got {args.steps!r}")
   load_before = load_average()
   problems = {
     "mlp_gan": lambda: measure(gan_problem(), gan_steps, args.repeats),

@@ -60,6 +60,7 @@ def run_config(args, n: int, seed: int, steps: int):
 
 
 def run_one(config, workdir: Path, log=print) -> dict:
+  from experiments import _classifier_cache
   from experiments.coevolution import train
   from minmaxlab import runner
 
@@ -69,6 +70,9 @@ def run_one(config, workdir: Path, log=print) -> dict:
     train.train(config, workdir, resume=(workdir / "checkpoints").exists())
     cpu = time.process_time() - t0
     (workdir / "cpu_s.json").write_text(json.dumps(cpu))  # of the last (resumed) segment
+    # which evaluation classifier scored the run (FIDs compare only under the same one)
+    scorer = _classifier_cache.cached_identity(config.dataset, config.classifier.cache_dir or None)
+    (workdir / "classifier.json").write_text(json.dumps(scorer))
   rows = runner.read_jsonl(workdir / "metrics.jsonl")
   wall = np.cumsum([r.get("seconds", 0.0) for r in rows])
   curves = [
@@ -80,7 +84,7 @@ def run_one(config, workdir: Path, log=print) -> dict:
     for r, s in zip(rows, wall)
     if "mixture/fid" in r
   ]
-  cpu_file = workdir / "cpu_s.json"
+  cpu_file, scorer_file = workdir / "cpu_s.json", workdir / "classifier.json"
   log(f"{workdir.name}: final " + ", ".join(f"{k} {curves[-1][k]:.3f}" for k in METRICS))
   return {
     "rows": config.rows,
@@ -89,6 +93,7 @@ def run_one(config, workdir: Path, log=print) -> dict:
     "curves": curves,
     "cpu_s_last_segment": json.loads(cpu_file.read_text()) if cpu_file.exists() else None,
     "final_weights": rows[-1].get("mixture/weights"),
+    "classifier": json.loads(scorer_file.read_text()) if scorer_file.exists() else None,
   }
 
 
@@ -201,7 +206,10 @@ def table(data: dict) -> str:
       sd = v.std(ddof=1) if len(v) > 1 else 0.0
       cells.append(f"{v.mean():.3g} ± {sd:.2g} ({', '.join(f'{x:.3g}' for x in v)})")
     lines.append("| " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+  from experiments import _classifier_cache
+
+  note = _classifier_cache.scorers_note(data["runs"], lambda r: f"{r['grid']} s{r['seed']}")
+  return "\n".join(lines + ([f"\n{note}"] if note else []))
 
 
 def parse_args(argv=None):

@@ -216,6 +216,10 @@ def run_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float, log=pri
       + " ".join(f"{k}={np.mean(row[k]):.1f}" for k in row if k.endswith("/fid"))
       + f" (mean over seeds; cpu {cpu:.0f} s)"
     )
+  from experiments import _classifier_cache
+
+  # which evaluation classifier scored these curves (FIDs compare only under the same one)
+  scorer = _classifier_cache.cached_identity(config.dataset, config.classifier.cache_dir or None)
   results = []
   for i, seed in enumerate(seeds):
     curves = [{k: (v[i] if isinstance(v, list) else v) for k, v in r.items()} for r in rows]
@@ -225,6 +229,7 @@ def run_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float, log=pri
         "steps": step,
         "diverged_at": diverged.get(seed),
         "cpu_s_all_seeds": cpu,
+        "classifier": scorer,
         "curves": curves,
       }
     )

@@ -167,7 +167,10 @@ def table(data: dict, last: int = 1) -> str:
         else f"{v.mean():.3g} ± {(v.std(ddof=1) if len(v) > 1 else 0.0):.2g}"
       )
     lines.append("| " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+  from experiments import _classifier_cache
+
+  note = _classifier_cache.scorers_note(data["runs"], lambda r: f"{r['arm']} s{r['seed']}")
+  return "\n".join(lines + ([f"\n{note}"] if note else []))
 
 
 def parse_args(argv=None):

@@ -45,6 +45,11 @@ def test_gan_lookahead_study_writes_json_figure_and_table(tmp_path):
     for row in r["curves"]:
       assert {k.split("/")[0] for k in row if "/" in k} == points
       assert all(np.isfinite(row[f"{p}/fid"]) and row[f"{p}/fid"] > 0 for p in points)
+  # every run names the classifier that scored it: the one in the cache
+  scorer = {r["classifier"]["params_digest"] for r in data["runs"]}
+  assert len(scorer) == 1 and len(scorer.pop()) == 16
+  assert all(0 < r["classifier"]["test_accuracy"] <= 1 for r in data["runs"])
+  assert all(r["classifier"]["trained_on"] for r in data["runs"])
   by = {(r["arm"], r["seed"]): r["curves"][-1]["slow/fid"] for r in data["runs"]}
   assert by[("alt", 0)] != by[("alt", 1)]  # the seeds are different runs
   # the table reads the JSON: one row per arm, every seed's final FID at the slow weights
@@ -145,6 +150,13 @@ def test_lipizzaner_grids_study_writes_json_figure_and_table(tmp_path):
   text = study.table(data)
   for grid in ("2x2", "1x1_x4"):
     assert f"| {grid} | 0 | 2 |" in text
+  # both runs were scored by the cached classifier, and say so; one table, one classifier
+  digests = {r["classifier"]["params_digest"] for r in data["runs"]}
+  assert len(digests) == 1 and "different evaluation classifiers" not in text
+  other = dict(data["runs"][1], classifier=None, seed=5)
+  note = study.table({**data, "runs": [*data["runs"], other]}).splitlines()[-1]
+  assert note.startswith("Scored by different evaluation classifiers") and "1x1_x4 s5" in note
+  assert f"{digests.pop()} (test accuracy" in note and "unrecorded: 1x1_x4 s5" in note
 
   # --control-only: the finished control is read back (not retrained), no grid job runs
   only = study.run_study(
