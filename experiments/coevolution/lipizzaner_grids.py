@@ -16,7 +16,8 @@ with the largest grid's total number of steps per generation (same total compute
 Each (grid, seed) runs in ``<runs>/<n>x<n>_s<seed>`` (``train.train``: a killed run
 resumes from its checkpoint, a finished one is skipped). Writes
 ``<out>/lipizzaner_grids.json`` (every run's best-mixture curves against generations and
-seconds) and ``<out>/lipizzaner_grids.png``.
+seconds), ``<out>/lipizzaner_grids.png`` and ``<out>/lipizzaner_grids_samples.png`` (each
+grid's final samples: :func:`samples_figure`).
 """
 
 from __future__ import annotations
@@ -120,7 +121,42 @@ def run_study(args, log=print) -> dict:
       tmp.write_text(json.dumps(data, separators=(",", ":")))
       tmp.replace(path)
       plot(data, out_dir / "lipizzaner_grids.png")
+  samples_figure(Path(args.runs), out_dir)
   return data
+
+
+def samples_figure(runs_dir: Path, out_dir: Path) -> Path | None:
+  """``<out>/lipizzaner_grids_samples.png``: one panel per grid (and control), the best
+  mixture's samples at the last evaluated generation of the highest seed whose run folder
+  holds them (``<runs>/<grid>_s<seed>/samples/mixture_gen_<g>.png``); ``None`` when no
+  run folder has any."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  gen = lambda p: int(p.stem.rsplit("_", 1)[1])
+  found: dict = {}
+  for d in Path(runs_dir).glob("*_s*"):
+    grid, _, seed = d.name.rpartition("_s")
+    images = sorted(d.glob("samples/mixture_gen_*.png"), key=gen)
+    if seed.isdigit() and images and int(seed) >= found.get(grid, (-1,))[0]:
+      found[grid] = (int(seed), images[-1])
+  if not found:
+    return None
+  order = sorted(found, key=lambda g: (g.startswith("1x1_x"), g))  # grids, then controls
+  fig, axes = plt.subplots(1, len(order), figsize=(2.6 * len(order), 2.9), squeeze=False)
+  for ax, grid in zip(axes[0], order):
+    seed, image = found[grid]
+    ax.imshow(plt.imread(image), cmap="gray")
+    ax.set_title(f"{grid}, seed {seed}\ngeneration {gen(image)}", fontsize=8)
+    ax.axis("off")
+  fig.suptitle("best mixture's samples", fontsize=9)
+  fig.tight_layout()
+  path = Path(out_dir) / "lipizzaner_grids_samples.png"
+  fig.savefig(path, dpi=80)
+  plt.close(fig)
+  return path
 
 
 def merge(src: Path, out_dir: Path) -> dict:
@@ -230,6 +266,11 @@ def parse_args(argv=None):
     help="merge another run's lipizzaner_grids.json into <out>'s (a (grid, seed) there "
     "replaces the same one here), redraw the figure, print the table",
   )
+  p.add_argument(
+    "--samples",
+    action="store_true",
+    help="only draw <out>/lipizzaner_grids_samples.png from the run folders in --runs",
+  )
   p.add_argument("--set", action="append", help="any config field: --set fitness_samples=500")
   p.add_argument("--runs", default="runs/coev_lipizzaner_grids")
   p.add_argument("--out", default=str(ROOT / "results"))
@@ -240,6 +281,9 @@ def main(argv=None) -> None:
   args = parse_args(argv)
   if args.table:
     print(table(json.loads((Path(args.out) / "lipizzaner_grids.json").read_text())))
+    return
+  if args.samples:
+    print(samples_figure(Path(args.runs), Path(args.out)) or f"no samples in {args.runs}")
     return
   if args.merge:
     print(table(merge(Path(args.merge), Path(args.out))))

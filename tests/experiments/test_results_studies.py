@@ -138,6 +138,8 @@ def test_lipizzaner_grids_study_writes_json_figure_and_table(tmp_path):
   path, fig = tmp_path / "out" / "lipizzaner_grids.json", tmp_path / "out" / "lipizzaner_grids.png"
   assert json.loads(path.read_text()) == data
   assert fig.is_file() and 0 < fig.stat().st_size < 200_000
+  samples = tmp_path / "out" / "lipizzaner_grids_samples.png"  # each grid's final samples
+  assert samples.is_file() and 0 < samples.stat().st_size < 200_000
   assert [(r["grid"], r["rows"], r["steps_per_generation"]) for r in data["runs"]] == [
     ("2x2", 2, 4),
     ("1x1_x4", 1, 16),  # the control: the 2x2 grid's total steps in one GAN
