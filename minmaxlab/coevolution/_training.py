@@ -45,21 +45,12 @@ def take(tree: Any, idx: Any) -> Any:
 
 
 def over_population(size: int):
-  """``f -> f`` batched over a leading population axis of ``size``: ``jax.vmap``, or
-  for one individual ``f`` on the squeezed axis (vmap over a size-1 axis makes XLA
-  transpose weight gradients inside the optimizer loops; same numbers to rounding)."""
-
-  def wrap(f):
-    if size > 1:
-      return jax.vmap(f)
-
-    def one(*args):
-      out = f(*jax.tree.map(lambda x: x[0], args))
-      return jax.tree.map(lambda x: x[None], out)
-
-    return one
-
-  return wrap
+  """``f -> f`` batched over a leading population axis of ``size``: ``jax.vmap``, or for
+  one individual ``f`` itself: :func:`train` then carries the individual without the
+  axis (vmap over a size-1 axis makes XLA transpose weight gradients inside the optimizer
+  loops, and a carry of ``[1, ...]`` arrays squeezed and expanded on every step made it
+  copy every weight matrix once or twice per batch)."""
+  return jax.vmap if size > 1 else (lambda f: f)
 
 
 def train_schedule(
@@ -175,6 +166,9 @@ def train(
     # network per step, about 10% of an MNIST-MLP step on CPU).
     if not with_neighbours:
       return current if P == 1 else take(current, idx)
+    if P == 1:  # the one individual is carried without its population axis
+      lead = jax.tree.map(lambda x: x[None], current)
+      return take(jax.vmap(lambda i: opponent(lead, neighbours, i))(idx), 0)
     return jax.vmap(lambda i: opponent(current, neighbours, i))(idx)
 
   lipizzaner = c.schedule == "lipizzaner"
@@ -309,5 +303,17 @@ def train(
 
   step_both = lipizzaner_step if lipizzaner else train_step
   draws = jax.vmap(step_draws)(jax.random.split(key, c.steps_per_generation))
-  carry = (params, opt)
-  return train_schedule(step_both, train_g_step, carry, draws, c.d_every, c.n_critic, train_d_step)
+  if P > 1:
+    carry = (params, opt)
+    return train_schedule(
+      step_both, train_g_step, carry, draws, c.d_every, c.n_critic, train_d_step
+    )
+  # One individual: the loop carries it without the population axis (no per-step squeeze
+  # and expand of every weight), the pair's draws likewise; the opponents' indices keep
+  # theirs (``opponents``). The same operations on the same values as a squeeze per step.
+  carry = jax.tree.map(lambda x: x[0], (params, opt))
+  draws = (draws[0], draws[1], jax.tree.map(lambda x: x[:, 0], draws[2]))
+  carry, g_losses, d_losses = train_schedule(
+    step_both, train_g_step, carry, draws, c.d_every, c.n_critic, train_d_step
+  )
+  return jax.tree.map(lambda x: x[None], carry), g_losses[:, None], d_losses[:, None]
