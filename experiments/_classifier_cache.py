@@ -33,7 +33,7 @@ from minmaxlab.gan.metrics import (
   real_statistics,
   train_classifier,
 )
-from minmaxlab.runner import CheckpointManager, cpu_model
+from minmaxlab.runner import CheckpointManager, cpu_has_avx512, cpu_model
 
 DEFAULTS = {
   "steps": 1500,
@@ -63,13 +63,6 @@ def _fingerprint(images, labels) -> str:
   )
   h.update(np.ascontiguousarray(np.asarray(labels, np.int64)).tobytes())
   return h.hexdigest()[:16]
-
-
-def _avx512() -> bool:
-  try:
-    return "avx512f" in Path("/proc/cpuinfo").read_text()
-  except OSError:
-    return False
 
 
 def _params_digest(params) -> str:
@@ -127,7 +120,7 @@ def load_or_train_classifier(
     name=name,
     **settings,
   )
-  host = cpu_model() + (" (AVX-512)" if _avx512() else "")
+  host = cpu_model() + (" (AVX-512)" if cpu_has_avx512() else "")
   ckpt.save(
     0, clf.params, metadata={**wanted, "test_accuracy": clf.test_accuracy, "trained_on": host}
   )

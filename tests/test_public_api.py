@@ -82,7 +82,8 @@ PINS = {
   """,
   "runner": """
     CheckpointManager EventFileWriter MetricWriter ProgressBar Run checkpoint_steps
-    compilation_cache_dir config_changes cpu_model enable_compilation_cache exit_on_interrupt
+    compilation_cache_dir config_changes cpu_has_avx512 cpu_model enable_compilation_cache
+    exit_on_interrupt
     finished_run image_grid interrupted_line load_run program_cache program_key read_events
     read_jsonl
     read_scalars report_compilation rerun_command run_record run_status save_image_grid

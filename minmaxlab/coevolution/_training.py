@@ -303,17 +303,17 @@ def train(
 
   step_both = lipizzaner_step if lipizzaner else train_step
   draws = jax.vmap(step_draws)(jax.random.split(key, c.steps_per_generation))
-  if P > 1:
-    carry = (params, opt)
-    return train_schedule(
-      step_both, train_g_step, carry, draws, c.d_every, c.n_critic, train_d_step
-    )
-  # One individual: the loop carries it without the population axis (no per-step squeeze
-  # and expand of every weight), the pair's draws likewise; the opponents' indices keep
-  # theirs (``opponents``). The same operations on the same values as a squeeze per step.
-  carry = jax.tree.map(lambda x: x[0], (params, opt))
-  draws = (draws[0], draws[1], jax.tree.map(lambda x: x[:, 0], draws[2]))
+  carry = (params, opt)
+  if P == 1:
+    # One individual: the loop carries it without the population axis (no per-step squeeze
+    # and expand of every weight), the pair's draws likewise; the opponents' indices keep
+    # theirs (``opponents``). The same operations on the same values as a squeeze per step.
+    carry = jax.tree.map(lambda x: x[0], carry)
+    draws = (draws[0], draws[1], jax.tree.map(lambda x: x[:, 0], draws[2]))
   carry, g_losses, d_losses = train_schedule(
     step_both, train_g_step, carry, draws, c.d_every, c.n_critic, train_d_step
   )
-  return jax.tree.map(lambda x: x[None], carry), g_losses[:, None], d_losses[:, None]
+  if P == 1:
+    carry = jax.tree.map(lambda x: x[None], carry)
+    g_losses, d_losses = g_losses[:, None], d_losses[:, None]
+  return carry, g_losses, d_losses

@@ -8,7 +8,7 @@ curves). The library itself never touches disk except through this package.
 
 from minmaxlab.runner._checkpoint import CheckpointManager
 from minmaxlab.runner._compile_cache import program_cache
-from minmaxlab.runner._host import cpu_model
+from minmaxlab.runner._host import cpu_has_avx512, cpu_model
 from minmaxlab.runner._lifecycle import (
   checkpoint_steps,
   compilation_cache_dir,
@@ -41,6 +41,7 @@ __all__ = [
   "checkpoint_steps",
   "compilation_cache_dir",
   "config_changes",
+  "cpu_has_avx512",
   "cpu_model",
   "enable_compilation_cache",
   "exit_on_interrupt",

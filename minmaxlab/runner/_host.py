@@ -13,3 +13,13 @@ def cpu_model() -> str:
   except OSError:
     pass
   return platform.processor() or platform.machine()
+
+
+def cpu_has_avx512() -> bool:
+  """Whether the CPU has AVX-512 (Linux /proc/cpuinfo): XLA's CPU kernels round differently
+  with it, so bit-level results and retrained networks differ from an AVX2 host's."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      return "avx512f" in f.read()
+  except OSError:
+    return False
