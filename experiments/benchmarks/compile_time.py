@@ -1,14 +1,24 @@
-"""Compile seconds of the coevolution programs per config (one JSON line).
+"""Compile seconds of the coevolution programs per config and compile mode (one JSON line).
 
 For each config of ``experiments/coevolution/configs`` it builds the ``Coevolution`` that
 ``train.py`` builds and times, ahead of time, ``jax.jit(coev.step).lower(...)`` (tracing and
 lowering to StableHLO) and ``.compile()`` (XLA) of the generation step, and the same for
-``coev.init``. Image configs use abstract data of the real shapes (no data set and no
-classifier are loaded: compile time depends on shapes only). The persistent compilation
-cache is off, so every number is a cold compile.
+``coev.init``, once per compile mode (``config.compile``: ``default`` is XLA's options,
+``fast`` and ``fastest`` those of ``minmaxlab.distributed.compiler_options``), each in a
+fresh process (a user's run compiles once; a second compile in one process measured up to
+1.5x slower here). Then it compiles every mode in this process and runs ``--generations``
+generations of each mode's step, interleaved (mode A, mode B, mode A, ...), so a mode that
+compiles faster is also shown (not) to run slower: the JSON has each mode's median seconds
+per generation and the median and quartiles of the per-generation ratios to ``default``. Image configs use random data of the real shapes (no data set and no trained
+classifier are loaded: compile time and generation time depend on shapes only). The
+persistent compilation cache is off, so every number is a cold compile.
 
   python -m experiments.benchmarks.compile_time [--configs smoke,ring8_3x3,fashion_mnist_3x3]
-      [--repeats 1] [--set fashion_mnist_3x3.d_every=1 ...] [--first_generation]
+      [--modes default,fast,fastest] [--generations 10] [--repeats 1]
+      [--set fashion_mnist_3x3.d_every=1 ...] [--first_generation]
+
+``config_compile`` in each config's entry is the mode the config itself uses (the one the
+targets apply to); ``step_total_s`` is that mode's trace-to-executable seconds.
 
 ``--first_generation`` adds the main job's time from start to its first generation, cold
 (empty persistent cache) and warm (a rerun with a new workdir, and a resumed run), as
@@ -27,6 +37,7 @@ import importlib
 import json
 import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -36,28 +47,30 @@ import jax
 jax.config.update("jax_enable_compilation_cache", False)
 
 import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
 
 if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
   sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from experiments.coevolution import experiment, train  # noqa: E402
 from minmaxlab import coevolution as co  # noqa: E402
-from minmaxlab import runner  # noqa: E402
+from minmaxlab import distributed, runner  # noqa: E402
 from minmaxlab.gan import metrics, models  # noqa: E402
 
 
-def _abstract_image_experiment(config):
-  """The image config's ``Coevolution`` and abstract data (as ``train.build`` makes them,
-  without loading the data set or the classifier)."""
+def _image_experiment(config):
+  """The image config's ``Coevolution`` (as ``train.build`` makes it) and random data of
+  the real shapes: images uniform in [-1, 1], an untrained evaluation CNN, identity
+  feature covariance (the data set and the trained classifier are not loaded)."""
   shape = (28, 28, 1)
   clf = metrics.cnn_classifier(shape, 10)
-  params = jax.eval_shape(clf.init, jax.random.key(0))
+  k_img, k_clf = jax.random.split(jax.random.key(1))
   feature = clf.feature_dim
   data = train.ImageData(
-    jax.ShapeDtypeStruct((60000,) + shape, jnp.float32),
-    params,
-    jax.ShapeDtypeStruct((feature,), jnp.float32),
-    jax.ShapeDtypeStruct((feature, feature), jnp.float32),
+    jax.random.uniform(k_img, (60000,) + shape, jnp.float32, -1.0, 1.0),
+    clf.init(k_clf),
+    jnp.zeros((feature,), jnp.float32),
+    jnp.eye(feature, dtype=jnp.float32),
   )
   pair = models.make_pair(
     config.architecture, shape, config.latent_dim or None, hidden=tuple(config.hidden)
@@ -74,24 +87,25 @@ def _abstract_image_experiment(config):
   return coev, data
 
 
-def time_config(name: str, overrides: dict) -> dict:
+def load_config(name: str, overrides: dict):
   config = importlib.import_module(f"experiments.coevolution.configs.{name}").get_config()
   for k, v in overrides.items():
     config[k] = type(config[k])(v) if not isinstance(config[k], bool) else v in ("1", "True")
-  if config.dataset in train.MIXTURES:
-    exp = train.build(config)
-    coev, data = exp.coev, exp.data
-  else:
-    coev, data = _abstract_image_experiment(config)
+  return config
+
+
+def time_compile(coev, data, mode: str) -> tuple[dict, object, object]:
+  """``(timings, compiled step, concrete initial state)`` of one cold compile in ``mode``."""
   key = jax.random.key(0)
-  load_before = list(os.getloadavg())
-  out = {"load_average_before": load_before}
+  opts = distributed.compiler_options(mode)
+  out = {"load_average_before": list(os.getloadavg()), "compiler_options": opts}
   state = None
+  compiled = None
   for what, fn, args in (("init", coev.init, (key,)), ("step", coev.step, None)):
     if args is None:
       args = (key, state, data)
     c0, t0 = time.process_time(), time.perf_counter()
-    lowered = jax.jit(fn).lower(*args)
+    lowered = jax.jit(fn, compiler_options=opts).lower(*args)
     t1 = time.perf_counter()
     compiled = lowered.compile()
     c2, t2 = time.process_time(), time.perf_counter()
@@ -104,29 +118,117 @@ def time_config(name: str, overrides: dict) -> dict:
       "hlo_kib": round(len(compiled.as_text()) / 1024, 1),
     }
     if what == "init":
-      state = jax.eval_shape(fn, key)
+      state = compiled(key)
   out["load_average_after"] = list(os.getloadavg())
-  out["cell_strategy"] = coev.cell_strategy
-  out["schedule"] = coev.config.schedule
-  out["d_every"] = coev.config.d_every
+  return out, compiled, state
+
+
+def interleaved_generations(programs: dict, data, generations: int) -> dict:
+  """Seconds per generation of each mode's compiled step, the modes interleaved (the
+  first call of each is a warm-up, not counted)."""
+  states = {m: state for m, (_, state) in programs.items()}
+  secs = {m: [] for m in programs}
+  for g in range(generations + 1):
+    key = jax.random.fold_in(jax.random.key(2), g)
+    for mode, (step, _) in programs.items():
+      t0 = time.perf_counter()
+      states[mode], _ = step(key, states[mode], data)
+      jax.block_until_ready(states[mode])
+      if g:
+        secs[mode].append(time.perf_counter() - t0)
+  out = {}
+  base = np.asarray(secs["default"]) if "default" in secs else None
+  for mode, s in secs.items():
+    s = np.asarray(s)
+    e = {"seconds": [round(float(x), 4) for x in s], "median_s": round(float(np.median(s)), 4)}
+    if base is not None and mode != "default":
+      r = s / base
+      e["ratio_to_default_median"] = round(float(np.median(r)), 3)
+      e["ratio_to_default_quartiles"] = [round(float(x), 3) for x in np.percentile(r, [25, 75])]
+    out[mode] = e
+  return out
+
+
+def build(name: str, overrides: dict):
+  """``(config, coev, data)`` of a config as ``train.py`` builds it (random image data)."""
+  config = load_config(name, overrides)
+  if config.dataset in train.MIXTURES:
+    exp = train.build(config)
+    return config, exp.coev, exp.data
+  return (config, *_image_experiment(config))
+
+
+def _fresh_process_compile(name: str, sets: list, mode: str) -> dict:
+  """:func:`time_compile` of one config and mode in a fresh Python process."""
+  cmd = [sys.executable, "-m", "experiments.benchmarks.compile_time", "--one", f"{name}:{mode}"]
+  if sets:
+    cmd += ["--set", *sets]
+  root = Path(__file__).resolve().parents[2]
+  env = dict(os.environ, PYTHONPATH=str(root))
+  out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
+  if out.returncode != 0:
+    raise RuntimeError(f"{name}:{mode} failed: {out.stderr.strip().splitlines()[-1:]}")
+  return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def time_config(name: str, overrides: dict, sets: list, modes, generations: int) -> dict:
+  config, coev, data = build(name, overrides)
+  out = {
+    "cell_strategy": coev.cell_strategy,
+    "schedule": coev.config.schedule,
+    "d_every": coev.config.d_every,
+    "config_compile": config.get("compile", "default"),
+    "modes": {mode: _fresh_process_compile(name, sets, mode) for mode in modes},
+  }
+  if generations:
+    programs = {}
+    for mode in modes:
+      _, step, state = time_compile(coev, data, mode)
+      programs[mode] = (step, state)
+    out["generations"] = interleaved_generations(programs, data, generations)
+  return out
+
+
+def _overrides(sets: list, name: str) -> dict:
+  """``{field: value}`` of the ``--set name.field=value`` items for config ``name``."""
+  out = {}
+  for item in sets:
+    target, _, value = item.partition("=")
+    cfg, _, field = target.partition(".")
+    if cfg == name:
+      out[field] = value
   return out
 
 
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--configs", default="smoke,ring8_3x3,fashion_mnist_3x3")
-  ap.add_argument("--repeats", type=int, default=1, help="cold compiles per config")
+  ap.add_argument(
+    "--modes", default="default,fast,fastest", help="compile modes (config.compile)"
+  )
+  ap.add_argument(
+    "--generations", type=int, default=10, help="interleaved generations per mode (0: none)"
+  )
+  ap.add_argument("--repeats", type=int, default=1, help="cold compiles per config and mode")
   ap.add_argument("--set", nargs="*", default=[], help="config.field=value overrides")
+  ap.add_argument("--one", default="", help=argparse.SUPPRESS)  # "config:mode", in a child
   ap.add_argument(
     "--first_generation",
     action="store_true",
     help="also time the main job to its first generation, cold and warm (minutes)",
   )
   args = ap.parse_args()
+  modes = args.modes.split(",")
+  if args.one:  # one cold compile in this fresh process: its timings as a JSON line
+    name, _, mode = args.one.partition(":")
+    _, coev, data = build(name, _overrides(args.set, name))
+    print(json.dumps(time_compile(coev, data, mode)[0]))
+    return
   result = {
     "benchmark": "compile_time",
     "machine": {
       "cpu_model": runner.cpu_model(),
+      "avx512": runner.cpu_has_avx512(),
       "cpus": os.cpu_count(),
       "jax": jax.__version__,
       "python": platform.python_version(),
@@ -134,23 +236,20 @@ def main():
     "configs": {},
   }
   for name in args.configs.split(","):
-    overrides = {}
-    for item in args.set:
-      target, _, value = item.partition("=")
-      cfg, _, field = target.partition(".")
-      if cfg == name:
-        overrides[field] = value
+    overrides = _overrides(args.set, name)
     runs = []
     for _ in range(args.repeats):
-      jax.clear_caches()
-      runs.append(time_config(name, overrides))
+      runs.append(time_config(name, overrides, args.set, modes, args.generations))
       print(f"# {name}: {json.dumps(runs[-1])}", flush=True)
-    result["configs"][name] = {
-      "step_total_s": [r["step"]["total_s"] for r in runs],
-      "step_cpu_s": [r["step"]["cpu_s"] for r in runs],
-      "init_total_s": [r["init"]["total_s"] for r in runs],
-      "runs": runs,
-    }
+    own = runs[0]["config_compile"]
+    entry = {"config_compile": own}
+    for mode in modes:
+      entry[f"{mode}_step_total_s"] = [r["modes"][mode]["step"]["total_s"] for r in runs]
+      entry[f"{mode}_step_cpu_s"] = [r["modes"][mode]["step"]["cpu_s"] for r in runs]
+    if own in modes:
+      entry["step_total_s"] = entry[f"{own}_step_total_s"]
+    entry["runs"] = runs
+    result["configs"][name] = entry
   if args.first_generation:
     from experiments.benchmarks import first_generation
 

@@ -53,6 +53,7 @@ def make_backend(config, name: str) -> distributed.Backend:
     mesh_shape=tuple(config.get("mesh_shape", ())) or None,
     mesh_exchange=config.get("mesh_exchange", "shard_map"),
     mpi_blocks=tuple(config.get("mpi_blocks", ())) or None,
+    compile=config.get("compile", "default"),
   )
 
 

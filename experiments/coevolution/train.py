@@ -37,7 +37,7 @@ from experiments.coevolution.experiment import (  # noqa: F401  (the experiment'
   programs,
   sample_best_mixture,
 )
-from minmaxlab import runner
+from minmaxlab import distributed, runner
 from minmaxlab.gan import metrics
 
 # Per-cell metrics of ``Coevolution.step`` summarised in the rows (mean over cells).
@@ -53,6 +53,10 @@ def check_config(config) -> None:
       raise ValueError(f"config.{name} must be an integer >= 1, got {config[name]!r}")
   if config.plot_every < 0:
     raise ValueError(f"config.plot_every must be >= 0, got {config.plot_every}")
+  try:
+    distributed.compiler_options(config.get("compile", "default"))
+  except ValueError as e:  # "compile must be one of ..."
+    raise ValueError(f"config.{e}") from None
   coevolution_config(config)  # validates the grid fields
 
 

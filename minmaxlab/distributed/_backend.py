@@ -29,6 +29,41 @@ from minmaxlab.distributed._mesh import (
 
 BACKENDS = ("single", "mesh", "mpi")
 MESH_EXCHANGES = ("shard_map", "roll")
+COMPILE_MODES = ("default", "fast", "fastest")
+
+# XLA CPU options of the compile modes (measured by experiments/benchmarks/compile_time.py,
+# each mode compiled in a fresh process, generations interleaved): "fast" runs LLVM at -O1
+# (the generation no slower in our configs), "fastest" also uses the classic elemental
+# emitters instead of the MLIR fusion emitters (the compile of a small program roughly halved;
+# elementwise loops a few percent slower).
+_CPU_OPTIONS = {
+  "fast": {"xla_backend_optimization_level": 1},
+  "fastest": {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False},
+}
+
+
+def compiler_options(mode: str = "default", platform: str | None = None) -> dict | None:
+  """The XLA ``compiler_options`` of ``jax.jit`` for a compile ``mode``.
+
+  ``"default"``: ``None`` (XLA's own). On CPU, ``"fast"``: LLVM at ``-O1`` (a shorter
+  compile; generations measured no slower); ``"fastest"``: also XLA's classic elemental
+  emitters (about half the compile of a small program's generation step, its elementwise
+  kernels a few percent slower). Results are as deterministic as with ``"default"`` but not
+  bit-identical to it (other machine code). On other platforms every mode is XLA's default.
+
+  Args:
+    mode: ``"default"``, ``"fast"`` or ``"fastest"``.
+    platform: ``"cpu"``, ``"gpu"``, ...; default ``jax.default_backend()``.
+
+  Raises:
+    ValueError: for an unknown mode.
+  """
+  if mode not in COMPILE_MODES:
+    raise ValueError(f"compile must be one of {COMPILE_MODES}, got {mode!r}")
+  platform = jax.default_backend() if platform is None else platform
+  if mode != "default" and platform == "cpu":
+    return dict(_CPU_OPTIONS[mode])
+  return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +83,8 @@ class Backend:
     from_host: whole-grid tree -> step-side tree.
     barrier: waits for every process.
     mesh: the device mesh (``mesh`` backend), else ``None``.
+    compiler_options: XLA options of every program :meth:`jit` compiles (see
+      :func:`compiler_options`), else ``None``.
   """
 
   name: str
@@ -59,16 +96,21 @@ class Backend:
   from_host: Callable
   barrier: Callable[[], None]
   mesh: Any = None
+  compiler_options: dict | None = None
 
   def jit(self, coevolution) -> tuple[Callable, Callable]:
     """``(init, step)`` of ``coevolution`` jitted for this backend: ``init(key)``
     gives this program's (placed) cells, ``step(key, state, data)`` one generation."""
+    opts = self.compiler_options
     if self.mesh is None:
-      return jax.jit(coevolution.init), jax.jit(coevolution.step)
+      return (
+        jax.jit(coevolution.init, compiler_options=opts),
+        jax.jit(coevolution.step, compiler_options=opts),
+      )
     abstract = jax.eval_shape(coevolution.init, jax.random.key(0))
     shardings = grid_shardings(abstract, self.mesh, self.config.rows, self.config.cols)
-    init = jax.jit(coevolution.init, out_shardings=shardings)
-    return init, sharded_step(coevolution, self.mesh, abstract)
+    init = jax.jit(coevolution.init, out_shardings=shardings, compiler_options=opts)
+    return init, sharded_step(coevolution, self.mesh, abstract, compiler_options=opts)
 
   def put_data(self, data: Any) -> Any:
     """The step's ``data`` placed for this backend (replicated over a mesh)."""
@@ -90,6 +132,7 @@ def make_backend(
   mesh_shape: tuple[int, int] | None = None,
   mesh_exchange: str = "shard_map",
   mpi_blocks: tuple[int, int] | None = None,
+  compile: str = "default",
 ) -> Backend:
   """The :class:`Backend` of ``name`` for the grid of ``config``.
 
@@ -103,19 +146,21 @@ def make_backend(
       which ``"auto"`` becomes).
     mpi_blocks: ``(block_rows, block_cols)`` of the ranks' tiling (default: see
       :func:`mpi_blocks`).
+    compile: ``"default"``, ``"fast"`` or ``"fastest"``: the XLA options of the programs
+      :meth:`Backend.jit` compiles (:func:`compiler_options`).
 
   Raises:
     ValueError: before any work, when the grid cannot be split over the devices
-      or ranks, or for an unknown name.
+      or ranks, or for an unknown name or compile mode.
   """
   if not isinstance(config, CoevolutionConfig):
     raise ValueError(f"config must be a CoevolutionConfig, got {type(config).__name__}")
+  opts = compiler_options(compile)
   rows, cols = config.rows, config.cols
   if name == "single":
     # The state is already whole and readable here: no round trip through the host.
-    return Backend(
-      name, config, None, True, 1, lambda t: t, lambda t: jax.tree.map(jnp.asarray, t), _no_wait
-    )
+    to_device = lambda t: jax.tree.map(jnp.asarray, t)  # noqa: E731
+    return Backend(name, config, None, True, 1, lambda t: t, to_device, _no_wait, None, opts)
   if name == "mesh":
     from jax.experimental import multihost_utils
 
@@ -145,9 +190,8 @@ def make_backend(
         multihost_utils.sync_global_devices("minmaxlab.coevolution")
 
     writer = jax.process_index() == 0
-    return Backend(
-      name, config, exchange, writer, jax.process_count(), to_host, from_host, barrier, mesh
-    )
+    processes = jax.process_count()
+    return Backend(name, config, exchange, writer, processes, to_host, from_host, barrier, mesh, opts)
   if name == "mpi":
     from minmaxlab.distributed._mpi import MPIExchange
 
@@ -162,6 +206,7 @@ def make_backend(
       lambda t: exchange.gather_blocks(jax.device_get(t)),
       lambda t: jax.tree.map(jnp.asarray, exchange.local(t)),
       exchange.comm.Barrier,
+      compiler_options=opts,
     )
   raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
 

@@ -88,7 +88,9 @@ class MeshExchange(BlockExchange):
     raise ValueError(f"op must be 'min' or 'sum', got {op!r}")
 
 
-def sharded_step(coevolution, mesh: Mesh, state_example: Any):
+def sharded_step(
+  coevolution, mesh: Mesh, state_example: Any, compiler_options: dict | None = None
+):
   """Compile ``coevolution.step`` once for a grid sharded over ``mesh``.
 
   Two ways, chosen by the coevolution's exchange:
@@ -109,6 +111,8 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any):
     coevolution: a ``minmaxlab.coevolution.Coevolution``.
     mesh: from :func:`grid_mesh`.
     state_example: a state (or its abstract shape) to derive the shardings from.
+    compiler_options: XLA options of the compile (``jax.jit(compiler_options=...)``,
+      e.g. :func:`minmaxlab.distributed.compiler_options`); ``None``: XLA's defaults.
 
   Returns:
     ``step(key, state, data) -> (state, metrics)``, jitted once, keeping the
@@ -146,6 +150,7 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any):
           shard(specs),
           in_shardings=(replicated, state_sharding, replicated),
           out_shardings=(state_sharding, None),
+          compiler_options=compiler_options,
         )
       return compiled[tree](key, state, data)
 
@@ -162,4 +167,5 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any):
     coevolution.step,
     in_shardings=(replicated, state_sharding, replicated),
     out_shardings=(state_sharding, replicated),
+    compiler_options=compiler_options,
   )

@@ -221,3 +221,32 @@ def test_mpi_ranks_match_single_device_bitwise(request, tmp_path, n, kind, block
   np.testing.assert_array_equal(
     np.asarray(got.mixture_weights), np.asarray(want_state.mixture_weights)
   )
+
+
+@pytest.mark.parametrize("mode", ["fast", "fastest"])
+def test_fast_compile_modes_reach_xla_and_agree_to_rounding(reference, mode):
+  """``make_backend(compile=mode)``: the options go to every program the backend jits, and
+  the run is the same run (every discrete choice equal, floats to rounding). ``"fastest"``'s
+  classic emitters give other machine code, so the bits differ from XLA's defaults: proof
+  that the options reached XLA (both modes take the same path there). ``"fast"`` (LLVM -O1)
+  gave the default's bits in this case."""
+  assert distributed.compiler_options("default") is None
+  assert distributed.compiler_options("fast", "gpu") is None  # CPU-only options
+  assert distributed.compiler_options("fast", "cpu") == {"xla_backend_optimization_level": 1}
+  fastest = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+  assert distributed.compiler_options("fastest", "cpu") == fastest
+  with pytest.raises(ValueError, match="compile must be one of"):
+    distributed.make_backend(co.CoevolutionConfig(), compile="quick")
+  coev = coevolution()
+  backend = distributed.make_backend(coev.config, compile=mode)
+  assert backend.compiler_options == distributed.compiler_options(mode)
+  init, step = backend.jit(coev)
+  state, metrics = run(coev, step, state=init(jax.random.key(0)))
+  want_state, want_metrics = reference
+  differ = [
+    not np.array_equal(np.asarray(a), np.asarray(b))
+    for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(want_state), strict=True)
+  ]
+  if mode == "fastest":
+    assert any(differ), "compile='fastest' gave XLA's default bits: the options did not reach XLA"
+  _assert_same(state, metrics, want_state, want_metrics, exact=False)

@@ -74,6 +74,11 @@ def get_config() -> ml_collections.ConfigDict:
   #   "" (one process) | "auto" (jax.distributed.initialize() detects the cluster) |
   #   "mpi4py" (under mpirun) | "<host>:<port>/<num_processes>/<process_id>".
   c.distributed = ""
+  # XLA options of the generation step (minmaxlab.distributed.compiler_options): "default"
+  # (XLA's); on CPU "fast" (LLVM -O1: shorter compile, generations no slower) or "fastest"
+  # (also the classic emitters: about half the compile, generations a few percent slower).
+  # Not bit-identical to "default"; experiments/benchmarks/compile_time.py measures each.
+  c.compile = "default"
   # The optimizer inside every cell: Lookahead-minmax over Adam (lookahead=False: plain Adam).
   c.lookahead = True
   c.sync_period = 5
