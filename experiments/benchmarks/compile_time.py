@@ -5,12 +5,12 @@ For each config of ``experiments/coevolution/configs`` it builds the ``Coevoluti
 lowering to StableHLO) and ``.compile()`` (XLA) of the generation step, and the same for
 ``coev.init``, once per compile mode (``config.compile``: ``default`` is XLA's options,
 ``fast`` and ``fastest`` those of ``minmaxlab.distributed.compiler_options``), each in a
-fresh process (a user's run compiles once; a second compile in one process measured up to
-1.5x slower here). Then it compiles every mode in this process and runs ``--generations``
-generations of each mode's step, interleaved (mode A, mode B, mode A, ...), so a mode that
-compiles faster is also shown (not) to run slower: the JSON has each mode's median seconds
-per generation and the median and quartiles of the per-generation ratios to ``default``. Image configs use random data of the real shapes (no data set and no trained
-classifier are loaded: compile time and generation time depend on shapes only). The
+fresh process, as a user's run compiles. Then it compiles every mode in this process and
+runs ``--generations`` generations of each mode's step, interleaved (mode A, mode B, mode A,
+...), so a mode that compiles faster is also shown (not) to run slower: the JSON has each
+mode's median seconds per generation and the median and quartiles of the per-generation
+ratios to ``default``. Image configs use random data of the real shapes (no data set and no
+trained classifier are loaded: compile time and generation time depend on shapes only). The
 persistent compilation cache is off, so every number is a cold compile.
 
   python -m experiments.benchmarks.compile_time [--configs smoke,ring8_3x3,fashion_mnist_3x3]
@@ -203,9 +203,7 @@ def _overrides(sets: list, name: str) -> dict:
 def main():
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--configs", default="smoke,ring8_3x3,fashion_mnist_3x3")
-  ap.add_argument(
-    "--modes", default="default,fast,fastest", help="compile modes (config.compile)"
-  )
+  ap.add_argument("--modes", default="default,fast,fastest", help="compile modes (config.compile)")
   ap.add_argument(
     "--generations", type=int, default=10, help="interleaved generations per mode (0: none)"
   )

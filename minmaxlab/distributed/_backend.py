@@ -191,7 +191,9 @@ def make_backend(
 
     writer = jax.process_index() == 0
     processes = jax.process_count()
-    return Backend(name, config, exchange, writer, processes, to_host, from_host, barrier, mesh, opts)
+    return Backend(
+      name, config, exchange, writer, processes, to_host, from_host, barrier, mesh, opts
+    )
   if name == "mpi":
     from minmaxlab.distributed._mpi import MPIExchange
 

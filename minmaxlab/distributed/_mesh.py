@@ -88,9 +88,7 @@ class MeshExchange(BlockExchange):
     raise ValueError(f"op must be 'min' or 'sum', got {op!r}")
 
 
-def sharded_step(
-  coevolution, mesh: Mesh, state_example: Any, compiler_options: dict | None = None
-):
+def sharded_step(coevolution, mesh: Mesh, state_example: Any, compiler_options: dict | None = None):
   """Compile ``coevolution.step`` once for a grid sharded over ``mesh``.
 
   Two ways, chosen by the coevolution's exchange:
