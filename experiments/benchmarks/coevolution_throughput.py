@@ -26,6 +26,7 @@ CPU model and the load.
   python experiments/benchmarks/coevolution_throughput.py [--steps 20] [--grids 1x1,2x2,3x3]
       [--generations 2] [--strategies vmap,map,loop]
   python experiments/benchmarks/coevolution_throughput.py --floor [--generations 5] [--with-d1]
+      [--profile]
 
 ``--floor`` times a 2x2 Lipizzaner generation (600 batches per cell, ``schedule="lipizzaner"``,
 ``d_every=2``: per batch the generator steps, then on every second batch the discriminator
@@ -39,6 +40,9 @@ shows that the work is equal. It also measures XLA's throughput on each matmul s
 training step in isolation (``lax.scan`` of 200 dots) in the same run, and reports the
 training phase's GFLOP/s as a fraction of that per-shape mix. The FLOP counting and the
 per-shape timing are in ``_matmul_flops.py``, the floor program in ``_floor_program.py``.
+``--profile`` then runs one more generation of each full program under ``jax.profiler``
+and adds each one's kernel milliseconds by kind (matmul, elementwise, copy, ...) and per
+matmul shape (``_kernel_profile.py``).
 """
 
 from __future__ import annotations
@@ -62,6 +66,7 @@ if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/
   sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from experiments.benchmarks._floor_program import reference_program  # noqa: E402
+from experiments.benchmarks._kernel_profile import profile_call  # noqa: E402
 from experiments.benchmarks._matmul_flops import (  # noqa: E402
   hlo_matmul_flops,
   matmul_throughput,
@@ -201,6 +206,17 @@ def floor(args, pair, images):
       "matmul_gflops_per_s_median": round(hlo["flops"] / 1e9 / float(np.median(secs)), 1),
     }
     out["programs"][f"{name}_s{steps}_d{d_every}"] = e
+  if args.profile:  # after the timed loop: the profiler does not disturb the timings
+    for (name, steps, d_every), prog in programs.items():
+      if steps != full:
+        continue
+      if prog[3] is None:
+        call = lambda prog=prog: jax.block_until_ready(prog[0](jax.random.key(99), prog[1]))
+      else:
+        call = lambda prog=prog: jax.block_until_ready(prog[0](jax.random.key(99), prog[1], images))
+      profile = profile_call(call, prog[0])
+      out["programs"][f"{name}_s{steps}_d{d_every}"]["profile"] = profile
+      print(f"# profile {name}: {profile['kernel_ms_by_kind']}", flush=True)
   P = out["programs"]
   floor_key = f"floor_s{full}_d2"
   for strategy in args.strategies.split(","):
@@ -253,6 +269,11 @@ def main():
     help="--floor: skip the plain-JAX floor program timed alongside (same load)",
   )
   ap.add_argument("--with-d1", action="store_true", help="--floor: also map with d_every=1")
+  ap.add_argument(
+    "--profile",
+    action="store_true",
+    help="--floor: also profile one generation of each full program (kernel time by kind)",
+  )
   ap.add_argument(
     "--schedule",
     default="lipizzaner",

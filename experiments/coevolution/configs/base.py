@@ -74,11 +74,12 @@ def get_config() -> ml_collections.ConfigDict:
   #   "" (one process) | "auto" (jax.distributed.initialize() detects the cluster) |
   #   "mpi4py" (under mpirun) | "<host>:<port>/<num_processes>/<process_id>".
   c.distributed = ""
-  # XLA options of the generation step (minmaxlab.distributed.compiler_options): "default"
-  # (XLA's); on CPU "fast" (LLVM -O1: shorter compile, generations no slower) or "fastest"
-  # (also the classic emitters: about half the compile, generations a few percent slower).
-  # Not bit-identical to "default"; experiments/benchmarks/compile_time.py measures each.
-  c.compile = "default"
+  # XLA options of the programs (minmaxlab.distributed.compiler_options): "default" (XLA's);
+  # on CPU "fast" (LLVM -O1: compiles in about 0.7x the time, generations measured no slower
+  # on smoke, ring8_3x3 and fashion_mnist_3x3) or "fastest" (also the classic emitters: about
+  # 0.55x, generations 6-11% slower). Not guaranteed bit-identical to "default" (fastest
+  # differs); experiments/benchmarks/compile_time.py measures each.
+  c.compile = "fast"
   # The optimizer inside every cell: Lookahead-minmax over Adam (lookahead=False: plain Adam).
   c.lookahead = True
   c.sync_period = 5

@@ -33,7 +33,6 @@ def get_config():
   c.plot_every = 5
   c.num_eval_samples = 2500
   c.cell_samples = 500
-  c.compile = "fast"  # a shorter compile, generations no slower (benchmarks/compile_time.py)
   # "auto" picks lax.map on CPU (measured faster for the MNIST MLP); for these tiny 2-D
   # networks vmap measured 1.7x faster here (1.83 vs 3.18 s per 3x3 generation).
   c.cell_strategy = "vmap"
