@@ -120,6 +120,22 @@ def _trial(row) -> Trial:
   return Trial(*r)
 
 
+def _switch_to_wal(db: sqlite3.Connection, timeout: float) -> None:
+  """``PRAGMA journal_mode=WAL``, retried for up to ``timeout`` seconds while another process
+  holds the file: SQLite answers "database is locked" at once, without its busy handler, when
+  two connections switch a new file's journal mode together or one is recovering the WAL (a
+  monitor opening the store while the controller creates it)."""
+  deadline = time.monotonic() + timeout
+  while True:
+    try:
+      db.execute("PRAGMA journal_mode=WAL")
+      return
+    except sqlite3.OperationalError as err:
+      if "locked" not in str(err) or time.monotonic() >= deadline:
+        raise
+      time.sleep(0.05)
+
+
 class Store:
   """SQLite store shared by the controller and the workers (one file).
 
@@ -132,7 +148,7 @@ class Store:
     self.path = str(Path(path).expanduser().resolve())
     Path(self.path).parent.mkdir(parents=True, exist_ok=True)
     self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
-    self._db.execute("PRAGMA journal_mode=WAL")
+    _switch_to_wal(self._db, timeout)
     self._db.execute("PRAGMA synchronous=FULL")
     for stmt in _SCHEMA.strip().split(";"):
       if stmt.strip():

@@ -696,3 +696,36 @@ def test_no_sql_outside_the_store():
       if isinstance(node, ast.Constant) and isinstance(node.value, str) and sql.search(node.value):
         found.append(f"{f.name}:{node.lineno}")
   assert not found, found
+
+
+def test_store_opens_while_another_process_holds_the_new_file(tmp_path, monkeypatch):
+  """SQLite answers "database is locked" at once, without its busy handler, when two
+  connections switch a new file to WAL together (a monitor opening the store while the
+  controller creates it: a flake of the reliability tests). The store retries the switch
+  until its timeout, then raises."""
+  import sqlite3
+
+  from minmaxlab.pbt import _store
+
+  real_connect, failures = sqlite3.connect, []
+
+  class Busy:  # a connection whose first two WAL switches find the file locked
+    def __init__(self, *a, **k):
+      self._db = real_connect(*a, **k)
+
+    def execute(self, sql, *args):
+      if sql == "PRAGMA journal_mode=WAL" and len(failures) < 2:
+        failures.append(sql)
+        raise sqlite3.OperationalError("database is locked")
+      return self._db.execute(sql, *args)
+
+    def close(self):
+      self._db.close()
+
+  monkeypatch.setattr(_store.sqlite3, "connect", Busy)
+  store = pbt.Store(tmp_path / "pbt.sqlite")
+  assert len(failures) == 2 and store.counts()["running"] == 0
+  store.close()
+  failures.clear()
+  with pytest.raises(sqlite3.OperationalError, match="locked"):
+    pbt.Store(tmp_path / "other.sqlite", timeout=0.0)  # no time to retry: the error
