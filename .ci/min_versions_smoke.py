@@ -2,8 +2,9 @@
 
 Runs in a throwaway venv holding the installed (not editable) project at the floors of
 pyproject.toml, with every warning an error. It imports every subpackage, checks a game
-step against its closed form, and runs the GAN experiment for 2 steps and resumes it for
-a third (orbax checkpoints, tensorboardX, tqdm, matplotlib PNGs, ml_collections).
+step against its closed form, jits with the coevolution's compile modes, and runs the GAN
+experiment for 2 steps and resumes it for a third (orbax checkpoints, tensorboardX, tqdm,
+matplotlib PNGs, ml_collections).
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ for tx, check in (
   ratio = float(params.min**2 + params.max**2) / 2.0
   assert check(ratio), (tx, ratio)
 print(f"game steps: {time.perf_counter() - t0:.1f} s", flush=True)
+
+# The coevolution configs' compile modes: XLA must know their options at the jax floor.
+from minmaxlab import distributed  # noqa: E402
+
+for mode in ("fast", "fastest"):
+  opts = distributed.compiler_options(mode, "cpu")
+  got = jax.jit(lambda x: jnp.tanh(x @ x), compiler_options=opts)(jnp.eye(4))
+  np.testing.assert_allclose(np.asarray(got), np.tanh(np.eye(4)), rtol=1e-6)
+print(f"compile modes: {time.perf_counter() - t0:.1f} s", flush=True)
 
 sys.path.append(str(ROOT))  # the experiments (not installed); minmaxlab stays the installed one
 from experiments.gan import train  # noqa: E402

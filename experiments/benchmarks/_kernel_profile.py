@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import jax
@@ -61,8 +62,6 @@ def kind(name: str) -> str:
 def profile_call(call, compiled) -> dict:
   """Profile one ``call()`` (which must block until done) of ``compiled``: per kind and per
   matmul shape, milliseconds summed over the kernels' events and their count; ``wall_s``."""
-  import time
-
   with tempfile.TemporaryDirectory() as d:
     t0 = time.perf_counter()
     with jax.profiler.trace(d):

@@ -128,6 +128,17 @@ def _time_generations(run, generations):
   return out[1:]
 
 
+def _generation(prog, key, images):
+  """One generation of a ``floor`` program entry ``[compiled, state, compile_s, temp_mib,
+  seconds]``, its state replaced by the new one (blocks until done). The floor program
+  (``temp_mib`` None) takes ``(key, cells)``, the library's step ``(key, state, data)``."""
+  if prog[3] is None:
+    prog[1], _ = prog[0](key, prog[1])
+  else:
+    prog[1], _ = prog[0](key, prog[1], images)
+  jax.block_until_ready(prog[1])
+
+
 def floor(args, pair, images):
   """2x2, ``--floor-steps`` batches per cell with Lipizzaner's schedule: seconds per
   generation of the library's programs and of the equal-work plain-JAX floor, repeats
@@ -154,11 +165,7 @@ def floor(args, pair, images):
   for rep in range(args.generations + 1):  # rep 0 warms caches, not counted
     for prog in programs.values():
       t0 = time.perf_counter()
-      if prog[3] is None:  # the floor program takes (key, cells)
-        prog[1], _ = prog[0](jax.random.key(rep), prog[1])
-      else:
-        prog[1], _ = prog[0](jax.random.key(rep), prog[1], images)
-      jax.block_until_ready(prog[1])
+      _generation(prog, jax.random.key(rep), images)
       if rep:
         prog[4].append(time.perf_counter() - t0)
     loads.append(list(os.getloadavg()))
@@ -210,11 +217,7 @@ def floor(args, pair, images):
     for (name, steps, d_every), prog in programs.items():
       if steps != full:
         continue
-      if prog[3] is None:
-        call = lambda prog=prog: jax.block_until_ready(prog[0](jax.random.key(99), prog[1]))
-      else:
-        call = lambda prog=prog: jax.block_until_ready(prog[0](jax.random.key(99), prog[1], images))
-      profile = profile_call(call, prog[0])
+      profile = profile_call(lambda p=prog: _generation(p, jax.random.key(99), images), prog[0])
       out["programs"][f"{name}_s{steps}_d{d_every}"]["profile"] = profile
       print(f"# profile {name}: {profile['kernel_ms_by_kind']}", flush=True)
   P = out["programs"]

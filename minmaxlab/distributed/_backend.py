@@ -159,8 +159,17 @@ def make_backend(
   rows, cols = config.rows, config.cols
   if name == "single":
     # The state is already whole and readable here: no round trip through the host.
-    to_device = lambda t: jax.tree.map(jnp.asarray, t)  # noqa: E731
-    return Backend(name, config, None, True, 1, lambda t: t, to_device, _no_wait, None, opts)
+    return Backend(
+      name,
+      config,
+      None,
+      True,
+      1,
+      lambda t: t,
+      lambda t: jax.tree.map(jnp.asarray, t),
+      _no_wait,
+      compiler_options=opts,
+    )
   if name == "mesh":
     from jax.experimental import multihost_utils
 
@@ -190,9 +199,17 @@ def make_backend(
         multihost_utils.sync_global_devices("minmaxlab.coevolution")
 
     writer = jax.process_index() == 0
-    processes = jax.process_count()
     return Backend(
-      name, config, exchange, writer, processes, to_host, from_host, barrier, mesh, opts
+      name,
+      config,
+      exchange,
+      writer,
+      jax.process_count(),
+      to_host,
+      from_host,
+      barrier,
+      mesh,
+      compiler_options=opts,
     )
   if name == "mpi":
     from minmaxlab.distributed._mpi import MPIExchange
