@@ -59,9 +59,9 @@ def kind(name: str) -> str:
   return "elementwise/other"
 
 
-def profile_call(call, compiled) -> dict:
-  """Profile one ``call()`` (which must block until done) of ``compiled``: per kind and per
-  matmul shape, milliseconds summed over the kernels' events and their count; ``wall_s``."""
+def kernel_times(call, hlo_text: str) -> tuple[collections.Counter, collections.Counter, float]:
+  """Profile one ``call()`` (which must block until done) of the program whose compiled HLO
+  is ``hlo_text``: nanoseconds and event counts per kernel name, and the wall seconds."""
   with tempfile.TemporaryDirectory() as d:
     t0 = time.perf_counter()
     with jax.profiler.trace(d):
@@ -71,8 +71,7 @@ def profile_call(call, compiled) -> dict:
     data = jax.profiler.ProfileData.from_file(str(pb))
     # Kernels run on the client's thread and XLA's worker threads: every event named like an
     # instruction of the program (or a matmul's wait on its partner thread) counts.
-    hlo = compiled.as_text()
-    names = set(re.findall(r"^\s*(?:ROOT )?%(\S+) = ", hlo, flags=re.M))
+    names = set(re.findall(r"^\s*(?:ROOT )?%(\S+) = ", hlo_text, flags=re.M))
     ns, count = collections.Counter(), collections.Counter()
     for plane in data.planes:
       for line in plane.lines:
@@ -82,6 +81,14 @@ def profile_call(call, compiled) -> dict:
           if ev.name in names or "ThreadPool::Await" in ev.name:
             ns[ev.name] += ev.duration_ns
             count[ev.name] += 1
+  return ns, count, wall
+
+
+def profile_call(call, compiled) -> dict:
+  """Profile one ``call()`` (which must block until done) of ``compiled``: per kind and per
+  matmul shape, milliseconds summed over the kernels' events and their count; ``wall_s``."""
+  hlo = compiled.as_text()
+  ns, count, wall = kernel_times(call, hlo)
   dots = _hlo_dots(hlo)
   kinds, shapes = collections.Counter(), collections.Counter()
   kind_n, shape_n = collections.Counter(), collections.Counter()

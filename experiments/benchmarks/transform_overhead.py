@@ -2,13 +2,18 @@
 
 Problems: an MLP GAN (G 64-256-256-784, D 784-256-256-1, batch 100, non-saturating
 BCE) and a 1000-dim bilinear game. Schemes: GDA (Adam), alternating, extragradient
-and optimistic over Adam, each alone, wrapped in ``lookahead_minmax`` and run through
-``lookahead_scan`` (the same steps as blocks of k plain steps, then the sync). Each
+and optimistic over Adam, each alone, wrapped in ``lookahead_minmax`` (stepped by
+``game_step``, which uses the transform's ``update_and_apply``), the same wrapped scheme in a
+hand-written optax loop (``tx.update`` then ``optax.apply_updates``: ``lookahead_update``),
+and run through ``lookahead_scan`` (blocks of k plain steps, then the sync). Each
 measurement jits ``steps`` updates in one ``lax.scan`` (fresh batches per field
 evaluation) and times it; the plain and lookahead versions of a scheme are timed
-interleaved, ``repeats`` times, and the medians (and minima) compared (ratios measured side by
-side in one run: this machine is noisy), as are the medians of the back-to-back pairs' ratios
-(``overhead_paired``, with quartiles). ``step_bytes_ratio`` is the buffer traffic of a step
+interleaved, ``repeats`` times (the order rotated every round), and the medians (and minima)
+compared (ratios measured side by side in one run: this machine is noisy), as are the medians of
+the same round's ratios (``overhead_paired``, with quartiles). ``overhead_no_sync`` times the
+Lookahead program with a period longer than the call, so it never syncs: the per-step cost
+alone; the rest of ``overhead`` is the syncs'. ``--profile`` adds the sync kernels' share of the
+Lookahead program's kernel time. ``step_bytes_ratio`` is the buffer traffic of a step
 without a sync, read from the compiled HLO (:func:`step_traffic`): free of timing noise;
 ``step_kernels`` counts that step's kernels (the loop body's and its no-sync branch's).
 Prints one JSON line.
@@ -25,7 +30,9 @@ import json
 import os
 import re
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +41,11 @@ import optax
 import minmaxlab as mml
 from minmaxlab import runner
 from minmaxlab.gan import losses, models
+
+if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
+  sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from experiments.benchmarks import _kernel_profile  # noqa: E402
 
 TARGET = 0.03  # lookahead should add under 3% per step (issue 11)
 
@@ -80,11 +92,19 @@ def bilinear_problem(dim=1000):
   return params, data, field
 
 
-def compiled_run(tx, params, field, steps):
+def compiled_run(tx, params, field, steps, via="game_step"):
+  """``steps`` jitted steps in one ``lax.scan``: through :func:`minmaxlab.game_step`
+  (``via="game_step"``; Lookahead's ``update_and_apply``) or as a hand-written optax loop,
+  ``tx.update`` then ``optax.apply_updates`` (``via="update"``)."""
   tx = optax.with_extra_args_support(tx)
 
   def body(carry, batch):
     p, s = carry
+    if via == "update":
+      fld = lambda q, i: field(q, batch, i)  # noqa: E731
+      (l_min, _), v = fld(p, 0)
+      u, s = tx.update(v, s, p, vector_field=lambda q, i: fld(q, i)[1])
+      return (optax.apply_updates(p, u), s), l_min
     p, s, (l_min, _) = mml.game_step(tx, lambda q, i: field(q, batch, i), p, s)
     return (p, s), l_min
 
@@ -199,6 +219,41 @@ def xla_cost(run, params, state, batches):
     return {"flops": 0.0, "bytes": 0.0, "step": {}}
 
 
+def _sync_kernel_names(hlo_text: str) -> set[str]:
+  """The instructions of the sync branch (the true one) of every ``conditional`` in the scan's
+  loop body: what a Lookahead step runs once in k steps."""
+  body = re.search(r"body=%([\w.\-]+)", hlo_text)
+  names = set()
+  for line in _computation(hlo_text, body.group(1)) if body else []:
+    m = re.search(r" conditional\(.*branch_computations=\{%[\w.\-]+, %([\w.\-]+)\}", line)
+    m = m or re.search(r" conditional\(.*true_computation=%([\w.\-]+)", line)
+    if m:
+      lines = "\n".join(_computation(hlo_text, m.group(1)))
+      names |= set(re.findall(r"^\s*(?:ROOT )?%(\S+) = ", lines, flags=re.M))
+  return names
+
+
+def kernel_profile(run, params, state, batches, calls=3) -> dict:
+  """Kernel time of a call (``jax.profiler``, median of ``calls`` profiled calls): in total and
+  in the sync branch (:func:`_sync_kernel_names`), and the sync's share. Each kernel is timed
+  by itself, so unlike the wall-clock ratios this share does not move with the host's load
+  between calls."""
+  hlo = run.lower(params, state, batches).compile().as_text()
+  sync = _sync_kernel_names(hlo)
+  totals, syncs = [], []
+  for _ in range(calls):
+    ns, _, _ = _kernel_profile.kernel_times(
+      lambda: jax.block_until_ready(run(params, state, batches)), hlo
+    )
+    totals.append(sum(t for name, t in ns.items() if "ThreadPool" not in name))
+    syncs.append(sum(ns[name] for name in sync))
+  return {
+    "kernel_ms": round(statistics.median(totals) / 1e6, 2),
+    "sync_kernel_ms": round(statistics.median(syncs) / 1e6, 2),
+    "sync_share": round(statistics.median(s / t for s, t in zip(syncs, totals)), 4),
+  }
+
+
 def _paired(times, variant="lookahead"):
   ratios = [la / plain - 1.0 for plain, la in zip(times["plain"], times[variant])]
   if len(ratios) < 2:
@@ -216,7 +271,7 @@ def _ratio(a, b):
   return round(a / b, 4) if b else None
 
 
-def measure(problem, steps, repeats):
+def measure(problem, steps, repeats, profile=False):
   params, data, field = problem
   batches = data(jax.random.key(2), steps)
   out = {}
@@ -226,6 +281,14 @@ def measure(problem, steps, repeats):
       ("plain", compiled_run(make(), params, field, steps)),
       ("lookahead", compiled_run(mml.lookahead_minmax(make(), 5, 0.5), params, field, steps)),
       ("lookahead_scan", compiled_scan_run(make, params, field, steps)),
+      (
+        "lookahead_update",
+        compiled_run(mml.lookahead_minmax(make(), 5, 0.5), params, field, steps, "update"),
+      ),
+      (  # the same program with a period longer than the call: what a step costs without a sync
+        "lookahead_no_sync",
+        compiled_run(mml.lookahead_minmax(make(), steps + 1, 0.5), params, field, steps),
+      ),
     ):
       t0 = time.perf_counter()
       jax.block_until_ready(run(params, state, batches))  # compile + warm up
@@ -233,8 +296,10 @@ def measure(problem, steps, repeats):
       runs[variant] = (run, state, compile_s, xla_cost(run, params, state, batches))
     times = {v: [] for v in runs}
     cpu = {v: [] for v in runs}  # process CPU seconds: less sensitive to other load
-    for _ in range(repeats):  # interleaved: plain, lookahead, lookahead_scan, plain, ...
-      for variant, (run, state, _, _) in runs.items():
+    order = list(runs)
+    for r in range(repeats):  # interleaved, the order rotated each round (no position bias)
+      for variant in order[r % len(order) :] + order[: r % len(order)]:
+        run, state = runs[variant][:2]
         t0, c0 = time.perf_counter(), time.process_time()
         jax.block_until_ready(run(params, state, batches))
         times[variant].append((time.perf_counter() - t0) / steps)
@@ -252,7 +317,7 @@ def measure(problem, steps, repeats):
       "cpu_step_ms": round(cpu_plain * 1e3, 4),
       "overhead_cpu": round(cpu_la / cpu_plain - 1.0, 4),
       "overhead_cpu_min": round(min(cpu["lookahead"]) / min(cpu["plain"]) - 1.0, 4),
-      # median of the ratios of each back-to-back pair (plain, lookahead) and their spread
+      # median of the ratios within each round (plain, lookahead) and their spread
       # (quartiles): a change of the host's load between pairs cancels out
       "overhead_paired": _paired(times),
       "overhead_cpu_paired": _paired(cpu),
@@ -273,7 +338,21 @@ def measure(problem, steps, repeats):
       "overhead_scan_paired": _paired(times, "lookahead_scan"),
       "overhead_scan_cpu_paired": _paired(cpu, "lookahead_scan"),
       "scan_compile_s": round(runs["lookahead_scan"][2], 2),
+      # the same steps as a hand-written optax loop (`tx.update`, then `apply_updates`):
+      # Lookahead's `cond` then selects between two updates (see lookahead_minmax)
+      "update_step_ms": round(statistics.median(times["lookahead_update"]) * 1e3, 4),
+      "overhead_update": round(statistics.median(times["lookahead_update"]) / plain - 1.0, 4),
+      "overhead_update_paired": _paired(times, "lookahead_update"),
+      "update_step_bytes_ratio": _ratio(
+        _step_bytes(runs["lookahead_update"][3]), _step_bytes(runs["plain"][3])
+      ),
+      # Lookahead whose sync never comes in the call: the per-step cost alone (counter, cond)
+      "overhead_no_sync": round(statistics.median(times["lookahead_no_sync"]) / plain - 1.0, 4),
+      "overhead_no_sync_paired": _paired(times, "lookahead_no_sync"),
     }
+    if profile:  # what the sync kernels take of the lookahead program's kernel time
+      run, state = runs["lookahead"][:2]
+      out[name]["profile"] = kernel_profile(run, params, state, batches)
   return out
 
 
@@ -297,6 +376,11 @@ def main():
     help="steps per timed call, mlp_gan,bilinear_1000 (default 25,400; multiples of k=5):"
     " longer calls average out more of a noisy host",
   )
+  parser.add_argument(
+    "--profile",
+    action="store_true",
+    help="also profile the lookahead programs: the sync branch's share of their kernel time",
+  )
   args = parser.parse_args()
   gan_steps, bil_steps = (5, 20) if args.quick else (25, 400)  # multiples of k=5
   if args.steps:
@@ -305,8 +389,8 @@ def main():
       parser.error(f"--steps: positive multiples of k=5 wanted, got {args.steps!r}")
   load_before = load_average()
   problems = {
-    "mlp_gan": lambda: measure(gan_problem(), gan_steps, args.repeats),
-    "bilinear_1000": lambda: measure(bilinear_problem(), bil_steps, args.repeats),
+    "mlp_gan": lambda: measure(gan_problem(), gan_steps, args.repeats, args.profile),
+    "bilinear_1000": lambda: measure(bilinear_problem(), bil_steps, args.repeats, args.profile),
   }
   results = {name: problems[name]() for name in args.problems.split(",")}
   overheads = [r["overhead"] for p in results.values() for r in p.values()]
@@ -336,6 +420,9 @@ def main():
         and all(r["overhead_paired"]["median"] < TARGET for r in gan.values()),
         "within_target_mlp_gan_cpu_paired": bool(gan)
         and all(r["overhead_cpu_paired"]["median"] < TARGET for r in gan.values()),
+        "max_sync_share_mlp_gan": max(
+          (r["profile"]["sync_share"] for r in gan.values() if "profile" in r), default=None
+        ),
       }
     )
   )

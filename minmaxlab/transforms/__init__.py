@@ -26,6 +26,7 @@ from minmaxlab.transforms._common import (
 from minmaxlab.transforms._extragradient import ExtragradientState, extragradient
 from minmaxlab.transforms._lookahead import (
   LookaheadMinmaxState,
+  LookaheadTransformation,
   lookahead_minmax,
   lookahead_scan,
   lookahead_slow_params,
@@ -47,6 +48,7 @@ __all__ = [
   "ExtragradientState",
   "FieldFn",
   "LookaheadMinmaxState",
+  "LookaheadTransformation",
   "OptimisticState",
   "PerPlayerState",
   "PerPlayerTransformation",

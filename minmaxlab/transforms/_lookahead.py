@@ -48,6 +48,29 @@ class LookaheadMinmaxState(NamedTuple):
   synced: jax.Array
 
 
+class LookaheadTransformation(optax.GradientTransformationExtraArgs):
+  """The transform of :func:`lookahead_minmax` and :func:`nested_lookahead_minmax`: an
+  optax transform with one more method.
+
+  ``update_and_apply(updates, state, params, **extra_args) -> (new_params, new_state)``
+  is ``update`` followed by ``optax.apply_updates``, but the sync chooses between the
+  new params (the fast weights or the new slow ones) rather than between two updates:
+
+  - on the steps without a sync XLA compiles the inner scheme's step as it would
+    without Lookahead (the fast weights are the inner scheme's own ``apply_updates``);
+    through ``update``, the ``cond`` sits between the inner update and the caller's
+    ``apply_updates``: Lookahead-alternating's MLP-GAN step then moved 5% more bytes
+    than alternating's (3.0 MB more written, 4.1 MB more read) and took about 5% longer;
+  - at a sync the params are set to the slow weights exactly, where ``params + (slow -
+    params)`` can be one rounding off.
+
+  Op by op the state is equal bit for bit to ``update``'s, and so are the params on the
+  steps without a sync. :func:`minmaxlab.game_step` uses it; a hand-written loop can too.
+  """
+
+  update_and_apply: Callable[..., tuple[Players, LookaheadMinmaxState]]
+
+
 def _validate_level(i, sync_period, slow_step_size):
   check_int_at_least(f"sync_period[{i}]" if i else "sync_period", sync_period, 1)
   check_in(
@@ -107,51 +130,68 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
       jnp.zeros([], bool),
     )
 
-  def update_fn(updates, state, params=None, **extra_args):
+  def step(updates, state, params, extra_args, apply):
+    """One update; with ``apply`` the sync selects the new params instead of the update."""
     check_updates(updates, "lookahead_minmax")
     params = require_params(params, "lookahead_minmax")
     u, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
     count = optax.safe_int32_increment(state.count)
+    # With `apply`, the fast weights are formed outside the `cond`, from the inner update
+    # itself: XLA then fuses that add with the inner optimizer's last kernel, or merges it
+    # with the identical add of a scheme that steps the params inside (alternating's max
+    # player, whose new params feed the min player's field), exactly as without Lookahead.
+    fast = optax.apply_updates(params, u) if apply else None
 
     def sync():
-      fast = optax.apply_updates(params, u)
-      slows = _synced_slows(state.slow, fast, count, sync_periods, slow_step_sizes, lazy)
-      # The update that moves the params onto the new slow weights, in the dtype
-      # `jnp.where(synced, slow - params, u)` would give (both branches must agree).
-      onto_slow = jax.tree.map(
-        lambda d, x: d.astype(_merged_dtype(d, x)), tree_sub(slows[0], params), u
-      )
-      return onto_slow, slows, jnp.ones([], bool)
+      at = fast if apply else optax.apply_updates(params, u)
+      slows = _synced_slows(state.slow, at, count, sync_periods, slow_step_sizes, lazy)
+      if apply:  # the params land exactly on the slow weights
+        new = jax.tree.map(lambda w, x: w.astype(x.dtype), slows[0], params)
+      else:  # the update onto them, in the dtype `jnp.where(synced, slow - params, u)` gives
+        new = jax.tree.map(
+          lambda d, x: d.astype(_merged_dtype(d, x)), tree_sub(slows[0], params), u
+        )
+      return new, slows, jnp.ones([], bool)
 
     def keep():
+      if apply:
+        return fast, tuple(state.slow), jnp.zeros([], bool)
       kept = jax.tree.map(lambda x, d: x.astype(_merged_dtype(d, x)), u, params)
       return kept, tuple(state.slow), jnp.zeros([], bool)
 
-    # The update goes through the `cond` with the slow weights (issue 11 item 4). On the
-    # k-1 steps out of k without a sync the false branch passes both on untouched: such a
-    # step of GDA, EG or optimistic adds at most one write and one read of `u` (the
-    # `cond`'s operand and result, which the caller's `apply_updates` can no longer fuse
-    # with the inner optimizer's last kernel); alternating, whose max-player update also
-    # feeds its field evaluations, about 1.4 and 1.9 times the params. The former layout
-    # (only the slow weights through the `cond`, the update merged outside with
+    # Without `apply` (the optax `update`), the update goes through the `cond` with the slow
+    # weights (issue 11 item 4). On the k-1 steps out of k without a sync the false branch
+    # passes both on untouched: such a step of GDA, EG or optimistic adds at most one write
+    # and one read of `u` (the `cond`'s operand and result, which the caller's
+    # `apply_updates` can no longer fuse with the inner optimizer's last kernel);
+    # alternating, whose max-player update also feeds its field evaluations, materialises
+    # that update and adds it to the params twice (once inside for the min player's field,
+    # once in the caller): 3.0 MB more written and 4.1 MB more read per MLP-GAN step, about
+    # +5% of its time. `update_and_apply` (used by `game_step`) has neither cost. The former
+    # layout (only the slow weights through the `cond`, the update merged outside with
     # `jnp.where(synced, slow - params, u)`) made every step materialise `u` for the true
-    # branch AND read the slow weights for the select: in the compiled MLP-GAN step
-    # (README, Benchmarks) Lookahead-EG now moves 2.2 MB of extra traffic each way where it
-    # moved 4.4 MB written and 6.6 MB read, Lookahead-GDA about none where it moved 2.3 and
-    # 4.5 MB. Same arithmetic, same results: tests pin the updates and states bit for bit
-    # against the former layout.
+    # branch AND read the slow weights for the select. Same arithmetic in every layout:
+    # tests pin the updates and states bit for bit against the former layout.
     # The scalar work of a step is the counter's increment, one `rem`+`eq`+`convert` fusion
     # for the branch index and the copy of a constant in the branch taken: `synced` comes
     # out of the branches. Compared outside, the `rem` had two consumers and XLA's CPU
     # fusion kept it alone: `rem`, `eq` and `eq`+`convert`, three kernels (and `%`'s sign
     # fix-ups) where there is now one (issue 11 item 4: 30 -> 29 kernels a bilinear GDA step).
     # Under `vmap` with a batched counter the `cond` becomes a select, as a mask would.
-    new_updates, slows, synced = jax.lax.cond(_due(count, sync_periods[0]), sync, keep)
+    out, slows, synced = jax.lax.cond(_due(count, sync_periods[0]), sync, keep)
     if reset_state:
       inner_state = jax.lax.cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
-    return new_updates, LookaheadMinmaxState(count, slows, inner_state, synced)
+    return out, LookaheadMinmaxState(count, slows, inner_state, synced)
 
-  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+  def update_fn(updates, state, params=None, **extra_args):
+    return step(updates, state, params, extra_args, apply=False)
+
+  def update_and_apply(updates, state, params, **extra_args):
+    return step(updates, state, params, extra_args, apply=True)
+
+  tx = LookaheadTransformation(init_fn, update_fn)
+  tx.update_and_apply = update_and_apply
+  return tx
 
 
 def lookahead_minmax(
@@ -160,7 +200,7 @@ def lookahead_minmax(
   slow_step_size: float = 0.5,
   reset_state: bool = False,
   slow_init: str = "params",
-) -> optax.GradientTransformationExtraArgs:
+) -> LookaheadTransformation:
   r"""Lookahead-minmax: joint Lookahead over both players.
 
   Let :math:`F` be one full step of the inner scheme (one ``update`` call,
@@ -181,7 +221,11 @@ def lookahead_minmax(
   The user's params stay plain :class:`Players` (the fast weights); the slow
   weights live in the state (read them with :func:`lookahead_slow_params`).
   On a sync step the returned update moves the params onto the new slow
-  weights. The inner state is kept at syncs unless ``reset_state``. Extra
+  weights (``params + (slow - params)``, which can be one rounding off);
+  :func:`minmaxlab.game_step` steps the transform through its
+  ``update_and_apply`` (see :class:`LookaheadTransformation`), which sets them
+  exactly and, on the steps without a sync, compiles as the inner scheme's own
+  step. The inner state is kept at syncs unless ``reset_state``. Extra
   arguments (``vector_field=``) are passed to the inner scheme.
 
   Example:
@@ -216,7 +260,7 @@ def nested_lookahead_minmax(
   slow_step_sizes: Sequence[float] = (0.5, 0.5),
   reset_state: bool = False,
   slow_init: str = "params",
-) -> optax.GradientTransformationExtraArgs:
+) -> LookaheadTransformation:
   r"""Multi-level ("nested") Lookahead-minmax.
 
   Level 0 is :func:`lookahead_minmax`. Every ``sync_periods[l]`` steps level
@@ -274,9 +318,9 @@ def lookahead_scan(
   of ``game_step`` with ``lookahead_minmax(inner, sync_period, slow_step_size,
   reset_state, slow_init)`` over ``xs`` in the same order (params and updates
   of one dtype, counts below ``2**31 - 1``): op by op the params, state and
-  values are equal bit for bit. Compiled, XLA's CPU backend may contract a
-  plain step's multiply and add into one FMA where the transform's ``cond``
-  keeps the update apart, so the last bits can differ.
+  values are equal bit for bit (compiled, XLA may fuse the two programs
+  differently: the last bits can differ). A sync sets the params to the slow
+  weights exactly, as ``update_and_apply`` does.
 
   Example:
     >>> tx = lookahead_minmax(optax.adam(1e-3), 5, 0.5)
@@ -338,21 +382,13 @@ def lookahead_scan(
 
   def block(carry, xb):
     p, state = carry
-    s, values = state.inner_state, None
-    if k > 1:
-      (p, s), values = jax.lax.scan(step, (p, s), jax.tree.map(lambda a: a[:-1], xb))
-    # The last step on its own: the transform's sync update is `slow - params` at the
-    # params before that step, and `apply_updates` adds it back (one rounding).
-    (fast, s), value = step((p, s), jax.tree.map(lambda a: a[-1], xb))
-    last = jax.tree.map(lambda b: b[None], value)
-    if k > 1:
-      last = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), values, last)
+    (fast, s), values = jax.lax.scan(step, (p, state.inner_state), xb)
     count = jnp.where(state.count <= _INT32_MAX - k, state.count + k, _INT32_MAX)
     slows = _synced_slows(state.slow, fast, count, (k,), (slow_step_size,), lazy)
-    p = optax.apply_updates(p, tree_sub(slows[0], p))
+    p = jax.tree.map(lambda a, x: a.astype(x.dtype), slows[0], fast)  # as update_and_apply
     if reset_state:
       s = inner.init(slows[0])
-    return (p, LookaheadMinmaxState(count, slows, s, jnp.ones([], bool))), last
+    return (p, LookaheadMinmaxState(count, slows, s, jnp.ones([], bool))), values
 
   blocks = jax.tree.map(lambda a: a.reshape(n // k, k, *a.shape[1:]), xs)
   (params, opt_state), values = jax.lax.scan(block, (params, opt_state), blocks)

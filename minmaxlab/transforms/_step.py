@@ -63,6 +63,11 @@ def game_step(
     >>> params, opt_state, losses = minmaxlab.game_step(
     ...     tx, lambda p, i: vaf(p, batches[i]), params, opt_state)
 
+  A transform with an ``update_and_apply(updates, state, params, **extra_args)``
+  method (:func:`lookahead_minmax`'s :class:`~minmaxlab.transforms.LookaheadTransformation`)
+  is stepped through it: the same operations as ``update`` then ``apply_updates``, laid out
+  so that a step without a sync compiles as the inner scheme's own step.
+
   With flax's ``TrainState`` (whose ``apply_gradients`` has no way to pass
   ``vector_field``) use :func:`apply_game_step`.
 
@@ -86,6 +91,12 @@ def game_step(
     return _split_output(field_fn(p, i), p)[1]
 
   vector_field = FieldFn(later, first=field)
+  update_and_apply = getattr(tx, "update_and_apply", None)
+  if callable(update_and_apply):  # lookahead_minmax: the sync selects params, see its docs
+    params, opt_state = update_and_apply(
+      field, opt_state, params, vector_field=vector_field, **extra_args
+    )
+    return params, opt_state, value
   updates, opt_state = tx.update(field, opt_state, params, vector_field=vector_field, **extra_args)
   return optax.apply_updates(params, updates), opt_state, value
 

@@ -56,19 +56,64 @@ def test_step_traffic_counts_the_no_sync_branch():
   assert got["kernels"] == sum(kinds.values()) + 1 and "dot" not in got, (kinds, got)
 
 
-@pytest.mark.parametrize("scheme", ["gda", "extragradient"])
-def test_lookahead_adds_one_write_and_read_of_the_update_per_step(scheme):
-  """Without a sync a lookahead step moves the inner update through its cond: one write
-  and one read of a parameter-sized array. The former layout (update merged outside the
-  cond) wrote two and read three (16000 and 24000 bytes more here)."""
+def _lookahead_step_traffic(scheme, via):
   params, data, field = bench.bilinear_problem(1000)
-  n = 2 * 1000 * 4  # bytes of the params (two players, float32)
   batches = data(jax.random.key(0), 2)
   make = bench.schemes()[scheme]
   got = {}
-  for name, tx in (("plain", make()), ("la", mml.lookahead_minmax(make(), 5, 0.5))):
-    run, state = bench.compiled_run(tx, params, field, 2)
+  for name, tx, v in (
+    ("plain", make(), "game_step"),
+    ("la", mml.lookahead_minmax(make(), 5, 0.5), via),
+  ):
+    run, state = bench.compiled_run(tx, params, field, 2, via=v)
     got[name] = bench.step_traffic(run.lower(params, state, batches).compile().as_text())
-  extra_w = got["la"]["written"] - got["plain"]["written"]
-  extra_r = got["la"]["read"] - got["plain"]["read"]
+  return (
+    got["la"]["written"] - got["plain"]["written"],
+    got["la"]["read"] - got["plain"]["read"],
+    got,
+  )
+
+
+@pytest.mark.parametrize("scheme", ["gda", "alternating", "extragradient", "optimistic"])
+def test_lookahead_through_game_step_adds_no_traffic_to_a_step_without_a_sync(scheme):
+  """game_step steps Lookahead through its `update_and_apply`: the sync selects the new
+  params, the fast weights are the inner scheme's own `apply_updates`, so a step without a
+  sync moves the bytes of the plain scheme's step (a few scalars more: the counter)."""
+  extra_w, extra_r, got = _lookahead_step_traffic(scheme, "game_step")
+  assert abs(extra_w) < 100 and abs(extra_r) < 100, (extra_w, extra_r, got)
+
+
+@pytest.mark.parametrize("scheme", ["gda", "extragradient"])
+def test_lookahead_through_update_adds_one_write_and_read_of_the_update_per_step(scheme):
+  """Through the optax `update` (a hand-written loop) a step without a sync moves the inner
+  update through the cond: one write and one read of a parameter-sized array. The former
+  layout (update merged outside the cond) wrote two and read three."""
+  n = 2 * 1000 * 4  # bytes of the params (two players, float32)
+  extra_w, extra_r, got = _lookahead_step_traffic(scheme, "update")
   assert n <= extra_w < n + 100 and n <= extra_r < n + 100, (extra_w, extra_r, got)
+
+
+def test_sync_kernel_names_are_the_true_branch_and_their_time_is_profiled():
+  """The sync branch's instructions (here its matmul) are found in the loop body's cond, and
+  a profiled call of a Lookahead run gives them a share of its kernel time: above zero (the
+  sync ran, 2 of 10 steps) and below the rest of the program's."""
+  x, big = jnp.ones(1000), jnp.ones((500, 500))
+
+  def with_cond(c, _):
+    (x, b, i), _ = _plain(c, None)
+    return (x, jax.lax.cond(i % 5 == 0, lambda: jnp.cos(b) @ b, lambda: b * 0.5), i), None
+
+  run = jax.jit(lambda *a: jax.lax.scan(with_cond, a, None, length=10)[0])
+  names = bench._sync_kernel_names(run.lower(x, big, 0).compile().as_text())
+  assert any(n.startswith(("dot", "ynn_fusion")) for n in names), names
+  assert not any("multiply" in n for n in names if not n.startswith(("dot", "ynn"))), names
+
+  params, data, field = bench.bilinear_problem(1000)
+  batches = data(jax.random.key(0), 10)
+  run, state = bench.compiled_run(
+    mml.lookahead_minmax(bench.schemes()["gda"](), 5, 0.5), params, field, 10
+  )
+  jax.block_until_ready(run(params, state, batches))
+  got = bench.kernel_profile(run, params, state, batches, calls=1)
+  assert got["kernel_ms"] > got["sync_kernel_ms"] > 0, got
+  assert 0 < got["sync_share"] < 0.5, got

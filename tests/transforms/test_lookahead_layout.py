@@ -165,3 +165,81 @@ def test_vmap_with_batched_counters_matches_the_former_layout():
     seqs.append(seq)
   assert [bool(x) for x in seqs[0][0][1].synced] == [False, False, True]
   _assert_bitwise(seqs[0], seqs[1])
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("scheme", sorted(INNERS))
+def test_update_and_apply_is_update_then_apply_with_an_exact_sync(scheme, config):
+  """`update_and_apply` (what game_step uses) from the same params and state as `update` +
+  `apply_updates`, op by op: the same state bit for bit; the same params on the steps
+  without a sync; on a sync the params are EXACTLY the new slow weights, where
+  `params + (slow - params)` can be one rounding off."""
+  periods, alphas, reset, lazy = CONFIGS[config]
+  tx = _new(INNERS[scheme](), periods, alphas, reset, lazy)
+  assert isinstance(tx, mml.transforms.LookaheadTransformation)
+  vf = lambda q, i: FIELD(q, SCALES[i])  # noqa: E731
+  p, s = P, tx.init(P)
+  with jax.disable_jit():
+    for t in range(2 * periods[-1]):
+      u, s_update = tx.update(FIELD(p, SCALES[0]), s, p, vector_field=vf)
+      p_update = optax.apply_updates(p, u)
+      p, s = tx.update_and_apply(FIELD(p, SCALES[0]), s, p, vector_field=vf)
+      _assert_bitwise(s, s_update)
+      if (t + 1) % periods[0]:
+        _assert_bitwise(p, p_update)
+      else:
+        _assert_bitwise(p, mml.lookahead_slow_params(s))
+        np.testing.assert_allclose(np.concatenate(p), np.concatenate(p_update), rtol=1e-6)
+  assert not np.allclose(np.concatenate(s.slow[0]), np.concatenate(P))
+
+
+def test_game_step_uses_update_and_apply_compiled_and_under_vmap():
+  """game_step with Lookahead lands on the slow weights exactly at every sync, compiled as
+  op by op (to rounding), and under `vmap` with batched counters (the cond a select)."""
+  tx = mml.lookahead_minmax(mml.alternating(optax.adam(0.1)), 3, 0.5)
+  step = lambda p, s: mml.game_step(tx, lambda q, i: FIELD(q, SCALES[i]), p, s)[:2]  # noqa: E731
+  p, s = P, tx.init(P)
+  p_jit, s_jit = p, s
+  for _ in range(3):
+    with jax.disable_jit():
+      p, s = step(p, s)
+    p_jit, s_jit = jax.jit(step)(p_jit, s_jit)
+  assert bool(s.synced) and bool(s_jit.synced)
+  _assert_bitwise(p, mml.lookahead_slow_params(s))
+  _assert_bitwise(p_jit, mml.lookahead_slow_params(s_jit))
+  np.testing.assert_allclose(np.concatenate(p_jit), np.concatenate(p), rtol=1e-5, atol=1e-6)
+  batch = jax.tree.map(lambda x: jnp.stack([x, 2 * x, -x]), P)
+  sb = jax.vmap(tx.init)(batch)._replace(count=jnp.array([0, 1, 2], jnp.int32))
+  pb, sb = jax.jit(jax.vmap(step))(batch, sb)
+  assert [bool(x) for x in sb.synced] == [False, False, True]
+  for g in range(3):
+    one = lambda x, g=g: x[g]  # noqa: E731
+    s_g = jax.tree.map(one, sb)
+    want = mml.lookahead_slow_params(s_g) if g == 2 else None
+    if want is not None:
+      _assert_bitwise(jax.tree.map(one, pb), want)
+    else:  # no sync: the params moved and the slow weights did not
+      np.testing.assert_array_equal(
+        np.concatenate(mml.lookahead_slow_params(s_g)), np.concatenate(jax.tree.map(one, batch))
+      )
+      assert not np.allclose(np.concatenate(jax.tree.map(one, pb)), np.concatenate(s_g.slow[0]))
+
+
+def test_update_and_apply_sync_is_exact_where_update_then_apply_rounds():
+  """Params and slow weights of unrelated magnitudes and signs: `params + (slow - params)`
+  rounds for some of 1000 entries per player; `update_and_apply` lands on the slow weights
+  exactly (and matches the update path to that rounding)."""
+  k1, k2 = jax.random.split(jax.random.key(7))
+  p = mml.Players(*jax.random.normal(k1, (2, 1000)) * 100.0)
+  slow = mml.Players(*jax.random.normal(k2, (2, 1000)) * 1e-3)
+  tx = mml.lookahead_minmax(optax.sgd(0.1), 2, 0.5)
+  s = tx.init(p)._replace(count=jnp.ones([], jnp.int32), slow=(slow,))
+  field = mml.Players(p.min, -p.max)
+  new, s_new = jax.jit(tx.update_and_apply)(field, s, p)
+  u, _ = jax.jit(tx.update)(field, s, p)
+  via_update = optax.apply_updates(p, u)
+  assert bool(s_new.synced)
+  _assert_bitwise(new, mml.lookahead_slow_params(s_new))
+  differ = np.concatenate(via_update) != np.concatenate(new)
+  assert differ.any(), "the update path should round somewhere here"
+  np.testing.assert_allclose(np.concatenate(via_update), np.concatenate(new), atol=2e-5)
