@@ -22,9 +22,9 @@ PINS = {
     stochastic_bilinear value_and_vector_field vector_field
   """,
   "transforms": """
-    AlternatingState AveragingState ExtragradientState FieldFn LookaheadMinmaxState LookaheadTransformation
-    OptimisticState PerPlayerState PerPlayerTransformation PlayerTransforms UnrolledState
-    VectorFieldFn alternating apply_game_step averaged_params count_learning_rates ema
+    AlternatingState AveragingState ExtragradientState FieldFn LookaheadMinmaxState
+    LookaheadTransformation OptimisticState PerPlayerState PerPlayerTransformation PlayerTransforms
+    UnrolledState VectorFieldFn alternating apply_game_step averaged_params count_learning_rates ema
     extragradient game_step hyperparam lookahead_minmax lookahead_scan lookahead_slow_params
     merge_by_player nested_lookahead_minmax optimistic per_player player_labels set_hyperparams
     set_learning_rates slow_ema tree_all_finite tree_where uniform unrolled with_field_processing

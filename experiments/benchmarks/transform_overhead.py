@@ -19,7 +19,8 @@ without a sync, read from the compiled HLO (:func:`step_traffic`): free of timin
 Prints one JSON line.
 
   python experiments/benchmarks/transform_overhead.py [--repeats 7] [--quick]
-      [--problems mlp_gan,bilinear_1000] [--steps 25,400]
+      [--problems mlp_gan,bilinear_1000] [--steps 25,400] [--schemes gda,alternating]
+      [--profile]
 """
 
 from __future__ import annotations
@@ -271,11 +272,13 @@ def _ratio(a, b):
   return round(a / b, 4) if b else None
 
 
-def measure(problem, steps, repeats, profile=False):
+def measure(problem, steps, repeats, profile=False, only=None):
   params, data, field = problem
   batches = data(jax.random.key(2), steps)
   out = {}
   for name, make in schemes().items():
+    if only and name not in only:
+      continue
     runs = {}
     for variant, (run, state) in (
       ("plain", compiled_run(make(), params, field, steps)),
@@ -376,6 +379,7 @@ def main():
     help="steps per timed call, mlp_gan,bilinear_1000 (default 25,400; multiples of k=5):"
     " longer calls average out more of a noisy host",
   )
+  parser.add_argument("--schemes", default="", help="comma-separated subset (default: all)")
   parser.add_argument(
     "--profile",
     action="store_true",
@@ -387,10 +391,15 @@ def main():
     gan_steps, bil_steps = (int(n) for n in args.steps.split(","))
     if gan_steps % 5 or bil_steps % 5 or min(gan_steps, bil_steps) <= 0:
       parser.error(f"--steps: positive multiples of k=5 wanted, got {args.steps!r}")
+  only = set(args.schemes.split(",")) if args.schemes else None
+  if only and not only <= set(schemes()):
+    parser.error(f"--schemes: choose from {','.join(schemes())}, got {args.schemes!r}")
   load_before = load_average()
   problems = {
-    "mlp_gan": lambda: measure(gan_problem(), gan_steps, args.repeats, args.profile),
-    "bilinear_1000": lambda: measure(bilinear_problem(), bil_steps, args.repeats, args.profile),
+    "mlp_gan": lambda: measure(gan_problem(), gan_steps, args.repeats, args.profile, only),
+    "bilinear_1000": lambda: measure(
+      bilinear_problem(), bil_steps, args.repeats, args.profile, only
+    ),
   }
   results = {name: problems[name]() for name in args.problems.split(",")}
   overheads = [r["overhead"] for p in results.values() for r in p.values()]

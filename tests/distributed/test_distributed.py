@@ -8,7 +8,6 @@ processes that exchange halos with ``mpi4jax`` inside the jitted step.
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 
 from minmaxlab import coevolution as co
 from minmaxlab import distributed
+from tests import _procs
 from tests._coevolution_case import PAIR, RING, coevolution, run
 
 RING_DATA = RING
@@ -188,7 +188,7 @@ def test_shard_map_mesh_matches_single_device(reference, mesh_shape):
 def _mpirun(n, *args, timeout=300):
   cmd = [str(MPIRUN), "-n", str(n), sys.executable, *args]
   env = dict(os.environ, PYTHONPATH=str(ROOT))
-  return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+  return _procs.run(cmd, cwd=ROOT, env=env, timeout=timeout)
 
 
 def _load_mpi(path, like):

@@ -145,12 +145,10 @@ def test_single_device_checkpoint_resumes_on_mpi_ranks(tmp_path, reference):
   checkpoint: the single-device numbers bit for bit."""
   workdir = tmp_path / "single"
   train.train(_config(generations=2), workdir)
-  r = subprocess.run(
+  r = _procs.run(
     [str(MPIRUN), "-n", "2", *_command(workdir, "--config.backend=mpi", "--resume", generations=3)],
     cwd=ROOT,
     env=_env(),
-    capture_output=True,
-    text=True,
     timeout=400,
   )
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -3,11 +3,12 @@ and the modes' generations interleaved in one (issue 11 item 5)."""
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from tests import _procs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +18,7 @@ def test_compile_time_reports_the_configs_own_mode_and_its_generations(tmp_path)
   cmd = [sys.executable, "-m", "experiments.benchmarks.compile_time", "--configs", "smoke"]
   cmd += ["--modes", "fastest", "--generations", "2", "--set", "smoke.steps_per_generation=3"]
   env = dict(os.environ, PYTHONPATH=str(ROOT))
-  out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+  out = _procs.run(cmd, cwd=ROOT, env=env, timeout=600)
   assert out.returncode == 0, out.stderr[-2000:]
   result = json.loads(out.stdout.strip().splitlines()[-1])
   assert result["machine"]["cpu_model"] and isinstance(result["machine"]["avx512"], bool)
@@ -41,7 +42,7 @@ def test_bad_compile_mode_is_one_line(tmp_path):
   cmd += ["--config", "experiments/coevolution/configs/smoke.py", "--workdir", str(tmp_path)]
   cmd += ["--config.compile=quick"]
   env = dict(os.environ, PYTHONPATH=str(ROOT))
-  out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  out = _procs.run(cmd, cwd=ROOT, env=env, timeout=300)
   assert out.returncode != 0
   lines = [x for x in (out.stdout + out.stderr).strip().splitlines() if x.strip()]
   assert len(lines) == 1 and "config.compile must be one of" in lines[0] and "'quick'" in lines[0]

@@ -7,7 +7,6 @@ config in the process), so the XLA compile of the generation step happens once.
 import contextlib
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from experiments.coevolution import train
 from experiments.coevolution.configs import smoke
 from minmaxlab import runner
 from minmaxlab.runner import _stored_programs
+from tests import _procs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -203,7 +203,7 @@ def test_cli_parses_overrides_and_rejects_bad_grid(tmp_path):
     str(tmp_path),
     "--config.rows=0",
   ]
-  proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  proc = _procs.run(cmd, cwd=ROOT, env=env, timeout=300)
   assert proc.returncode != 0
   assert "rows must be an integer >= 1, got 0" in proc.stderr
 

@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from experiments.gan import train
 from experiments.gan.configs import smoke
 from minmaxlab import runner
+from tests import _procs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -171,7 +171,7 @@ def test_cli_runs_and_reports_divergence(tmp_path):
     "--config.lr_min=1e30",
     "--config.lr_max=1e30",
   ]
-  proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+  proc = _procs.run(cmd, cwd=ROOT, env=env, timeout=300)
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert "ERROR: training diverged at step" in proc.stderr
   assert runner.CheckpointManager(tmp_path / "checkpoints").steps() == [0]

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import pytest
 
 from minmaxlab import runner
+from tests import _procs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,20 +137,16 @@ def test_cli_reports_finished_run_and_refuses_another_config(tmp_path):
     "--workdir",
     str(workdir),
   ]
-  out = subprocess.run(
-    cmd, cwd=ROOT, env=_env(tmp_path), capture_output=True, text=True, timeout=120
-  )
+  out = _procs.run(cmd, cwd=ROOT, env=_env(tmp_path), timeout=120)
   assert out.returncode == 0, out.stderr
   assert "finished earlier (step 40/40); nothing changed" in out.stdout
   assert "final: step=40" in out.stdout
   assert _snapshot(workdir) == before
   assert not (tmp_path / "jax-cache").exists()  # a report compiles nothing
-  out = subprocess.run(
+  out = _procs.run(
     [*cmd, "--config.seed=5"],
     cwd=ROOT,
     env=_env(tmp_path),
-    capture_output=True,
-    text=True,
     timeout=120,
   )
   assert out.returncode == 1
@@ -321,12 +318,10 @@ def test_tfds_offline_fails_fast_with_one_line_and_creates_nothing(tmp_path):
   code = "import sys; from minmaxlab.gan import data; data.load('tfds:mnist', data_dir=sys.argv[1])"
   env = _env(tmp_path, HOME=str(home), MINMAXLAB_OFFLINE="1")
   t0 = time.perf_counter()
-  out = subprocess.run(
+  out = _procs.run(
     [sys.executable, "-c", code, str(data_dir)],
     cwd=tmp_path,
     env=env,
-    capture_output=True,
-    text=True,
     timeout=300,
   )
   took = time.perf_counter() - t0
