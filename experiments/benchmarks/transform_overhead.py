@@ -178,6 +178,24 @@ def _traffic(inst: list, kinds: collections.Counter) -> tuple[int, int]:
   return written, read
 
 
+def _body_conditionals(hlo_text: str) -> list[tuple[str, str]]:
+  """``(false branch, true branch)`` computation names of every ``conditional`` in the scan's
+  loop body (a Lookahead step's no-sync and sync branches)."""
+  body = re.search(r"body=%([\w.\-]+)", hlo_text)
+  out = []
+  for line in _computation(hlo_text, body.group(1)) if body else []:
+    # a conditional's shape is a tuple: found by its opcode
+    m = re.search(r" conditional\(.*branch_computations=\{%([\w.\-]+), %([\w.\-]+)\}", line)
+    old = re.search(
+      r" conditional\(.*true_computation=%([\w.\-]+), false_computation=%([\w.\-]+)", line
+    )
+    if m:
+      out.append(m.groups())
+    elif old:
+      out.append(old.groups()[::-1])
+  return out
+
+
 def step_traffic(hlo_text: str) -> dict:
   """Kernels and buffer traffic of one step WITHOUT a lookahead sync, from the compiled HLO.
 
@@ -191,55 +209,48 @@ def step_traffic(hlo_text: str) -> dict:
   body = re.search(r"body=%([\w.\-]+)", hlo_text)
   if body is None:
     return {}
-  lines = _computation(hlo_text, body.group(1))
   kinds = collections.Counter()
-  written, read = _traffic(_instructions(lines), kinds)
-  for line in lines:  # a conditional's shape is a tuple: found by its opcode
-    branch = re.search(
-      r" conditional\(.*(?:branch_computations=\{|false_computation=)%([\w.\-]+)", line
-    )
-    if branch:
-      w, r = _traffic(_instructions(_computation(hlo_text, branch.group(1))), kinds)
-      written, read = written + w, read + r
+  written, read = _traffic(_instructions(_computation(hlo_text, body.group(1))), kinds)
+  for no_sync, _ in _body_conditionals(hlo_text):
+    w, r = _traffic(_instructions(_computation(hlo_text, no_sync)), kinds)
+    written, read = written + w, read + r
   return {"written": written, "read": read, "kernels": sum(kinds.values()), **kinds}
 
 
 def xla_cost(run, params, state, batches):
-  """FLOPs and bytes accessed of the compiled run (XLA's cost analysis), and the traffic
-  of a step without a sync (:func:`step_traffic`)."""
+  """FLOPs and bytes accessed of the compiled run (XLA's cost analysis), the traffic of a
+  step without a sync (:func:`step_traffic`) and the compiled HLO text."""
   try:
     compiled = run.lower(params, state, batches).compile()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+    hlo = compiled.as_text()
     return {
       "flops": float(cost.get("flops", 0.0)),
       "bytes": float(cost.get("bytes accessed", 0.0)),
-      "step": step_traffic(compiled.as_text()),
+      "step": step_traffic(hlo),
+      "hlo": hlo,
     }
   except Exception:  # cost analysis is best effort on some backends
-    return {"flops": 0.0, "bytes": 0.0, "step": {}}
+    return {"flops": 0.0, "bytes": 0.0, "step": {}, "hlo": None}
 
 
 def _sync_kernel_names(hlo_text: str) -> set[str]:
   """The instructions of the sync branch (the true one) of every ``conditional`` in the scan's
   loop body: what a Lookahead step runs once in k steps."""
-  body = re.search(r"body=%([\w.\-]+)", hlo_text)
   names = set()
-  for line in _computation(hlo_text, body.group(1)) if body else []:
-    m = re.search(r" conditional\(.*branch_computations=\{%[\w.\-]+, %([\w.\-]+)\}", line)
-    m = m or re.search(r" conditional\(.*true_computation=%([\w.\-]+)", line)
-    if m:
-      lines = "\n".join(_computation(hlo_text, m.group(1)))
-      names |= set(re.findall(r"^\s*(?:ROOT )?%(\S+) = ", lines, flags=re.M))
+  for _, sync in _body_conditionals(hlo_text):
+    lines = "\n".join(_computation(hlo_text, sync))
+    names |= set(re.findall(r"^\s*(?:ROOT )?%(\S+) = ", lines, flags=re.M))
   return names
 
 
-def kernel_profile(run, params, state, batches, calls=3) -> dict:
+def kernel_profile(run, params, state, batches, calls=3, hlo_text=None) -> dict:
   """Kernel time of a call (``jax.profiler``, median of ``calls`` profiled calls): in total and
   in the sync branch (:func:`_sync_kernel_names`), and the sync's share. Each kernel is timed
   by itself, so unlike the wall-clock ratios this share does not move with the host's load
-  between calls."""
-  hlo = run.lower(params, state, batches).compile().as_text()
+  between calls. ``hlo_text``: the compiled program's HLO, if already at hand."""
+  hlo = hlo_text or run.lower(params, state, batches).compile().as_text()
   sync = _sync_kernel_names(hlo)
   totals, syncs = [], []
   for _ in range(calls):
@@ -354,8 +365,8 @@ def measure(problem, steps, repeats, profile=False, only=None):
       "overhead_no_sync_paired": _paired(times, "lookahead_no_sync"),
     }
     if profile:  # what the sync kernels take of the lookahead program's kernel time
-      run, state = runs["lookahead"][:2]
-      out[name]["profile"] = kernel_profile(run, params, state, batches)
+      run, state, _, cost = runs["lookahead"]
+      out[name]["profile"] = kernel_profile(run, params, state, batches, hlo_text=cost["hlo"])
   return out
 
 

@@ -155,8 +155,9 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
 
     def keep():
       if apply:
-        return fast, tuple(state.slow), jnp.zeros([], bool)
-      kept = jax.tree.map(lambda x, d: x.astype(_merged_dtype(d, x)), u, params)
+        kept = fast
+      else:  # the dtype `sync`'s update has
+        kept = jax.tree.map(lambda x, d: x.astype(_merged_dtype(d, x)), u, params)
       return kept, tuple(state.slow), jnp.zeros([], bool)
 
     # Without `apply` (the optax `update`), the update goes through the `cond` with the slow

@@ -65,8 +65,9 @@ def game_step(
 
   A transform with an ``update_and_apply(updates, state, params, **extra_args)``
   method (:func:`lookahead_minmax`'s :class:`~minmaxlab.transforms.LookaheadTransformation`)
-  is stepped through it: the same operations as ``update`` then ``apply_updates``, laid out
-  so that a step without a sync compiles as the inner scheme's own step.
+  is stepped through it: ``update`` then ``apply_updates``, but with the sync choosing the new
+  params (set exactly to the slow weights), so that a step without a sync compiles as the
+  inner scheme's own step.
 
   With flax's ``TrainState`` (whose ``apply_gradients`` has no way to pass
   ``vector_field``) use :func:`apply_game_step`.
