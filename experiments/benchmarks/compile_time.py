@@ -15,10 +15,15 @@ persistent compilation cache is off, so every number is a cold compile.
 
   python -m experiments.benchmarks.compile_time [--configs smoke,ring8_3x3,fashion_mnist_3x3]
       [--modes default,fast,fastest] [--generations 10] [--repeats 1]
-      [--set fashion_mnist_3x3.d_every=1 ...] [--first_generation]
+      [--set fashion_mnist_3x3.d_every=1 ...] [--first_generation] [--stub_threefry]
 
 ``config_compile`` in each config's entry is the mode the config itself uses (the one the
 targets apply to); ``step_total_s`` is that mode's trace-to-executable seconds.
+
+``--stub_threefry`` also compiles every mode, in fresh processes, with JAX's threefry hash
+lowered as two integer operations (:func:`stub_threefry`; a diagnostic, its random numbers are
+wrong): the difference to the real compile is what random number generation costs.
+``trace_s`` is the tracing part of ``lower_s`` (trace and lower to StableHLO).
 
 ``--first_generation`` adds the main job's time from start to its first generation, cold
 (empty persistent cache) and warm (a rerun with a new workdir, and a resumed run), as
@@ -105,11 +110,14 @@ def time_compile(coev, data, mode: str) -> tuple[dict, object, object]:
     if args is None:
       args = (key, state, data)
     c0, t0 = time.process_time(), time.perf_counter()
-    lowered = jax.jit(fn, compiler_options=opts).lower(*args)
+    traced = jax.jit(fn, compiler_options=opts).trace(*args)
+    tt = time.perf_counter()
+    lowered = traced.lower()
     t1 = time.perf_counter()
     compiled = lowered.compile()
     c2, t2 = time.process_time(), time.perf_counter()
     out[what] = {
+      "trace_s": round(tt - t0, 2),
       "lower_s": round(t1 - t0, 2),
       "compile_s": round(t2 - t1, 2),
       "total_s": round(t2 - t0, 2),
@@ -158,9 +166,31 @@ def build(name: str, overrides: dict):
   return (config, *_image_experiment(config))
 
 
-def _fresh_process_compile(name: str, sets: list, mode: str) -> dict:
-  """:func:`time_compile` of one config and mode in a fresh Python process."""
-  cmd = [sys.executable, "-m", "experiments.benchmarks.compile_time", "--one", f"{name}:{mode}"]
+def stub_threefry() -> None:
+  """A diagnostic (``--stub_threefry``): JAX's threefry2x32 hash, which every ``jax.random``
+  call runs (a rolled loop per call site on the CPU), lowered as two integer operations, so
+  that a cold compile shows how many of its seconds random number generation costs. The
+  program's random numbers are then wrong: only its compile is timed. Private JAX API
+  (checked on 0.10.2)."""
+  from jax._src.interpreters import mlir
+
+  try:
+    from jax._src.random.threefry2x32 import threefry2x32_p
+  except ImportError:  # older JAX
+    from jax._src.prng import threefry2x32_p
+
+  def two_ops(k1, k2, x1, x2):
+    return (x1 ^ k1) + k2, (x2 ^ k2) + x1
+
+  lowering = mlir.lower_fun(two_ops, multiple_results=True)
+  mlir.register_lowering(threefry2x32_p, lowering, platform="cpu")
+
+
+def _fresh_process_compile(name: str, sets: list, mode: str, stub: bool = False) -> dict:
+  """:func:`time_compile` of one config and mode in a fresh Python process (``stub``: with
+  :func:`stub_threefry`)."""
+  one = f"{name}:{mode}" + (":stub_threefry" if stub else "")
+  cmd = [sys.executable, "-m", "experiments.benchmarks.compile_time", "--one", one]
   if sets:
     cmd += ["--set", *sets]
   root = Path(__file__).resolve().parents[2]
@@ -171,7 +201,9 @@ def _fresh_process_compile(name: str, sets: list, mode: str) -> dict:
   return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def time_config(name: str, overrides: dict, sets: list, modes, generations: int) -> dict:
+def time_config(
+  name: str, overrides: dict, sets: list, modes, generations: int, stub: bool = False
+) -> dict:
   config, coev, data = build(name, overrides)
   out = {
     "cell_strategy": coev.cell_strategy,
@@ -180,6 +212,8 @@ def time_config(name: str, overrides: dict, sets: list, modes, generations: int)
     "config_compile": config.get("compile", "default"),
     "modes": {mode: _fresh_process_compile(name, sets, mode) for mode in modes},
   }
+  if stub:
+    out["threefry_stub"] = {m: _fresh_process_compile(name, sets, m, stub=True) for m in modes}
   if generations:
     programs = {}
     for mode in modes:
@@ -215,10 +249,18 @@ def main():
     action="store_true",
     help="also time the main job to its first generation, cold and warm (minutes)",
   )
+  ap.add_argument(
+    "--stub_threefry",
+    action="store_true",
+    help="also compile each mode with threefry lowered as two integer ops (diagnostic:"
+    " the seconds random number generation costs)",
+  )
   args = ap.parse_args()
   modes = args.modes.split(",")
   if args.one:  # one cold compile in this fresh process: its timings as a JSON line
-    name, _, mode = args.one.partition(":")
+    name, mode, *stub = args.one.split(":")
+    if stub:
+      stub_threefry()
     _, coev, data = build(name, _overrides(args.set, name))
     print(json.dumps(time_compile(coev, data, mode)[0]))
     return
@@ -237,13 +279,18 @@ def main():
     overrides = _overrides(args.set, name)
     runs = []
     for _ in range(args.repeats):
-      runs.append(time_config(name, overrides, args.set, modes, args.generations))
+      runs.append(
+        time_config(name, overrides, args.set, modes, args.generations, args.stub_threefry)
+      )
       print(f"# {name}: {json.dumps(runs[-1])}", flush=True)
     own = runs[0]["config_compile"]
     entry = {"config_compile": own}
     for mode in modes:
       entry[f"{mode}_step_total_s"] = [r["modes"][mode]["step"]["total_s"] for r in runs]
       entry[f"{mode}_step_cpu_s"] = [r["modes"][mode]["step"]["cpu_s"] for r in runs]
+      if args.stub_threefry:
+        stubbed = [r["threefry_stub"][mode]["step"]["total_s"] for r in runs]
+        entry[f"{mode}_step_total_s_threefry_stub"] = stubbed
     if own in modes:
       entry["step_total_s"] = entry[f"{own}_step_total_s"]
     entry["runs"] = runs

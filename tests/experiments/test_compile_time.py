@@ -33,6 +33,7 @@ def test_compile_time_reports_the_configs_own_mode_and_its_generations(tmp_path)
   }
   step = mode["step"]
   assert step["total_s"] >= step["compile_s"] > 0 and step["hlo_kib"] > 100
+  assert 0 < step["trace_s"] <= step["lower_s"] <= step["total_s"]
   gens = run["generations"]["fastest"]
   assert len(gens["seconds"]) == 2 and gens["median_s"] > 0
 
@@ -46,3 +47,28 @@ def test_bad_compile_mode_is_one_line(tmp_path):
   assert out.returncode != 0
   lines = [x for x in (out.stdout + out.stderr).strip().splitlines() if x.strip()]
   assert len(lines) == 1 and "config.compile must be one of" in lines[0] and "'quick'" in lines[0]
+
+
+_BITS = """
+import sys, jax, numpy as np
+from experiments.benchmarks import compile_time as ct
+if sys.argv[1] == "stub":
+  ct.stub_threefry()
+f = jax.jit(lambda k: jax.random.bits(k, (8,)))
+text = f.lower(jax.random.key(3)).as_text()
+print(text.count("stablehlo.while"), *np.asarray(f(jax.random.key(3))).tolist())
+"""
+
+
+def test_stub_threefry_lowers_the_hash_as_two_ops():
+  """The ``--stub_threefry`` diagnostic: in its process, ``jax.random`` compiles to no
+  threefry loop (the rolled hash is a ``while`` on the CPU) and gives other numbers."""
+  env = dict(os.environ, PYTHONPATH=str(ROOT))
+  got = {}
+  for which in ("real", "stub"):
+    out = _procs.run([sys.executable, "-c", _BITS, which], cwd=ROOT, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    loops, *bits = map(int, out.stdout.split())
+    got[which] = loops, bits
+  assert got["real"][0] >= 1 and got["stub"][0] == 0
+  assert got["real"][1] != got["stub"][1] and len(set(got["real"][1])) == 8

@@ -243,3 +243,83 @@ def test_update_and_apply_sync_is_exact_where_update_then_apply_rounds():
   differ = np.concatenate(via_update) != np.concatenate(new)
   assert differ.any(), "the update path should round somewhere here"
   np.testing.assert_allclose(np.concatenate(via_update), np.concatenate(new), atol=2e-5)
+
+
+def _run_update_and_apply(tx, steps, jit):
+  vf = lambda q, i: FIELD(q, SCALES[i])  # noqa: E731
+  step = lambda p, s: tx.update_and_apply(FIELD(p, SCALES[0]), s, p, vector_field=vf)  # noqa: E731
+  step = jax.jit(step) if jit else step
+  p, s, out = P, tx.init(P), []
+  for _ in range(steps):
+    p, s = step(p, s)
+    out.append((p, s))
+  return out
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+@pytest.mark.parametrize("scheme", sorted(INNERS))
+def test_select_and_cond_sync_layouts_give_the_same_bits(scheme, config):
+  """`sync_layout="select"` (synced weights computed every step and selected) and
+  `"cond"`: the same params and state bit for bit, op by op and compiled, over two periods
+  of the slowest level."""
+  periods, alphas, reset, lazy = CONFIGS[config]
+  init = "lazy" if lazy else "params"
+  runs = {}
+  for layout in ("cond", "select"):
+    tx = mml.nested_lookahead_minmax(
+      INNERS[scheme](), periods, alphas, reset, init, sync_layout=layout
+    )
+    for jit in (False, True):
+      if jit:
+        runs[layout, jit] = _run_update_and_apply(tx, 2 * periods[-1], jit)
+      else:
+        with jax.disable_jit():
+          runs[layout, jit] = _run_update_and_apply(tx, 2 * periods[-1], jit)
+  for jit in (False, True):
+    _assert_bitwise(runs["cond", jit], runs["select", jit])
+  synced = [bool(s.synced) for _, s in runs["select", True]]
+  assert synced == [(t + 1) % periods[0] == 0 for t in range(2 * periods[-1])]
+  p, s = runs["select", True][periods[0] - 1]
+  _assert_bitwise(p, mml.lookahead_slow_params(s))
+
+
+def _has_conditional(tx):
+  vf = lambda q, i: FIELD(q, SCALES[i])  # noqa: E731
+  f = jax.jit(lambda p, s: tx.update_and_apply(FIELD(p, SCALES[0]), s, p, vector_field=vf))
+  return " conditional(" in f.lower(P, tx.init(P)).compile().as_text()
+
+
+def test_auto_sync_layout_keeps_the_cond_for_schemes_that_step_inside():
+  adam = lambda: optax.adam(0.1)  # noqa: E731
+  la = mml.lookahead_minmax
+  for inner in (adam(), mml.optimistic(adam()), mml.per_player(min=adam(), max=adam())):
+    assert not _has_conditional(la(inner)), inner
+    assert _has_conditional(la(inner, sync_layout="cond"))
+  for inner in (
+    mml.alternating(adam()),
+    mml.extragradient(adam()),
+    optax.chain(optax.clip(1.0), mml.alternating(adam())),
+  ):
+    assert _has_conditional(la(inner)), inner
+    assert not _has_conditional(la(inner, sync_layout="select"))
+
+
+def test_select_layout_under_vmap_with_batched_counters():
+  batch = jax.tree.map(lambda x: jnp.stack([x, 2 * x, -x]), P)
+  out = {}
+  for layout in ("cond", "select"):
+    tx = mml.lookahead_minmax(optax.adam(0.1), 3, 0.5, sync_layout=layout)
+    s = jax.vmap(tx.init)(batch)._replace(count=jnp.array([0, 1, 2], jnp.int32))
+    step = jax.jit(jax.vmap(lambda p, s, tx=tx: tx.update_and_apply(FIELD(p, 1.0), s, p)))
+    p, seq = batch, []
+    for _ in range(4):
+      p, s = step(p, s)
+      seq.append((p, s))
+    out[layout] = seq
+  assert [bool(x) for x in out["select"][0][1].synced] == [False, False, True]
+  _assert_bitwise(out["cond"], out["select"])
+
+
+def test_bad_sync_layout_names_the_value():
+  with pytest.raises(ValueError, match=r"sync_layout must be one of .*'where'"):
+    mml.lookahead_minmax(optax.adam(0.1), sync_layout="where")
