@@ -12,9 +12,12 @@ interleaved, ``repeats`` times (the order rotated every round), and the medians 
 compared (ratios measured side by side in one run: this machine is noisy), as are the medians of
 the same round's ratios (``overhead_paired``, with quartiles). ``overhead_no_sync`` times the
 Lookahead program with a period longer than the call, so it never syncs: the per-step cost
-alone; the rest of ``overhead`` is the syncs'. ``--profile`` adds the sync kernels' share of the
-Lookahead program's kernel time. ``step_bytes_ratio`` is the buffer traffic of a step
-without a sync, read from the compiled HLO (:func:`step_traffic`): free of timing noise;
+alone; the rest of ``overhead`` is the syncs'. ``lookahead_minmax``'s ``sync_layout="auto"``
+(``layout`` in the JSON: ``cond`` or ``select``) is timed against the layout it did not choose
+(``overhead_other_layout``) in the same rounds. ``--profile`` adds the sync branch's share of
+the kernel time of the Lookahead program with the ``cond``. ``step_bytes_ratio`` is the
+buffer traffic of a step without a sync, read from the compiled HLO (:func:`step_traffic`):
+free of timing noise;
 ``step_kernels`` counts that step's kernels (the loop body's and its no-sync branch's).
 Prints one JSON line.
 
@@ -291,23 +294,28 @@ def measure(problem, steps, repeats, profile=False, only=None):
     if only and name not in only:
       continue
     runs = {}
-    for variant, (run, state) in (
-      ("plain", compiled_run(make(), params, field, steps)),
-      ("lookahead", compiled_run(mml.lookahead_minmax(make(), 5, 0.5), params, field, steps)),
-      ("lookahead_scan", compiled_scan_run(make, params, field, steps)),
-      (
-        "lookahead_update",
-        compiled_run(mml.lookahead_minmax(make(), 5, 0.5), params, field, steps, "update"),
+    la = lambda k, layout="auto": mml.lookahead_minmax(make(), k, 0.5, sync_layout=layout)  # noqa: E731
+    variants = {
+      "plain": lambda: compiled_run(make(), params, field, steps),
+      "lookahead": lambda: compiled_run(la(5), params, field, steps),  # sync_layout="auto"
+      "lookahead_scan": lambda: compiled_scan_run(make, params, field, steps),
+      "lookahead_update": lambda: compiled_run(la(5), params, field, steps, "update"),
+      # the same program with a period longer than the call: what a step costs without a sync
+      "lookahead_no_sync": lambda: compiled_run(la(steps + 1), params, field, steps),
+      # the sync layout "auto" did not choose (see lookahead_minmax's sync_layout)
+      "lookahead_other_layout": lambda: compiled_run(
+        la(5, "select" if layout == "cond" else "cond"), params, field, steps
       ),
-      (  # the same program with a period longer than the call: what a step costs without a sync
-        "lookahead_no_sync",
-        compiled_run(mml.lookahead_minmax(make(), steps + 1, 0.5), params, field, steps),
-      ),
-    ):
+    }
+    layout = None
+    for variant, build in variants.items():
+      run, state = build()
       t0 = time.perf_counter()
       jax.block_until_ready(run(params, state, batches))  # compile + warm up
       compile_s = time.perf_counter() - t0
       runs[variant] = (run, state, compile_s, xla_cost(run, params, state, batches))
+      if variant == "lookahead":  # the layout "auto" chose, read off the compiled loop body
+        layout = "cond" if _body_conditionals(runs[variant][3]["hlo"]) else "select"
     times = {v: [] for v in runs}
     cpu = {v: [] for v in runs}  # process CPU seconds: less sensitive to other load
     order = list(runs)
@@ -363,9 +371,21 @@ def measure(problem, steps, repeats, profile=False, only=None):
       # Lookahead whose sync never comes in the call: the per-step cost alone (counter, cond)
       "overhead_no_sync": round(statistics.median(times["lookahead_no_sync"]) / plain - 1.0, 4),
       "overhead_no_sync_paired": _paired(times, "lookahead_no_sync"),
+      # sync_layout: what "auto" chose, and the other layout in the same rounds
+      "layout": layout,
+      "other_layout": "select" if layout == "cond" else "cond",
+      "overhead_other_layout": round(
+        statistics.median(times["lookahead_other_layout"]) / plain - 1.0, 4
+      ),
+      "overhead_other_layout_paired": _paired(times, "lookahead_other_layout"),
+      "overhead_other_layout_cpu_paired": _paired(cpu, "lookahead_other_layout"),
+      "other_layout_step_bytes_ratio": _ratio(
+        _step_bytes(runs["lookahead_other_layout"][3]), _step_bytes(runs["plain"][3])
+      ),
+      "other_layout_step_kernels": runs["lookahead_other_layout"][3]["step"].get("kernels"),
     }
-    if profile:  # what the sync kernels take of the lookahead program's kernel time
-      run, state, _, cost = runs["lookahead"]
+    if profile:  # what the sync branch takes of the kernel time of the program with the cond
+      run, state, _, cost = runs["lookahead" if layout == "cond" else "lookahead_other_layout"]
       out[name]["profile"] = kernel_profile(run, params, state, batches, hlo_text=cost["hlo"])
   return out
 

@@ -203,7 +203,8 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init, syn
     if apply and layout == "select":
       # `update_and_apply` without a `cond`: the synced slow weights and params are computed
       # on every step and selected (the same values bit for bit). It reads the slow weights
-      # and writes them back on every step (2 x the params' bytes), where the `cond` costs
+      # and writes them back on every step (with the fast weights written once more for the
+      # selects: 2 more writes and 4 more reads of the params' size), where the `cond` costs
       # none, but XLA's CPU runtime runs a step holding a `cond` with less parallelism: an
       # MLP-GAN step of Lookahead-GDA took 5-8% longer than GDA's with the `cond` and 1-2%
       # with the select (Intel Xeon, 2 cores, issue 11 item 4). Schemes that form params

@@ -56,14 +56,14 @@ def test_step_traffic_counts_the_no_sync_branch():
   assert got["kernels"] == sum(kinds.values()) + 1 and "dot" not in got, (kinds, got)
 
 
-def _lookahead_step_traffic(scheme, via):
+def _lookahead_step_traffic(scheme, via, layout="cond"):
   params, data, field = bench.bilinear_problem(1000)
   batches = data(jax.random.key(0), 2)
   make = bench.schemes()[scheme]
   got = {}
   for name, tx, v in (
     ("plain", make(), "game_step"),
-    ("la", mml.lookahead_minmax(make(), 5, 0.5), via),
+    ("la", mml.lookahead_minmax(make(), 5, 0.5, sync_layout=layout), via),
   ):
     run, state = bench.compiled_run(tx, params, field, 2, via=v)
     got[name] = bench.step_traffic(run.lower(params, state, batches).compile().as_text())
@@ -81,6 +81,17 @@ def test_lookahead_through_game_step_adds_no_traffic_to_a_step_without_a_sync(sc
   sync moves the bytes of the plain scheme's step (a few scalars more: the counter)."""
   extra_w, extra_r, got = _lookahead_step_traffic(scheme, "game_step")
   assert abs(extra_w) < 100 and abs(extra_r) < 100, (extra_w, extra_r, got)
+
+
+@pytest.mark.parametrize("scheme", ["gda", "alternating", "extragradient", "optimistic"])
+def test_select_layout_reads_and_writes_the_slow_weights_on_every_step(scheme):
+  """`sync_layout="select"` (no `cond`): every step reads the slow weights and writes them
+  back, and XLA's CPU fusion writes the fast weights once more for the selects: two more
+  writes and four more reads of a parameter-sized array than the plain step (the MLP GAN
+  of the benchmark: the same, 4.4 MB written and 8.8 MB read more)."""
+  n = 2 * 1000 * 4  # bytes of the params (two players, float32)
+  extra_w, extra_r, got = _lookahead_step_traffic(scheme, "game_step", "select")
+  assert n <= extra_w <= 2 * n + 100 and n <= extra_r <= 4 * n + 100, (extra_w, extra_r, got)
 
 
 @pytest.mark.parametrize("scheme", ["gda", "extragradient"])
@@ -111,9 +122,34 @@ def test_sync_kernel_names_are_the_true_branch_and_their_time_is_profiled():
   params, data, field = bench.bilinear_problem(1000)
   batches = data(jax.random.key(0), 10)
   run, state = bench.compiled_run(
-    mml.lookahead_minmax(bench.schemes()["gda"](), 5, 0.5), params, field, 10
+    mml.lookahead_minmax(bench.schemes()["gda"](), 5, 0.5, sync_layout="cond"),
+    params,
+    field,
+    10,
   )
   jax.block_until_ready(run(params, state, batches))
   got = bench.kernel_profile(run, params, state, batches, calls=1)
   assert got["kernel_ms"] > got["sync_kernel_ms"] > 0, got
   assert 0 < got["sync_share"] < 0.5, got
+
+
+def test_benchmark_reports_the_auto_layout_and_times_the_other(tmp_path):
+  """The script end to end (quick, one repeat): `auto` chose select for GDA and the cond
+  for alternating (read off the compiled loop body), and the other layout was timed."""
+  import json
+  import os
+  import sys
+  from pathlib import Path
+
+  from tests import _procs
+
+  root = Path(__file__).resolve().parents[2]
+  cmd = [sys.executable, "experiments/benchmarks/transform_overhead.py", "--quick"]
+  cmd += ["--repeats", "1", "--problems", "bilinear_1000", "--schemes", "gda,alternating"]
+  out = _procs.run(cmd, cwd=root, env=dict(os.environ, PYTHONPATH=str(root)), timeout=600)
+  assert out.returncode == 0, out.stderr[-2000:]
+  got = json.loads(out.stdout.strip().splitlines()[-1])["results"]["bilinear_1000"]
+  assert (got["gda"]["layout"], got["gda"]["other_layout"]) == ("select", "cond")
+  assert (got["alternating"]["layout"], got["alternating"]["other_layout"]) == ("cond", "select")
+  for r in got.values():
+    assert r["other_layout_step_bytes_ratio"] >= 1.0 and r["overhead_other_layout_paired"]
