@@ -130,7 +130,7 @@ def _time_generations(run, generations):
 
 def _generation(prog, key, images):
   """One generation of a ``floor`` program entry ``[compiled, state, compile_s, temp_mib,
-  seconds]``, its state replaced by the new one (blocks until done). The floor program
+  seconds, cpu seconds]``, its state replaced by the new one (blocks until done). The floor program
   (``temp_mib`` None) takes ``(key, cells)``, the library's step ``(key, state, data)``."""
   if prog[3] is None:
     prog[1], _ = prog[0](key, prog[1])
@@ -153,21 +153,22 @@ def floor(args, pair, images):
         continue
       coev = _coevolution(2, 2, steps, strategy, pair, d_every=d_every, schedule=args.schedule)
       compiled, state, compile_s, temp_mib = _compile(coev, images)
-      programs[(strategy, steps, d_every)] = [compiled, state, compile_s, temp_mib, []]
+      programs[(strategy, steps, d_every)] = [compiled, state, compile_s, temp_mib, [], []]
       print(f"# compiled {strategy} steps={steps} d_every={d_every}: {compile_s:.1f} s", flush=True)
   if args.reference:
     for steps in (full, 2):
       ref, cells, compile_s = reference_program(images, steps)
-      programs[("floor", steps, 2)] = [ref, cells, compile_s, None, []]
+      programs[("floor", steps, 2)] = [ref, cells, compile_s, None, [], []]
       print(f"# compiled the plain-JAX floor, steps={steps}: {compile_s:.1f} s", flush=True)
   loads = [list(os.getloadavg())]
   cpu0 = time.process_time()
   for rep in range(args.generations + 1):  # rep 0 warms caches, not counted
     for prog in programs.values():
-      t0 = time.perf_counter()
+      t0, c0 = time.perf_counter(), time.process_time()
       _generation(prog, jax.random.key(rep), images)
       if rep:
         prog[4].append(time.perf_counter() - t0)
+        prog[5].append(time.process_time() - c0)  # this process's CPU seconds (all threads)
     loads.append(list(os.getloadavg()))
     print(
       f"# rep {rep}: "
@@ -194,7 +195,7 @@ def floor(args, pair, images):
     "xla_matmul_gflops_train_mix": mix,
     "programs": {},
   }
-  for (name, steps, d_every), (compiled, _, compile_s, temp_mib, secs) in programs.items():
+  for (name, steps, d_every), (compiled, _, compile_s, temp_mib, secs, cpus) in programs.items():
     secs = np.asarray(secs)
     hlo = hlo_matmul_flops(compiled)
     e = {
@@ -202,6 +203,7 @@ def floor(args, pair, images):
       "d_every": d_every,
       "seconds": [round(float(x), 3) for x in secs],
       "median_s": round(float(np.median(secs)), 3),
+      "cpu_s_median": round(float(np.median(cpus)), 2),
       "min_s": round(float(secs.min()), 3),
       "compile_s": round(compile_s, 1),
       "xla_temp_mib": temp_mib and round(temp_mib, 1),
