@@ -3,8 +3,8 @@ time is cut. ``data/step_fingerprints.json`` holds the sha256 of every state lea
 generations, for ``smoke`` (one individual per cell, simultaneous schedule, Lookahead) and a
 two-population variant (Lipizzaner's schedule, ``d_every=2``, neighbourhood opponents), one
 recording per platform: AMD EPYC without AVX-512 (saved from the code before the compile-time
-changes) and AMD EPYC with AVX-512 (saved from commit fe53e76, whose generation the first
-recording had checked). Hashes are exact only on the same JAX build and CPU kind, so on
+changes), AMD EPYC with AVX-512 (saved from commit fe53e76, whose generation the first
+recording had checked) and Intel Xeon with AVX-512 (saved 2026-12-02 from commit 0354c25). Hashes are exact only on the same JAX build and CPU kind, so on
 another platform the test skips (naming the recorded ones).
 
 Record this platform (only for an intended change of results, or a new platform):
