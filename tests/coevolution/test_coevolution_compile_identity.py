@@ -4,8 +4,9 @@ generations, for ``smoke`` (one individual per cell, simultaneous schedule, Look
 two-population variant (Lipizzaner's schedule, ``d_every=2``, neighbourhood opponents), one
 recording per platform: AMD EPYC without AVX-512 (saved from the code before the compile-time
 changes), AMD EPYC with AVX-512 (saved from commit fe53e76, whose generation the first
-recording had checked) and Intel Xeon with AVX-512 (saved 2026-12-02 from commit 0354c25). Hashes are exact only on the same JAX build and CPU kind, so on
-another platform the test skips (naming the recorded ones).
+recording had checked) and Intel Xeon with AVX-512 (saved 2026-12-02 from commit 0354c25).
+Hashes are exact only on the same JAX build and CPU kind, so on another platform the test
+skips (naming the recorded ones).
 
 Record this platform (only for an intended change of results, or a new platform):
 ``python -m tests.coevolution.test_coevolution_compile_identity`` (replaces this platform's
