@@ -287,7 +287,9 @@ def lookahead_minmax(
       XLA's CPU runtime runs with less parallelism) or ``"auto"``: ``"cond"`` when the
       inner scheme forms params inside its step (``alternating``, ``extragradient``,
       ``unrolled``), else ``"select"``. The same numbers bit for bit in every layout;
-      ``update`` always uses the ``cond``.
+      ``update`` always uses the ``cond``. On an Intel Xeon a Lookahead-GDA MLP-GAN step
+      cost +6% over GDA with the ``cond`` and +1% with the select, but a 0.2 ms step of a
+      1000-d bilinear game +3% and +5%: for games that small, pass ``"cond"``.
 
   Returns:
     An ``optax.GradientTransformationExtraArgs`` with a
