@@ -17,9 +17,8 @@ alone; the rest of ``overhead`` is the syncs'. ``lookahead_minmax``'s ``sync_lay
 (``overhead_other_layout``) in the same rounds. ``--profile`` adds the sync branch's share of
 the kernel time of the Lookahead program with the ``cond``. ``step_bytes_ratio`` is the
 buffer traffic of a step without a sync, read from the compiled HLO (:func:`step_traffic`):
-free of timing noise;
-``step_kernels`` counts that step's kernels (the loop body's and its no-sync branch's).
-Prints one JSON line.
+free of timing noise; ``step_kernels`` counts that step's kernels (the loop body's and its
+no-sync branch's). Prints one JSON line.
 
   python experiments/benchmarks/transform_overhead.py [--repeats 7] [--quick]
       [--problems mlp_gan,bilinear_1000] [--steps 25,400] [--schemes gda,alternating]

@@ -73,7 +73,8 @@ class LookaheadTransformation(optax.GradientTransformationExtraArgs):
   new params (the fast weights or the new slow ones) rather than between two updates:
 
   - on the steps without a sync XLA compiles the inner scheme's step as it would
-    without Lookahead (the fast weights are the inner scheme's own ``apply_updates``);
+    without Lookahead (the fast weights are the inner scheme's own ``apply_updates``;
+    ``sync_layout="cond"``, or ``"select"`` with one pass over the slow weights more);
     through ``update``, the ``cond`` sits between the inner update and the caller's
     ``apply_updates``: Lookahead-alternating's MLP-GAN step then moved 5% more bytes
     than alternating's (3.0 MB more written, 4.1 MB more read) and took about 5% longer;
@@ -200,6 +201,7 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init, syn
     layout = sync_layout
     if layout == "auto":
       layout = "cond" if _steps_inside(state.inner_state) else "select"
+    due = _due(count, sync_periods[0])
     if apply and layout == "select":
       # `update_and_apply` without a `cond`: the synced slow weights and params are computed
       # on every step and selected (the same values bit for bit). It reads the slow weights
@@ -210,13 +212,12 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init, syn
       # with the select (Intel Xeon, 2 cores, issue 11 item 4). Schemes that form params
       # inside their step (alternating, extragradient, unrolled) keep the `cond` ("auto"):
       # alternating took +3% with it and +7% with the select.
-      due = _due(count, sync_periods[0])
       moved = _synced_slows(state.slow, fast, count, sync_periods, slow_step_sizes, lazy)
       slows = tuple(tree_where(due, m, s) for m, s in zip(moved, state.slow))
       new = jax.tree.map(lambda w, x: w.astype(x.dtype), slows[0], params)
       out, synced = tree_where(due, new, fast), due
     else:
-      out, slows, synced = jax.lax.cond(_due(count, sync_periods[0]), sync, keep)
+      out, slows, synced = jax.lax.cond(due, sync, keep)
     if reset_state:
       inner_state = jax.lax.cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
     return out, LookaheadMinmaxState(count, slows, inner_state, synced)

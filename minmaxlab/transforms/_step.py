@@ -67,7 +67,7 @@ def game_step(
   method (:func:`lookahead_minmax`'s :class:`~minmaxlab.transforms.LookaheadTransformation`)
   is stepped through it: ``update`` then ``apply_updates``, but with the sync choosing the new
   params (set exactly to the slow weights), so that a step without a sync compiles as the
-  inner scheme's own step.
+  inner scheme's own step (with ``sync_layout="cond"``; ``"select"`` has no ``cond``).
 
   With flax's ``TrainState`` (whose ``apply_gradients`` has no way to pass
   ``vector_field``) use :func:`apply_game_step`.
