@@ -26,6 +26,7 @@ import hashlib
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -180,14 +181,19 @@ def mincheck(keep: bool = False) -> int:
 def run_child(cmd: list[str], env: dict | None = None, cwd: Path = ROOT) -> int:
   """Run ``cmd`` and return its status. Ctrl-C reaches the child as well (same process
   group): it is left to the child to finish and report, so this process prints no
-  traceback of its own."""
+  traceback of its own.
+
+  While the child runs, SIGINT here runs a handler that does nothing (not ``SIG_IGN``,
+  which the child would inherit through ``exec``): a ``KeyboardInterrupt`` raised between
+  ``waitpid`` reaping the child and ``Popen`` storing its status would lose the status
+  (the next wait finds no child and reports 0)."""
   print("+", " ".join(map(str, cmd)), flush=True)
-  child = subprocess.Popen(cmd, cwd=cwd, env=env)
-  while True:
-    try:
-      return child.wait()
-    except KeyboardInterrupt:
-      continue
+  previous = signal.signal(signal.SIGINT, lambda signum, frame: None)
+  try:
+    child = subprocess.Popen(cmd, cwd=cwd, env=env)
+    return child.wait()
+  finally:
+    signal.signal(signal.SIGINT, previous)
 
 
 def main(argv: list[str]) -> int:

@@ -28,7 +28,8 @@ from minmaxlab.coevolution._operators import (
 )
 from minmaxlab.coevolution._training import take, train
 from minmaxlab.games import Players
-from minmaxlab.transforms import merge_by_player, set_learning_rates, tree_all_finite, tree_where
+from minmaxlab.transforms import set_learning_rates, tree_all_finite, tree_where
+from minmaxlab.transforms._by_player import MAX
 
 
 class CoevolutionParams(NamedTuple):
@@ -231,7 +232,9 @@ def select_and_mutate(
     idx_g = idx_d = jnp.arange(P)
   g_all, d_all = pool.params
   chosen = Players(take(g_all, idx_g), take(d_all, idx_d))
-  opt = merge_by_player(labels, take(pool.opt, idx_g), take(pool.opt, idx_d), take(pool.opt, idx_g))
+  # one take per leaf: the discriminator's leaves by idx_d, the rest (the generator's, the
+  # shared) by idx_g (as merge_by_player of three takes, without tracing the two unused)
+  opt = jax.tree.map(lambda l, x: take(x, idx_d if l == MAX else idx_g), labels, pool.opt)
 
   def mutate(k, lr):
     return mutate_learning_rates(
@@ -270,11 +273,9 @@ def replace(
   side = lambda src, tr, lo: jax.tree.map(lambda t, l: pick(src, t, l), tr, lo)
   new_g = side(src_g, trained.params.min, local.params.min)
   new_d = side(src_d, trained.params.max, local.params.max)
-  new_opt = merge_by_player(
-    labels,
-    side(src_g, trained.opt, local.opt),
-    side(src_d, trained.opt, local.opt),
-    side(src_g, trained.opt, local.opt),
+  # per leaf the source of its player (the shared leaves follow the generator)
+  new_opt = jax.tree.map(
+    lambda l, t, lo: pick(src_d if l == MAX else src_g, t, lo), labels, trained.opt, local.opt
   )
   new_lr = Players(
     pick(src_g, trained.learning_rates.min, local.learning_rates.min),

@@ -40,8 +40,19 @@ class CellSpec(NamedTuple):
 
 
 def take(tree: Any, idx: Any) -> Any:
-  """``tree`` indexed by ``idx`` along every leaf's leading axis."""
-  return jax.tree.map(lambda x: x[idx], tree)
+  """``tree`` indexed by ``idx`` along every leaf's leading axis.
+
+  ``idx``: a slice or a tuple (as ``x[idx]``), or an integer index or array of indices
+  into the leading axis, in bounds (no negative ones): then one ``dynamic_slice`` (a
+  scalar) or ``gather`` per leaf, without the index normalisation of ``x[idx]`` (its
+  compare, add and select per leaf are a good part of what the coevolution step's many
+  takes trace and lower)."""
+  if isinstance(idx, slice | tuple):
+    return jax.tree.map(lambda x: x[idx], tree)
+  idx = jnp.asarray(idx)
+  if idx.ndim == 0:
+    return jax.tree.map(lambda x: jax.lax.dynamic_index_in_dim(x, idx, 0, keepdims=False), tree)
+  return jax.tree.map(lambda x: jnp.take(x, idx, axis=0, mode="clip"), tree)
 
 
 def over_population(size: int):

@@ -232,6 +232,21 @@ def test_dev_py_passes_ctrl_c_to_the_child_without_a_traceback(tmp_path):
   assert err == ""
 
 
+def test_dev_py_keeps_the_childs_status_when_ctrl_c_lands_as_it_exits(tmp_path):
+  # The child signals its parent and exits at once, so SIGINT reaches dev.py while it waits
+  # for or reaps the child. With a KeyboardInterrupt there, an interrupt landing between
+  # waitpid and Popen storing the status lost it (the retried wait found no child: 0).
+  child = "import os, signal; os.kill(os.getppid(), signal.SIGINT); os._exit(7)"
+  code = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import dev;"
+    " s = [dev.run_child([sys.executable, '-c', sys.argv[2]]) for _ in range(10)];"
+    " sys.exit(0 if s == [7] * 10 else 1)"
+  )
+  done = _procs.run([sys.executable, "-c", code, str(ROOT), child], cwd=tmp_path, timeout=120)
+  assert done.returncode == 0, done.stderr
+  assert done.stderr == ""
+
+
 def test_compilation_cache_and_compile_messages(tmp_path):
   names = (
     "jax_compilation_cache_dir",
