@@ -28,8 +28,7 @@ from minmaxlab.coevolution._operators import (
 )
 from minmaxlab.coevolution._training import take, train
 from minmaxlab.games import Players
-from minmaxlab.transforms import set_learning_rates, tree_all_finite, tree_where
-from minmaxlab.transforms._by_player import MAX
+from minmaxlab.transforms import merge_by_player, set_learning_rates, tree_all_finite, tree_where
 
 
 class CoevolutionParams(NamedTuple):
@@ -191,6 +190,13 @@ def tournament_selection(key, fitness, usable, num_winners, config, individuals)
   return tournament(key, fitness, usable, num_winners, config.tournament_size)
 
 
+def _by_player(labels: Any, generator: jax.Array, discriminator: jax.Array) -> Any:
+  """A tree like ``labels`` holding ``discriminator`` at the max player's leaves and
+  ``generator`` at the others (the shared leaves follow the generator)."""
+  const = lambda v: jax.tree.map(lambda _: v, labels)
+  return merge_by_player(labels, const(generator), const(discriminator), const(generator))
+
+
 def select_and_mutate(
   keys: tuple[jax.Array, jax.Array, jax.Array],
   fitness: Players,
@@ -232,9 +238,8 @@ def select_and_mutate(
     idx_g = idx_d = jnp.arange(P)
   g_all, d_all = pool.params
   chosen = Players(take(g_all, idx_g), take(d_all, idx_d))
-  # one take per leaf: the discriminator's leaves by idx_d, the rest (the generator's, the
-  # shared) by idx_g (as merge_by_player of three takes, without tracing the two unused)
-  opt = jax.tree.map(lambda l, x: take(x, idx_d if l == MAX else idx_g), labels, pool.opt)
+  # one take per leaf, by its player's index (not three whole-tree takes merged)
+  opt = jax.tree.map(lambda i, x: take(x, i), _by_player(labels, idx_g, idx_d), pool.opt)
 
   def mutate(k, lr):
     return mutate_learning_rates(
@@ -273,10 +278,7 @@ def replace(
   side = lambda src, tr, lo: jax.tree.map(lambda t, l: pick(src, t, l), tr, lo)
   new_g = side(src_g, trained.params.min, local.params.min)
   new_d = side(src_d, trained.params.max, local.params.max)
-  # per leaf the source of its player (the shared leaves follow the generator)
-  new_opt = jax.tree.map(
-    lambda l, t, lo: pick(src_d if l == MAX else src_g, t, lo), labels, trained.opt, local.opt
-  )
+  new_opt = jax.tree.map(pick, _by_player(labels, src_g, src_d), trained.opt, local.opt)
   new_lr = Players(
     pick(src_g, trained.learning_rates.min, local.learning_rates.min),
     pick(src_d, trained.learning_rates.max, local.learning_rates.max),
