@@ -417,19 +417,25 @@ class Coevolution:
       self.pair.latent_dim,
     )
 
-    # 6. divergence: re-seed from the best neighbour (fresh networks without one)
+    # 6. divergence: re-seed from the best neighbour (fresh networks without one). The
+    # repair runs under a cond: a healthy cell builds no fresh networks and selects
+    # nothing (with vmapped cells the cond becomes a select: the same values).
     diverged = ph.diverged(pool, P, new, train_ok & jnp.isfinite(score_out))
-    fresh_params, fresh_opt = jax.vmap(self._init_pair)(jax.random.split(keys[8], P))
-    lr0 = jnp.full(P, c.learning_rate, jnp.float32)
-    inf = jnp.full(P, INF)
-    fresh_li = None
-    if self.mustangs:  # re-seeded individuals draw their losses anew (created again)
-      li = jax.random.randint(
-        jax.random.fold_in(keys[8], MUSTANGS_SALT), (2, P), 0, len(self._losses), jnp.int32
-      )
-      fresh_li = Players(li[0], li[1])
-    fresh = Individuals(fresh_params, fresh_opt, Players(lr0, lr0), Players(inf, inf), fresh_li)
-    new = ph.repair(diverged, new, pool, fit, fresh, M)
+
+    def repaired(new):
+      fresh_params, fresh_opt = jax.vmap(self._init_pair)(jax.random.split(keys[8], P))
+      lr0 = jnp.full(P, c.learning_rate, jnp.float32)
+      inf = jnp.full(P, INF)
+      fresh_li = None
+      if self.mustangs:  # re-seeded individuals draw their losses anew (created again)
+        li = jax.random.randint(
+          jax.random.fold_in(keys[8], MUSTANGS_SALT), (2, P), 0, len(self._losses), jnp.int32
+        )
+        fresh_li = Players(li[0], li[1])
+      fresh = Individuals(fresh_params, fresh_opt, Players(lr0, lr0), Players(inf, inf), fresh_li)
+      return ph.repair(diverged, new, pool, fit, fresh, M)
+
+    new = jax.lax.cond(diverged, repaired, lambda new: new, new)
     weights_out = jnp.where(diverged, mix_ok / jnp.sum(mix_ok), weights_out)
     score_out = jnp.where(diverged, INF, score_out)
 

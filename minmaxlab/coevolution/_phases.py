@@ -372,7 +372,10 @@ def repair(
 ) -> Individuals:
   """A diverged cell takes a copy of its best neighbour's individuals (the
   member, other than the cell, with the lowest finite generator fitness), or
-  ``fresh`` ones when no neighbour is finite; a healthy cell keeps ``new``."""
+  ``fresh`` ones when no neighbour is finite; a healthy cell keeps ``new``.
+
+  The step calls it under ``lax.cond(is_diverged, ...)`` (a healthy cell keeps ``new``
+  without building ``fresh``), so a replacement must keep the same pytree and dtypes."""
   M = num_members
   P = fitness.min.shape[0] // M
   member_fit = jnp.where(jnp.arange(M) == 0, INF, jnp.min(fitness.min.reshape(M, P), axis=1))
