@@ -1,0 +1,41 @@
+"""A stand-in for Lipizzaner's ``main.py`` (tests of lipizzaner_side_by_side.py only).
+
+``train --distributed --client``: takes the first free port from 5000 (as Lipizzaner's
+clients do), reads ``n_iterations`` from the config the benchmark wrote, and logs
+Lipizzaner's progress lines (3 batches per iteration, each 0.2 CPU-seconds of work) to stderr in
+its log format. ``--master``: waits until it is stopped, like a master that outlives the run.
+"""
+
+import logging
+import re
+import socket
+import sys
+import time
+from pathlib import Path
+
+logging.basicConfig(format="%(asctime)s %(levelname)s - %(name)s - %(message)s", level=logging.INFO)
+log = logging.getLogger("training.ea.lipizzaner_gan_trainer")
+
+if "--master" in sys.argv:
+  while True:
+    time.sleep(1)
+
+server = socket.socket()
+port = 5000
+while True:
+  try:
+    server.bind(("127.0.0.1", port))
+    break
+  except OSError:
+    port += 1
+server.listen()
+config = Path("configuration/lipizzaner-gan/side_by_side.yml").read_text()
+iterations = int(re.search(r"n_iterations: (\d+)", config)[1])
+for it in range(1, iterations + 1):
+  for b in range(1, 4):
+    t = time.process_time()
+    while time.process_time() - t < 0.2:
+      pass
+    log.info("Iteration %d, Batch %d/3", it, b)
+while True:  # a client serves on after training until the master lets it go
+  time.sleep(1)
