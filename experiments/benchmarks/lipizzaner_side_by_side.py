@@ -23,8 +23,8 @@ pyyaml, scipy, matplotlib). This script then runs the protocol of
    samples each client's CPU seconds from ``/proc/<pid>/stat`` four times a second, and stops
    every process group once each client has logged the last batch of the last iteration
    (or on any failure, timeout or signal);
-5. reads each client's log lines ``Iteration k, Batch b/N``: an iteration's seconds are
-   from the first batch of iteration ``k`` to that of ``k + 1`` (``iterations - 1``
+5. reads each client's log lines ``Iteration k, Batch b/N`` (``b`` from 0): an iteration's
+   seconds are from the first batch of iteration ``k`` to that of ``k + 1`` (``iterations - 1``
    intervals per client), its CPU seconds the four clients' CPU over the same span;
 6. runs ``coevolution_throughput.py --floor`` right after on the same host (or reads a
    JSON line of it from ``--floor_json``) and divides: Lipizzaner's median seconds per
@@ -38,8 +38,9 @@ second of each client's iteration that the floor generation leaves out; the JSON
       --python ~/lipizzaner-venv/bin/python [--iterations 4] [--idx DIR] [--workdir DIR]
       [--floor_generations 9] [--floor_json FILE] [--timeout_s 3600]
 
-Errors in the input (a missing checkout, an interpreter without torch, a busy port, source
-that cannot be patched) print one line and exit with status 2.
+Without ``--lipizzaner`` it prints a JSON line that says it skipped (``dev.py bench`` runs
+every script here). Errors in the input (a missing checkout, an interpreter without torch, a
+busy port, source that cannot be patched) print one line and exit with status 2.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def copy_and_patch(src: Path, dest: Path) -> None:
     path.write_text(new)
 
 
-def _sub_once(pattern: str, repl: str, text: str, what: str) -> str:
+def _sub_all(pattern: str, repl: str, text: str, what: str) -> str:
   new, n = re.subn(pattern, repl, text, flags=re.MULTILINE)
   if n == 0:
     raise InputError(f"--lipizzaner: mnist.yml/general.yml has no {what}; cannot write the config")
@@ -131,20 +132,20 @@ def write_config(src: Path, output_dir: Path, iterations: int) -> Path:
   """``configuration/lipizzaner-gan/side_by_side.yml`` (and its ``general`` include)."""
   conf = src / "configuration"
   general = (conf / "general.yml").read_text() if (conf / "general.yml").is_file() else ""
-  general = _sub_once(r"^output_dir:.*$", f"output_dir: {output_dir}", general, "output_dir")
+  general = _sub_all(r"^output_dir:.*$", f"output_dir: {output_dir}", general, "output_dir")
   ports = f"port: {PORTS[0]}-{PORTS[-1]}"
-  general = _sub_once(r"^(\s*)port:.*$", rf"\g<1>{ports}", general, "client port range")
+  general = _sub_all(r"^(\s*)port:.*$", rf"\g<1>{ports}", general, "client port range")
   (conf / "general_side_by_side.yml").write_text(general)
   mnist = (conf / "lipizzaner-gan/mnist.yml").read_text()
-  mnist = _sub_once(
+  mnist = _sub_all(
     r"^(\s*)n_iterations:.*$", rf"\g<1>n_iterations: {iterations}", mnist, "n_iterations"
   )
-  mnist = _sub_once(r"^(\s*)n_batches:.*$", r"\g<1>n_batches: 0", mnist, "n_batches")
-  mnist = _sub_once(r"^(\s*)cuda:.*$", r"\g<1>cuda: False", mnist, "cuda")
-  mnist = _sub_once(
+  mnist = _sub_all(r"^(\s*)n_batches:.*$", r"\g<1>n_batches: 0", mnist, "n_batches")
+  mnist = _sub_all(r"^(\s*)cuda:.*$", r"\g<1>cuda: False", mnist, "cuda")
+  mnist = _sub_all(
     r"^(\s*)calculate_score:.*$", r"\g<1>calculate_score: False", mnist, "master calculate_score"
   )
-  mnist = _sub_once(
+  mnist = _sub_all(
     r"!include \.\./general\.yml", "!include ../general_side_by_side.yml", mnist, "general include"
   )
   path = conf / "lipizzaner-gan/side_by_side.yml"
@@ -184,6 +185,7 @@ def check_interpreter(python: str, modules: str) -> None:
 def check_ports_free() -> None:
   for port in PORTS:
     with socket.socket() as s:
+      s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is not in use
       try:
         s.bind(("127.0.0.1", port))
       except OSError:
@@ -282,8 +284,9 @@ def run_lipizzaner(
     while True:
       samples.append((time.time(), [cpu_seconds(p.pid) for p in clients]))
       progress = [batches(log) for log in logs]
-      done = all(any(it == iterations and b == n for _, it, b, n in rows) for rows in progress)
-      if done:
+      # Lipizzaner numbers the batches of an iteration 0 .. N - 1
+      done = all(any(it == iterations and b >= n - 1 for _, it, b, n in rows) for rows in progress)
+      if done or master.poll() == 0:  # a master that ends well has all it asked for
         break
       for p, name in [(master, "master")] + [(c, f"client {i}") for i, c in enumerate(clients)]:
         if p.poll() is not None:
@@ -312,14 +315,13 @@ def _cpu_at(samples, client: int, t: float) -> float:
 def summarise(progress, samples, iterations: int) -> dict:
   intervals, starts, per_iteration = [], [], None
   for rows in progress:
-    first = {}
-    for t, it, b, n in rows:
+    first = {}  # the first progress line of each iteration
+    for t, it, _, n in rows:
       per_iteration = n
-      if b == 1 and it not in first:
-        first[it] = t
+      first.setdefault(it, t)
     missing = [k for k in range(1, iterations + 1) if k not in first]
     if missing:
-      raise RuntimeError(f"a client logged no first batch of iteration(s) {missing}")
+      raise RuntimeError(f"a client logged no batch of iteration(s) {missing}")
     intervals += [first[k + 1] - first[k] for k in range(1, iterations)]
     starts.append((first[1], first[iterations]))
   cpu = 0.0
@@ -378,7 +380,7 @@ def library_figures(floor: dict) -> dict:
 
 def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  ap.add_argument("--lipizzaner", required=True, help="your checkout of ALFA-group/lipizzaner-gan")
+  ap.add_argument("--lipizzaner", default=None, help="your checkout of ALFA-group/lipizzaner-gan")
   ap.add_argument(
     "--python", default="python3", help="an interpreter with Lipizzaner's requirements"
   )
@@ -394,6 +396,10 @@ def main(argv=None) -> int:
     help="what --python must import before anything starts",
   )
   args = ap.parse_args(argv)
+  if args.lipizzaner is None:  # e.g. under `dev.py bench`, which runs every script here
+    skipped = "no --lipizzaner checkout given (the project ships no Lipizzaner code)"
+    print(json.dumps({"benchmark": "lipizzaner_side_by_side", "skipped": skipped}))
+    return 0
   if args.iterations < 2:
     raise InputError(f"--iterations {args.iterations}: need at least 2 (one interval per client)")
   checkout = Path(args.lipizzaner).expanduser()

@@ -20,6 +20,7 @@ FAKE = ROOT / "tests/experiments/data/fake_lipizzaner"
 def _ports_free() -> bool:
   for port in range(5000, 5004):
     with socket.socket() as s:
+      s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as flask binds
       try:
         s.bind(("127.0.0.1", port))
       except OSError:
@@ -119,3 +120,10 @@ def test_missing_idx_files_are_named(tmp_path):
   out = _procs.run(cmd, timeout=120)
   assert out.returncode == 2 and "no train-images-idx3-ubyte" in out.stderr
   assert len(out.stderr.strip().splitlines()) == 1
+
+
+def test_without_a_checkout_it_says_it_skipped():
+  out = _procs.run([sys.executable, str(SCRIPT)], timeout=60)
+  assert out.returncode == 0 and out.stderr == ""
+  result = json.loads(out.stdout)
+  assert result["benchmark"] == "lipizzaner_side_by_side" and "--lipizzaner" in result["skipped"]

@@ -21,6 +21,7 @@ if "--master" in sys.argv:
     time.sleep(1)
 
 server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as flask binds
 port = 5000
 while True:
   try:
@@ -32,7 +33,7 @@ server.listen()
 config = Path("configuration/lipizzaner-gan/side_by_side.yml").read_text()
 iterations = int(re.search(r"n_iterations: (\d+)", config)[1])
 for it in range(1, iterations + 1):
-  for b in range(1, 4):
+  for b in range(3):  # numbered from 0, as Lipizzaner's
     t = time.process_time()
     while time.process_time() - t < 0.2:
       pass
