@@ -74,6 +74,11 @@ def test_side_by_side_runs_the_protocol_and_divides(tmp_path):
   assert len(lip["seconds_per_iteration"]) == 8 and lip["batches_per_iteration"] == 3
   assert 0.5 < lip["median_s"] < 20 and lip["min_s"] <= lip["median_s"] <= lip["max_s"]
   assert 1.8 < lip["client_cpu_s_per_generation"] < 3.6  # 4 clients x 0.6 CPU-s
+  assert 0.29 < lip["fid_s_median"] < 2  # the stand-in's 0.3 s score, read from its log
+  assert lip["median_s_without_fid"] < lip["median_s"]
+  assert result["wall_ratio_without_fid"] == pytest.approx(
+    lip["median_s_without_fid"] / 2.0, abs=0.01
+  )
   assert result["minmaxlab"]["median_s"] == 2.0
   assert result["wall_ratio"] == pytest.approx(lip["median_s"] / 2.0, abs=0.01)
   assert result["cpu_ratio"] == pytest.approx(lip["client_cpu_s_per_generation"] / 3.0, abs=0.01)
