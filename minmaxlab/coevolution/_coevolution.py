@@ -300,22 +300,27 @@ class Coevolution:
     individuals = (state.params, state.opt_state, state.learning_rates, state.fitness)
     if self.mustangs:
       individuals += (state.loss_index,)
-    neighbourhood = ex.gather(individuals, c.neighbourhood)
     # Global cell ids key every random choice: the numbers do not depend on the backend.
     r0, c0 = ex.block_start()
     r, col = jnp.meshgrid(jnp.arange(lr) + r0, jnp.arange(lc) + c0, indexing="ij")
     ids = (r * c.cols + col).astype(jnp.int32)
     keys = jax.vmap(jax.vmap(lambda i: jax.random.fold_in(key, i.astype(jnp.uint32))))(ids)
     mask = jax.lax.dynamic_slice(jnp.asarray(self._mask), (r0, c0, 0), (lr, lc, c.num_members))
-    inputs = (keys, ids, neighbourhood, state.mixture_weights, mask)
     if params is None:
       params = CoevolutionParams(*(getattr(c, f) for f in _PARAMS))
     cell = lambda args: self._cell(*args, data, params)
     if self.cell_strategy == "vmap":
+      neighbourhood = ex.gather(individuals, c.neighbourhood)
+      inputs = (keys, ids, neighbourhood, state.mixture_weights, mask)
       out = jax.vmap(jax.vmap(cell))(inputs)
     else:
+      # Cells one after another: each takes its members' rows of the grid (no
+      # (rows, cols, M, ...) copy of every individual and optimizer state up front).
+      source, members = ex.members(individuals, c.neighbourhood)
+      inputs = (keys, ids, jnp.asarray(members, jnp.int32), state.mixture_weights, mask)
       flat = jax.tree.map(lambda x: x.reshape((lr * lc,) + x.shape[2:]), inputs)
-      out = jax.lax.map(cell, flat)
+      pick = lambda args: (*args[:2], take(source, args[2]), *args[3:])
+      out = jax.lax.map(lambda args: cell(pick(args)), flat)
       out = jax.tree.map(lambda x: x.reshape((lr, lc) + x.shape[1:]), out)
     (params, opt, lrs, fitness, weights, score, loss_index), metrics = out
     new_state = CoevolutionState(

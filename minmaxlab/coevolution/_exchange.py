@@ -14,8 +14,8 @@ same code for every backend; only an *exchange* differs:
 An exchange has ``rows``, ``cols``, ``block_shape`` (the cells this program
 steps), ``local_block`` (``None``, or the ``(row, col)`` of this process's block
 when ``init`` must build only that block), ``block_start()``, ``gather(tree,
-kind)`` and ``reduce(x, op)``; ``coevolution`` knows nothing else of how it is
-distributed.
+kind)``, ``members(tree, kind)`` (the same members as a source and per-cell indices into
+it) and ``reduce(x, op)``; ``coevolution`` knows nothing else of how it is distributed.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
 
-from minmaxlab.coevolution._grid import gather_neighbours
+from minmaxlab.coevolution._grid import gather_neighbours, neighbour_indices
 
 
 class WholeGrid:
@@ -46,6 +47,14 @@ class WholeGrid:
 
   def gather(self, tree: Any, kind: str) -> Any:
     return gather_neighbours(tree, kind)
+
+  def members(self, tree: Any, kind: str) -> tuple[Any, np.ndarray]:
+    """``(source, index)``: ``tree``'s leaves with the grid axes flattened
+    (``(rows * cols, ...)``) and each cell's members' rows of it (``(rows, cols, M)``),
+    so that ``source[index[r, c]]`` is cell ``(r, c)``'s slice of :meth:`gather` without
+    building the whole ``(rows, cols, M, ...)`` copy."""
+    flat = jax.tree.map(lambda x: x.reshape((self.rows * self.cols,) + x.shape[2:]), tree)
+    return flat, neighbour_indices(self.rows, self.cols, kind)
 
   def reduce(self, x: jax.Array, op: str) -> jax.Array:
     """Grid-wide ``"min"`` or ``"sum"`` of a value computed over this program's

@@ -121,6 +121,15 @@ class BlockExchange:
     out = [jnp.stack([member(x, dr, dc) for dr, dc in offsets], axis=2) for x in leaves]
     return jax.tree.unflatten(treedef, out)
 
+  def members(self, tree: Any, kind) -> tuple[Any, np.ndarray]:
+    """``(source, index)`` as ``WholeGrid.members``: here the gathered members
+    themselves, flattened (``(lr * lc * M, ...)``), and each cell's rows of them."""
+    gathered = self.gather(tree, kind)
+    lr, lc = self.block_shape
+    m = len(neighbour_offsets(kind))
+    flat = jax.tree.map(lambda x: x.reshape((lr * lc * m,) + x.shape[3:]), gathered)
+    return flat, np.arange(lr * lc * m).reshape(lr, lc, m)
+
   def _halo(self, leaves: list, axis: int, width: int, side: int, size: int) -> list[list]:
     """The ``width`` slices along ``axis`` next to this block on ``side`` (-1:
     before it, +1: after it), in grid order: a list of hops, each one list of
