@@ -2,11 +2,13 @@
 order, the validation, and the indices and masks on small tori, against lists
 written out by hand."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from minmaxlab import coevolution as co
+from minmaxlab.coevolution._exchange import WholeGrid
 
 VN2 = ((0, 0), (-1, 0), (1, 0), (0, -1), (0, 1), (-2, 0), (2, 0))
 VN2 += ((-1, -1), (-1, 1), (1, -1), (1, 1), (0, -2), (0, 2))
@@ -126,3 +128,18 @@ def test_gather_neighbours_follows_the_indices(kind):
   x = jnp.arange(15, dtype=jnp.int32).reshape(3, 5)
   got = np.asarray(co.gather_neighbours(x, kind))
   np.testing.assert_array_equal(got, co.neighbour_indices(3, 5, kind))
+
+
+@pytest.mark.parametrize("kind", ["von_neumann", "moore:2", "custom:0,0;1,1;-2,0;0,3"])
+def test_members_source_and_index_rebuild_the_gather(kind):
+  """``WholeGrid.members``: each cell's rows of the flat source are its gathered members."""
+  rng = np.random.default_rng(0)
+  tree = {
+    "f": jnp.asarray(rng.normal(size=(3, 5, 2, 4)), jnp.float32),
+    "i": jnp.arange(15).reshape(3, 5),
+  }
+  source, index = WholeGrid(3, 5).members(tree, kind)
+  assert index.shape == (3, 5, len(co.neighbour_offsets(kind)))
+  want = co.gather_neighbours(tree, kind)
+  for leaf, full in zip(jax.tree.leaves(source), jax.tree.leaves(want), strict=True):
+    np.testing.assert_array_equal(np.asarray(leaf)[index], np.asarray(full))

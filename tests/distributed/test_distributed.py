@@ -104,6 +104,14 @@ def test_shard_map_halos_equal_rolls(kind, grid, mesh_shape):
   # The flat cell ids say it independently: member m of (r, c) is neighbour_indices[r, c, m].
   np.testing.assert_array_equal(np.asarray(gathered["i"]), co.neighbour_indices(rows, cols, kind))
 
+  # members (what map cells take): each cell's rows of the block's source are the gather's
+  def members(t):
+    source, index = ex.members(t, kind)
+    return jax.tree.map(lambda x: x[jnp.asarray(index)], source)
+
+  picked = jax.jit(jax.shard_map(members, mesh=mesh, in_specs=spec, out_specs=spec))(tree)
+  jax.tree.map(np.testing.assert_array_equal, picked, want)
+
 
 def test_bad_blocks_raise_before_work():
   with pytest.raises(ValueError, match="3 MPI ranks cannot split a 4x4 grid"):
