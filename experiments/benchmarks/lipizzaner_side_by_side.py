@@ -63,6 +63,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from minmaxlab import runner
+
 HERE = Path(__file__).resolve().parent
 DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
 IDX_FILES = (
@@ -76,23 +78,17 @@ NORMALIZE = re.compile(
   r"Normalize\(\s*mean=\(0\.5,\s*0\.5,\s*0\.5\),\s*std=\(0\.5,\s*0\.5,\s*0\.5\)\s*\)"
 )
 PATCHED = ("data/data_loader.py", "training/mixture/score_factory.py")
-LOG_LINE = re.compile(
-  r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) .*Iteration (\d+), Batch (\d+)/(\d+)\s*$"
-)
+STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")  # Lipizzaner's log lines
+LOG_LINE = re.compile(STAMP.pattern + r".*Iteration (\d+), Batch (\d+)/(\d+)\s*$")
+
+
+def _unix(stamp: str) -> float:
+  """Seconds since the epoch of a log timestamp (Python logging's local ``asctime``)."""
+  return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
 class InputError(Exception):
   """A problem with the user's input: one line, exit status 2."""
-
-
-def cpu_model() -> str:
-  try:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-      if line.startswith("model name"):
-        return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or "unknown"
 
 
 # ---------------------------------------------------------------- preparation
@@ -258,7 +254,7 @@ def batches(log: Path) -> list[tuple[float, int, int, int]]:
   for line in log.read_text(errors="replace").splitlines():
     m = LOG_LINE.match(line)
     if m:
-      t = datetime.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+      t = _unix(m[1])
       out.append((t, int(m[2]), int(m[3]), int(m[4])))
   return out
 
@@ -267,12 +263,11 @@ def fid_seconds(log: Path) -> dict[int, float]:
   """Seconds of each iteration's mixture score: from Lipizzaner's ``Calculating FID/inception
   score.`` line to the next timestamped line (``Iteration=k, ...``), by the iteration before."""
   out, start, it = {}, None, 0
-  stamp = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ")
   for line in log.read_text(errors="replace").splitlines():
-    m = stamp.match(line)
+    m = STAMP.match(line)
     if not m:
       continue
-    t = datetime.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    t = _unix(m[1])
     progress = LOG_LINE.match(line)
     if progress:
       it = int(progress[2])
@@ -461,7 +456,7 @@ def main(argv=None) -> int:
       {
         "benchmark": "lipizzaner_side_by_side",
         "machine": {
-          "cpu_model": cpu_model(),
+          "cpu_model": runner.cpu_model(),
           "cpus": os.cpu_count(),
           "python": platform.python_version(),
         },

@@ -319,8 +319,7 @@ class Coevolution:
       source, members = ex.members(individuals, c.neighbourhood)
       inputs = (keys, ids, jnp.asarray(members, jnp.int32), state.mixture_weights, mask)
       flat = jax.tree.map(lambda x: x.reshape((lr * lc,) + x.shape[2:]), inputs)
-      pick = lambda args: (*args[:2], take(source, args[2]), *args[3:])
-      out = jax.lax.map(lambda args: cell(pick(args)), flat)
+      out = jax.lax.map(lambda a: cell((a[0], a[1], take(source, a[2]), *a[3:])), flat)
       out = jax.tree.map(lambda x: x.reshape((lr, lc) + x.shape[1:]), out)
     (params, opt, lrs, fitness, weights, score, loss_index), metrics = out
     new_state = CoevolutionState(

@@ -84,19 +84,15 @@ class BlockExchange:
         out[i] = part.reshape(edges[i].shape)
     return out
 
-  def gather(self, tree: Any, kind) -> Any:
-    """Every member's value in each cell of this block, like
-    ``coevolution.gather_neighbours`` on the whole grid: ``(lr, lc, ...)`` leaves
-    become ``(lr, lc, M, ...)``."""
-    offsets = neighbour_offsets(kind)
+  def _extended(self, tree: Any, kind) -> tuple[list, Any]:
+    """``tree``'s leaves (and treedef), each block extended by its halo along every
+    split axis (rows first, so the column halos carry the corners)."""
     widths = halo_widths(kind)
     lr, lc = self.block_shape
     leaves, treedef = jax.tree.flatten(tree)
     for i, x in enumerate(leaves):
       if x.shape[:2] != (lr, lc):
         raise ValueError(f"leaf {i} has shape {x.shape}; expected leading axes {(lr, lc)}")
-    # Extend the block by its halo along every split axis (rows first, so the
-    # column halos carry the corners); an unsplit axis wraps around locally (rolls).
     for axis in (0, 1):
       if self.blocks[axis] == 1 or not leaves:
         continue
@@ -108,6 +104,17 @@ class BlockExchange:
         jnp.concatenate([*(p[i] for p in pieces_before), x, *(p[i] for p in pieces_after)], axis)
         for i, x in enumerate(leaves)
       ]
+    return leaves, treedef
+
+  def gather(self, tree: Any, kind) -> Any:
+    """Every member's value in each cell of this block, like
+    ``coevolution.gather_neighbours`` on the whole grid: ``(lr, lc, ...)`` leaves
+    become ``(lr, lc, M, ...)``."""
+    offsets = neighbour_offsets(kind)
+    widths = halo_widths(kind)
+    lr, lc = self.block_shape
+    # an unsplit axis wraps around locally (rolls)
+    leaves, treedef = self._extended(tree, kind)
 
     def member(x, dr, dc):
       for axis, d, size in ((0, dr, lr), (1, dc, lc)):
@@ -122,13 +129,21 @@ class BlockExchange:
     return jax.tree.unflatten(treedef, out)
 
   def members(self, tree: Any, kind) -> tuple[Any, np.ndarray]:
-    """``(source, index)`` as ``WholeGrid.members``: here the gathered members
-    themselves, flattened (``(lr * lc * M, ...)``), and each cell's rows of them."""
-    gathered = self.gather(tree, kind)
+    """``(source, index)`` as ``WholeGrid.members``: the halo-extended block with its
+    two grid axes flattened, and each cell's members' rows of it (an unsplit axis
+    wraps around locally), so no ``(lr, lc, M, ...)`` copy is built."""
+    offsets = np.asarray(neighbour_offsets(kind))
+    widths = halo_widths(kind)
     lr, lc = self.block_shape
-    m = len(neighbour_offsets(kind))
-    flat = jax.tree.map(lambda x: x.reshape((lr * lc * m,) + x.shape[3:]), gathered)
-    return flat, np.arange(lr * lc * m).reshape(lr, lc, m)
+    leaves, treedef = self._extended(tree, kind)
+    pos = []
+    for axis, size in ((0, lr), (1, lc)):
+      cells = np.arange(size)[:, None] + offsets[None, :, axis]  # [size, M]
+      pos.append(cells % size if self.blocks[axis] == 1 else cells + widths[axis][0])
+    ext_cols = lc if self.blocks[1] == 1 else lc + sum(widths[1])
+    index = pos[0][:, None, :] * ext_cols + pos[1][None, :, :]  # [lr, lc, M]
+    flat = [x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:]) for x in leaves]
+    return jax.tree.unflatten(treedef, flat), index
 
   def _halo(self, leaves: list, axis: int, width: int, side: int, size: int) -> list[list]:
     """The ``width`` slices along ``axis`` next to this block on ``side`` (-1:
