@@ -15,7 +15,8 @@ persistent compilation cache is off, so every number is a cold compile.
 
   python -m experiments.benchmarks.compile_time [--configs smoke,ring8_3x3,fashion_mnist_3x3]
       [--modes default,fast,fastest] [--generations 10] [--repeats 1]
-      [--set fashion_mnist_3x3.d_every=1 ...] [--first_generation] [--stub_threefry]
+      [--set fashion_mnist_3x3.d_every=1 smoke.hidden=16,16,16 ...] [--first_generation]
+      [--stub_threefry]
 
 ``config_compile`` in each config's entry is the mode the config itself uses (the one the
 targets apply to); ``step_total_s`` is that mode's trace-to-executable seconds.
@@ -24,6 +25,12 @@ targets apply to); ``step_total_s`` is that mode's trace-to-executable seconds.
 lowered as two integer operations (:func:`stub_threefry`; a diagnostic, its random numbers are
 wrong): the difference to the real compile is what random number generation costs.
 ``trace_s`` is the tracing part of ``lower_s`` (trace and lower to StableHLO).
+
+Each step's entry has a ``census`` of its optimized HLO (:func:`hlo_census`): instructions,
+fusions, copies, while loops, the functions the fusions come from, and the number of leaves of
+the coevolution state. XLA CPU compiles one kernel per fusion, and most of a generation's
+fusions are per leaf (selects, takes and writes of every parameter and optimizer leaf), so
+compile seconds grow with the state's leaves: ``--set smoke.hidden=16,16,16`` adds a layer.
 
 ``--first_generation`` adds the main job's time from start to its first generation, cold
 (empty persistent cache) and warm (a rerun with a new workdir, and a resumed run), as
@@ -38,10 +45,12 @@ model and the process CPU seconds of each compile (robust to load).
 from __future__ import annotations
 
 import argparse
+import collections
 import importlib
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -95,8 +104,20 @@ def _image_experiment(config):
 def load_config(name: str, overrides: dict):
   config = importlib.import_module(f"experiments.coevolution.configs.{name}").get_config()
   for k, v in overrides.items():
-    config[k] = type(config[k])(v) if not isinstance(config[k], bool) else v in ("1", "True")
+    config[k] = _parse(config[k], v)
   return config
+
+
+def _parse(current, text: str):
+  """``text`` (a ``--set`` value) as the type of the config field's ``current`` value: a
+  bool from ``1``/``True``, a tuple (e.g. ``hidden``) from comma-separated values of its
+  first entry's type (``""``: empty), else ``type(current)(text)``."""
+  if isinstance(current, bool):
+    return text in ("1", "True")
+  if isinstance(current, tuple):
+    kind = type(current[0]) if current else int
+    return tuple(kind(x) for x in text.split(",") if x)
+  return type(current)(text)
 
 
 def time_compile(coev, data, mode: str) -> tuple[dict, object, object]:
@@ -125,10 +146,54 @@ def time_compile(coev, data, mode: str) -> tuple[dict, object, object]:
       "stablehlo_kib": round(len(lowered.as_text()) / 1024, 1),
       "hlo_kib": round(len(compiled.as_text()) / 1024, 1),
     }
+    if what == "step":  # what the step is made of, and the state leaves it scales with
+      census = hlo_census(compiled.as_text())
+      out[what]["census"] = {"state_leaves": len(jax.tree.leaves(state)), **census}
     if what == "init":
       state = compiled(key)
   out["load_average_after"] = list(os.getloadavg())
   return out, compiled, state
+
+
+_INSTRUCTION = re.compile(r"^\s+(?:ROOT )?\S+ = .*? ([a-z][\w-]*)\(")
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+
+def _origin(op_name: str) -> str:
+  """The function a fused instruction was traced in: the innermost ``jit(...)`` of its
+  ``op_name`` below the program's own (``jit(_where)``, ``jit(_threefry_split)``), else
+  the named frame above its primitive (``vmap(MLPGenerator)``), else the primitive."""
+  parts = [p for p in op_name.split("/")[1:] if p not in ("while", "body", "cond", "closed_call")]
+  parts = [p for p in parts if not p.startswith("branch_")]
+  jits = [p for p in parts if "jit(" in p]
+  if jits:
+    return jits[-1]
+  return parts[-2] if len(parts) > 1 else (parts[-1] if parts else "?")
+
+
+def hlo_census(text: str, top: int = 12) -> dict:
+  """What a compiled program is made of (its optimized HLO text): the counts of
+  instructions, fusions, copies and while loops (XLA CPU emits one kernel per fusion and
+  per unfused instruction, so these are what its codegen seconds scale with), and the
+  ``top`` origins of the fusions (:func:`_origin`; e.g. ``jit(_where)``: a per-leaf
+  select of a pytree, one fusion per leaf)."""
+  ops: collections.Counter = collections.Counter()
+  origins: collections.Counter = collections.Counter()
+  for line in text.splitlines():
+    m = _INSTRUCTION.match(line)
+    if not m:
+      continue
+    ops[m.group(1)] += 1
+    if m.group(1) == "fusion":
+      name = _OP_NAME.search(line)
+      origins[_origin(name.group(1)) if name else "?"] += 1
+  return {
+    "instructions": sum(ops.values()),
+    "fusions": ops["fusion"],
+    "copies": ops["copy"],
+    "while_loops": ops["while"],
+    "fusions_by_origin": dict(origins.most_common(top)),
+  }
 
 
 def interleaved_generations(programs: dict, data, generations: int) -> dict:

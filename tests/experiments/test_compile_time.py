@@ -34,6 +34,9 @@ def test_compile_time_reports_the_configs_own_mode_and_its_generations(tmp_path)
   step = mode["step"]
   assert step["total_s"] >= step["compile_s"] > 0 and step["hlo_kib"] > 100
   assert 0 < step["trace_s"] <= step["lower_s"] <= step["total_s"]
+  census = step["census"]  # what the compiled step is made of
+  assert census["instructions"] > census["fusions"] > 100 and census["while_loops"] >= 1
+  assert sum(census["fusions_by_origin"].values()) <= census["fusions"]
   gens = run["generations"]["fastest"]
   assert len(gens["seconds"]) == 2 and gens["median_s"] > 0
 
@@ -72,3 +75,40 @@ def test_stub_threefry_lowers_the_hash_as_two_ops():
     got[which] = loops, bits
   assert got["real"][0] >= 1 and got["stub"][0] == 0
   assert got["real"][1] != got["stub"][1] and len(set(got["real"][1])) == 8
+
+
+def _double(x):
+  import jax.numpy as jnp
+
+  return jnp.sin(x) * 2
+
+
+def test_hlo_census_counts_fusions_by_the_function_they_were_traced_in():
+  """``compile_time.hlo_census`` of a compiled program: one loop fusion per leaf of a
+  3-leaf tree, named by the innermost jitted function of the fused root (else its op)."""
+  import jax
+  import jax.numpy as jnp
+
+  from experiments.benchmarks import compile_time as ct
+
+  tree = {"w": jnp.ones((4, 8)), "b": jnp.ones((8,)), "v": jnp.ones((3,))}
+
+  def f(c, a, b, g):
+    return jax.tree.map(lambda x, y: g(jnp.where(c, x, y)), a, b)
+
+  for g, origin in ((_double, "mul"), (jax.jit(_double), "jit(_double)")):
+    text = jax.jit(f, static_argnums=3).lower(True, tree, tree, g).compile().as_text()
+    census = ct.hlo_census(text)
+    assert census["fusions"] == 3 and census["fusions_by_origin"] == {origin: 3}, census
+    assert census["copies"] == 0 and census["while_loops"] == 0
+    assert census["instructions"] > census["fusions"]
+
+
+def test_set_overrides_parse_as_the_fields_type():
+  """``--set`` values take the config field's type: tuples (``hidden``) from commas."""
+  from experiments.benchmarks import compile_time as ct
+
+  c = ct.load_config("smoke", {"hidden": "16,16,16", "steps_per_generation": "3"})
+  assert c.hidden == (16, 16, 16) and c.steps_per_generation == 3
+  assert ct._parse((1.0, 2.0), "0.5") == (0.5,) and ct._parse((3,), "") == ()
+  assert ct._parse(False, "True") is True and ct._parse(True, "0") is False
