@@ -69,7 +69,7 @@ if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/
 from experiments.coevolution import experiment, train  # noqa: E402
 from minmaxlab import coevolution as co  # noqa: E402
 from minmaxlab import distributed, runner  # noqa: E402
-from minmaxlab.gan import metrics, models  # noqa: E402
+from minmaxlab.gan import metrics  # noqa: E402
 
 
 def _image_experiment(config):
@@ -86,9 +86,7 @@ def _image_experiment(config):
     jnp.zeros((feature,), jnp.float32),
     jnp.eye(feature, dtype=jnp.float32),
   )
-  pair = models.make_pair(
-    config.architecture, shape, config.latent_dim or None, hidden=tuple(config.hidden)
-  )
+  pair = experiment.pair_from_config(config, shape)
   from minmaxlab.gan import data as gan_data
 
   coev = co.Coevolution(

@@ -70,6 +70,14 @@ class DietedMixture(NamedTuple):
 DIET_SALT = 0xD1E7
 
 
+def pair_from_config(config, data_shape) -> models.GANPair:
+  """The config's generator/discriminator pair for examples of ``data_shape``
+  (``config.flat_params``: each network's parameters as one vector, ``models.flat``)."""
+  kw = {"hidden": tuple(config.hidden)} if config.architecture == "mlp" else {}
+  pair = models.make_pair(config.architecture, tuple(data_shape), config.latent_dim or None, **kw)
+  return models.flat_pair(pair) if config.get("flat_params", False) else pair
+
+
 def scheme_from_config(config):
   """The cells' game scheme (Adam, or RMSprop with ``loss="wgan"`` as Lipizzaner's WGAN
   trainer, with Lookahead-minmax when ``config.lookahead``)."""
@@ -111,7 +119,6 @@ def build(config, backend: distributed.Backend | None = None) -> Experiment:
   on ``backend`` (default: one device, the whole grid)."""
   backend = make_backend(config, "single") if backend is None else backend
   cfg, exchange = backend.config, backend.exchange
-  latent = config.latent_dim or None
   scheme = scheme_from_config(config)
   diet_key, cell_data = diet(config)
   # "exact_proportion": the cells' mixture ES scores, and the evaluation samples, the mixture's
@@ -121,7 +128,7 @@ def build(config, backend: distributed.Backend | None = None) -> Experiment:
   if config.dataset in MIXTURES:
     # config.dataset_kwargs: e.g. the ring's radius and std (Lipizzaner's 2-D branch: 0.8, 0.025).
     mixture = getattr(data, config.dataset)(**dict(config.get("dataset_kwargs", None) or {}))
-    pair = models.make_pair(config.architecture, (2,), latent, hidden=tuple(config.hidden))
+    pair = pair_from_config(config, (2,))
     if cell_data is None:  # fresh samples of the mixture every batch
       step_data, sample_real, score_fn = mixture, lambda d, k, n: d.sample(k, n), None
     else:  # a finite data set, each cell training on its own subset of it
@@ -153,8 +160,7 @@ def build(config, backend: distributed.Backend | None = None) -> Experiment:
     jnp.asarray(evaluator.real_cov, jnp.float32),
   )
   shape = tuple(int(s) for s in dataset.images.shape[1:])
-  kw = {"hidden": tuple(config.hidden)} if config.architecture == "mlp" else {}
-  pair = models.make_pair(config.architecture, shape, latent, **kw)
+  pair = pair_from_config(config, shape)
   net = clf.net
   coev = co.Coevolution(
     cfg,

@@ -6,7 +6,9 @@ recording per platform: AMD EPYC without AVX-512 (saved from the code before the
 changes), AMD EPYC with AVX-512 (saved from commit fe53e76, whose generation the first
 recording had checked) and Intel Xeon with AVX-512 (saved 2026-12-02 from commit 0354c25).
 Hashes are exact only on the same JAX build and CPU kind, so on another platform the test
-skips (naming the recorded ones).
+skips (naming the recorded ones). The recordings store each network as a tree of layers
+(``flat_params=False``); ``test_flat_parameters_give_the_structured_results`` checks the
+flat layout against it on any host.
 
 Record this platform (only for an intended change of results, or a new platform):
 ``python -m tests.coevolution.test_coevolution_compile_identity`` (replaces this platform's
@@ -30,12 +32,11 @@ from minmaxlab import runner
 FIXTURE = Path(__file__).parent / "data" / "step_fingerprints.json"
 
 # name -> (config module, overrides)
+# (The recordings are of parameters stored as trees of layers: flat_params=False.)
+POP2 = {"population_size": 2, "schedule": "lipizzaner", "d_every": 2, "opponents": "neighbourhood"}
 CASES = {
-  "smoke": ("smoke", {}),
-  "smoke_pop2_lipizzaner": (
-    "smoke",
-    {"population_size": 2, "schedule": "lipizzaner", "d_every": 2, "opponents": "neighbourhood"},
-  ),
+  "smoke": ("smoke", {"flat_params": False}),
+  "smoke_pop2_lipizzaner": ("smoke", dict(POP2, flat_params=False)),
 }
 
 
@@ -47,18 +48,21 @@ def _config(name):
   return config
 
 
-def fingerprint(name: str) -> dict:
-  """sha256 and float64 sum of every state leaf (and the metrics) after two generations."""
+def _two_generations(config):
   from experiments.coevolution import experiment
 
-  config = _config(name)
   exp = experiment.build(config)
   init_key, gen_key, _ = experiment.keys(config)
   state = jax.jit(exp.coev.init)(init_key)
   step = jax.jit(exp.coev.step)
   for g in range(2):
     state, metrics = step(jax.random.fold_in(gen_key, g), state, exp.data)
-  leaves = jax.tree_util.tree_leaves_with_path((state, metrics))
+  return state, metrics
+
+
+def fingerprint(name: str) -> dict:
+  """sha256 and float64 sum of every state leaf (and the metrics) after two generations."""
+  leaves = jax.tree_util.tree_leaves_with_path(_two_generations(_config(name)))
   out = {}
   for path, leaf in leaves:
     a = np.asarray(leaf)
@@ -96,6 +100,40 @@ def test_two_generations_match_saved_fingerprints(name):
   assert not bad, f"{len(bad)} of {len(want)} leaves changed bits, e.g. {bad[:3]}"
   for k in want:  # the same sums too (a readable difference when a hash fails)
     np.testing.assert_allclose(got[k]["sum"], want[k]["sum"], rtol=0, atol=0, err_msg=k)
+
+
+@pytest.mark.slow  # two cold compiles of a whole generation step
+def test_flat_parameters_give_the_structured_results():
+  """``flat_params=True`` (each network one vector, ``models.flat``) stores the same
+  individuals: after two generations of the two-population Lipizzaner case every
+  parameter, optimizer moment, slow weight, fitness and metric equals the layered run's,
+  the vectors read in the trees' leaf order. Equal to float rounding, not bits: XLA's CPU
+  kernels round an elementwise op on a 450-element vector and on its 16-element pieces
+  differently (Adam alone differs by 1 ulp)."""
+  config = importlib.import_module("experiments.coevolution.configs.smoke").get_config()
+  config.update(POP2)
+  runs = {}
+  for flat in (False, True):
+    config.flat_params = flat
+    runs[flat] = _two_generations(config)
+  (tree, tree_metrics), (flat, flat_metrics) = runs[False], runs[True]
+  lead = tree.fitness.min.ndim  # (rows, cols, P)
+  n_tree = len(jax.tree.leaves(tree.params)) + len(jax.tree.leaves(tree.opt_state))
+  assert len(jax.tree.leaves(flat.params)) + len(jax.tree.leaves(flat.opt_state)) < n_tree / 2
+  for field in ("params", "opt_state"):
+    # One row per individual: its leaves raveled in tree order, integers (counts) included.
+    row = (
+      lambda t: np.concatenate(  # noqa: E731
+        [np.asarray(x, np.float64).reshape(x.shape[:lead] + (-1,)) for x in jax.tree.leaves(t)], -1
+      )
+    )
+    a, b = row(getattr(tree, field)), row(getattr(flat, field))
+    assert a.shape == b.shape, field
+    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7, err_msg=field)
+  rest = lambda s, m: (s.learning_rates, s.fitness, s.mixture_weights, s.mixture_score, m)  # noqa: E731
+  pairs = zip(jax.tree.leaves(rest(tree, tree_metrics)), jax.tree.leaves(rest(flat, flat_metrics)))
+  for x, y in pairs:
+    np.testing.assert_allclose(np.asarray(y), np.asarray(x), rtol=1e-5, atol=1e-7)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,32 @@ def test_params_are_plain_pytrees_and_gradients_flow(key):
   assert all(float(jnp.abs(x).sum()) > 0 for x in jax.tree.leaves(grads))
 
 
+def test_flat_models_are_the_same_functions_of_one_vector(key):
+  """``flat``: init is the raveled tree (leaf order), apply and its gradient are the
+  structured model's on the unraveled vector, under vmap too; mixed dtypes are refused."""
+  pair = models.make_pair("dcgan", (28, 28, 1), width=8)
+  fp = models.flat_pair(pair)
+  assert fp.latent_dim == pair.latent_dim
+  keys = jax.random.split(key, 2)
+  g, gf = jax.vmap(pair.generator.init)(keys), jax.vmap(fp.generator.init)(keys)
+  leaves = jax.tree.leaves(g)
+  assert gf.shape == (2, sum(x[0].size for x in leaves))
+  np.testing.assert_array_equal(gf, np.concatenate([x.reshape(2, -1) for x in leaves], 1))
+  z = _normal((3, pair.latent_dim))
+  x = jax.vmap(pair.generator.apply, (0, None))(g, z)
+  np.testing.assert_array_equal(jax.vmap(fp.generator.apply, (0, None))(gf, z), x)
+  d, df = pair.discriminator.init(keys[0]), fp.discriminator.init(keys[0])
+  loss = lambda apply, p: jnp.sum(jnp.tanh(apply(p, x[0])))
+  grads = jax.grad(lambda p: loss(pair.discriminator.apply, p))(d)
+  flat_grads = jax.grad(lambda p: loss(fp.discriminator.apply, p))(df)
+  np.testing.assert_allclose(
+    flat_grads, np.concatenate([np.ravel(x) for x in jax.tree.leaves(grads)]), rtol=1e-6
+  )
+  mixed = models.Model(lambda k: {"w": jnp.zeros(2), "n": jnp.zeros(2, jnp.int32)}, None)
+  with pytest.raises(ValueError, match="one dtype"):
+    models.flat(mixed)
+
+
 @pytest.mark.parametrize("norm", [None, "layer"])
 def test_norm_free_models_treat_examples_independently(norm, key):
   pair = models.make_pair("dcgan", (32, 32, 3), width=4, norm=norm)

@@ -14,6 +14,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.architecture = "mlp"
   c.latent_dim = 0  # 0 = the architecture's default (mlp 64)
   c.hidden = (64, 64)
+  # True: each network's parameters as ONE vector (minmaxlab.gan.models.flat): the same
+  # values and results, fewer arrays in the state, a smaller program (compile_time.py).
+  c.flat_params = False
   # The grid and Lipizzaner's operators (minmaxlab.coevolution.CoevolutionConfig fields).
   c.rows = 3
   c.cols = 3

@@ -18,5 +18,8 @@ def get_config():
   c.checkpoint_every = 2
   c.num_eval_samples = 256
   c.cell_samples = 64
+  # Each network one vector: 31 state leaves instead of 71, a third less to compile, and a
+  # generation no slower for networks this small (README: "Flat parameters").
+  c.flat_params = True
   c.compile = "fastest"  # seconds of compile dominate a 5-step generation (compile_time.py)
   return c

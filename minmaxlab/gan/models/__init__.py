@@ -18,7 +18,7 @@ from minmaxlab.gan.models._layers import (
   spectral_normalize,
 )
 from minmaxlab.gan.models._mlp import mlp_discriminator, mlp_generator
-from minmaxlab.gan.models._model import GANPair, Model, from_linen, num_params
+from minmaxlab.gan.models._model import GANPair, Model, flat, flat_pair, from_linen, num_params
 from minmaxlab.gan.models._pair import make_pair
 from minmaxlab.gan.models._resnet import resnet_discriminator, resnet_generator
 
@@ -30,6 +30,8 @@ __all__ = [
   "Model",
   "dcgan_discriminator",
   "dcgan_generator",
+  "flat",
+  "flat_pair",
   "from_linen",
   "make_pair",
   "mlp_discriminator",

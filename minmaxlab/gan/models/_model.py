@@ -108,6 +108,48 @@ def from_linen(
   return Model(init, apply)
 
 
+def flat(model: Model, example_key: jax.Array | None = None) -> Model:
+  """``model`` with its parameters as ONE vector (the leaves raveled in tree order).
+
+  ``init`` returns the concatenated leaves, ``apply`` slices and reshapes them
+  back into the tree before calling ``model.apply``: the same values, the same
+  function. What changes is the number of arrays every tree operation touches:
+  optimizer moments, Lookahead's slow weights, selection's takes and
+  replacement's selects act on one buffer per network instead of one per layer,
+  and XLA compiles one kernel for each of those instead of one per leaf (the
+  coevolution step's compile time grows by about 0.1 s per state leaf on a
+  2-core CPU: ``experiments/benchmarks/compile_time.py``).
+
+  All leaves must share one dtype (no silent promotion).
+  """
+  shapes = jax.eval_shape(model.init, jax.random.key(0) if example_key is None else example_key)
+  leaves, treedef = jax.tree.flatten(shapes)
+  dtypes = {leaf.dtype for leaf in leaves}
+  if len(dtypes) != 1:
+    raise ValueError(f"flat() needs parameters of one dtype, got {sorted(map(str, dtypes))}")
+  sizes = [math.prod(leaf.shape) for leaf in leaves]
+  cuts = [sum(sizes[: i + 1]) for i in range(len(sizes) - 1)]
+
+  def init(key: jax.Array) -> jax.Array:
+    return jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(model.init(key))])
+
+  def unravel(vector: jax.Array) -> Any:
+    # One split, not a slice per leaf: a slice's gradient is a zero-padded copy of the
+    # whole vector per leaf (summed), a split's is one concatenation of the leaves' gradients.
+    parts = jnp.split(vector, cuts)
+    return jax.tree.unflatten(treedef, [p.reshape(leaf.shape) for p, leaf in zip(parts, leaves)])
+
+  def apply(vector: jax.Array, x: jax.Array) -> jax.Array:
+    return model.apply(unravel(vector), x)
+
+  return Model(init, apply)
+
+
+def flat_pair(pair: GANPair) -> GANPair:
+  """Both networks of ``pair`` with flat parameter vectors (:func:`flat`)."""
+  return GANPair(flat(pair.generator), flat(pair.discriminator), pair.latent_dim)
+
+
 def _leaf_name(path) -> str:
   last = path[-1]
   return str(getattr(last, "key", getattr(last, "name", last)))
