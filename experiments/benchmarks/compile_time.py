@@ -16,7 +16,7 @@ persistent compilation cache is off, so every number is a cold compile.
   python -m experiments.benchmarks.compile_time [--configs smoke,ring8_3x3,fashion_mnist_3x3]
       [--modes default,fast,fastest] [--generations 10] [--repeats 1]
       [--set fashion_mnist_3x3.d_every=1 smoke.hidden=16,16,16 ...] [--first_generation]
-      [--stub_threefry]
+      [--stub_threefry] [--layouts]
 
 ``config_compile`` in each config's entry is the mode the config itself uses (the one the
 targets apply to); ``step_total_s`` is that mode's trace-to-executable seconds.
@@ -31,6 +31,10 @@ fusions, copies, while loops, the functions the fusions come from, and the numbe
 the coevolution state. XLA CPU compiles one kernel per fusion, and most of a generation's
 fusions are per leaf (selects, takes and writes of every parameter and optimizer leaf), so
 compile seconds grow with the state's leaves: ``--set smoke.hidden=16,16,16`` adds a layer.
+``--layouts`` compiles each config (in its own mode, fresh processes) with its networks as
+trees of layers and as one vector each (``config.flat_params``, ``models.flat``: 31 state
+leaves instead of 71 for the MLPs) and interleaves both steps' generations in this process
+(``layouts`` in the config's entry; ratios to ``tree``).
 
 ``--first_generation`` adds the main job's time from start to its first generation, cold
 (empty persistent cache) and warm (a rerun with a new workdir, and a resumed run), as
@@ -194,9 +198,9 @@ def hlo_census(text: str, top: int = 12) -> dict:
   }
 
 
-def interleaved_generations(programs: dict, data, generations: int) -> dict:
+def interleaved_generations(programs: dict, data, generations: int, base="default") -> dict:
   """Seconds per generation of each mode's compiled step, the modes interleaved (the
-  first call of each is a warm-up, not counted)."""
+  first call of each is a warm-up, not counted), with each one's ratios to ``base``'s."""
   states = {m: state for m, (_, state) in programs.items()}
   secs = {m: [] for m in programs}
   for g in range(generations + 1):
@@ -208,14 +212,14 @@ def interleaved_generations(programs: dict, data, generations: int) -> dict:
       if g:
         secs[mode].append(time.perf_counter() - t0)
   out = {}
-  base = np.asarray(secs["default"]) if "default" in secs else None
+  ref = np.asarray(secs[base]) if base in secs else None
   for mode, s in secs.items():
     s = np.asarray(s)
     e = {"seconds": [round(float(x), 4) for x in s], "median_s": round(float(np.median(s)), 4)}
-    if base is not None and mode != "default":
-      r = s / base
-      e["ratio_to_default_median"] = round(float(np.median(r)), 3)
-      e["ratio_to_default_quartiles"] = [round(float(x), 3) for x in np.percentile(r, [25, 75])]
+    if ref is not None and mode != base:
+      r = s / ref
+      e[f"ratio_to_{base}_median"] = round(float(np.median(r)), 3)
+      e[f"ratio_to_{base}_quartiles"] = [round(float(x), 3) for x in np.percentile(r, [25, 75])]
     out[mode] = e
   return out
 
@@ -286,6 +290,23 @@ def time_config(
   return out
 
 
+def time_layouts(name: str, overrides: dict, sets: list, mode: str, generations: int) -> dict:
+  """The config with each network as a tree of layers and as one vector
+  (``config.flat_params``): a cold compile of each in a fresh process and, with
+  ``generations``, both compiled steps' generations interleaved in this one."""
+  out, programs, data = {"mode": mode}, {}, None
+  for flat in (False, True):
+    layout = "flat" if flat else "tree"
+    out[layout] = _fresh_process_compile(name, [*sets, f"{name}.flat_params={flat}"], mode)
+    if generations:
+      _, coev, data = build(name, dict(overrides, flat_params=str(flat)))
+      _, step, state = time_compile(coev, data, mode)
+      programs[layout] = (step, state)
+  if generations:
+    out["generations"] = interleaved_generations(programs, data, generations, base="tree")
+  return out
+
+
 def _overrides(sets: list, name: str) -> dict:
   """``{field: value}`` of the ``--set name.field=value`` items for config ``name``."""
   out = {}
@@ -317,6 +338,12 @@ def main():
     action="store_true",
     help="also compile each mode with threefry lowered as two integer ops (diagnostic:"
     " the seconds random number generation costs)",
+  )
+  ap.add_argument(
+    "--layouts",
+    action="store_true",
+    help="also compile and time each config (in its own compile mode) with its networks as"
+    " trees of layers and as flat vectors (config.flat_params), generations interleaved",
   )
   args = ap.parse_args()
   modes = args.modes.split(",")
@@ -357,6 +384,9 @@ def main():
     if own in modes:
       entry["step_total_s"] = entry[f"{own}_step_total_s"]
     entry["runs"] = runs
+    if args.layouts:
+      entry["layouts"] = time_layouts(name, overrides, args.set, own, args.generations)
+      print(f"# {name} layouts: {json.dumps(entry['layouts'])}", flush=True)
     result["configs"][name] = entry
   if args.first_generation:
     from experiments.benchmarks import first_generation

@@ -13,10 +13,11 @@ from tests import _procs
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow  # two cold compiles of the smoke generation (fresh process, then here)
+@pytest.mark.slow  # six cold compiles of the smoke generation (fresh processes, then here)
 def test_compile_time_reports_the_configs_own_mode_and_its_generations(tmp_path):
   cmd = [sys.executable, "-m", "experiments.benchmarks.compile_time", "--configs", "smoke"]
   cmd += ["--modes", "fastest", "--generations", "2", "--set", "smoke.steps_per_generation=3"]
+  cmd += ["--layouts"]
   env = dict(os.environ, PYTHONPATH=str(ROOT))
   out = _procs.run(cmd, cwd=ROOT, env=env, timeout=600)
   assert out.returncode == 0, out.stderr[-2000:]
@@ -39,6 +40,14 @@ def test_compile_time_reports_the_configs_own_mode_and_its_generations(tmp_path)
   assert sum(census["fusions_by_origin"].values()) <= census["fusions"]
   gens = run["generations"]["fastest"]
   assert len(gens["seconds"]) == 2 and gens["median_s"] > 0
+  # --layouts: the networks as trees of layers and as vectors (smoke's own: flat_params=True)
+  layouts = smoke["layouts"]
+  tree, flat = layouts["tree"]["step"]["census"], layouts["flat"]["step"]["census"]
+  assert flat == census  # the config's own layout, compiled again in a fresh process
+  assert flat["state_leaves"] < tree["state_leaves"] / 2 and flat["fusions"] < tree["fusions"]
+  gens = layouts["generations"]
+  assert len(gens["tree"]["seconds"]) == len(gens["flat"]["seconds"]) == 2
+  assert gens["flat"]["ratio_to_tree_median"] > 0 and "ratio_to_tree_median" not in gens["tree"]
 
 
 def test_bad_compile_mode_is_one_line(tmp_path):
