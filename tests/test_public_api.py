@@ -40,7 +40,7 @@ PINS = {
   "gan": "data losses metrics models",
   "gan.models": """
     BatchStatNorm DCGANDiscriminator DCGANGenerator GANPair Model dcgan_discriminator
-    dcgan_generator from_linen make_pair mlp_discriminator mlp_generator num_params
+    dcgan_generator flat flat_pair from_linen make_pair mlp_discriminator mlp_generator num_params
     resnet_discriminator resnet_generator spectral_norm_estimate spectral_normalize
   """,
   "gan.losses": """
