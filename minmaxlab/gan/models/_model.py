@@ -108,21 +108,23 @@ def from_linen(
   return Model(init, apply)
 
 
-def flat(model: Model, example_key: jax.Array | None = None) -> Model:
+def flat(model: Model) -> Model:
   """``model`` with its parameters as ONE vector (the leaves raveled in tree order).
 
-  ``init`` returns the concatenated leaves, ``apply`` slices and reshapes them
-  back into the tree before calling ``model.apply``: the same values, the same
-  function. What changes is the number of arrays every tree operation touches:
+  ``init`` returns the concatenated leaves, ``apply`` splits the vector and
+  reshapes the pieces back into the tree before calling ``model.apply``: the
+  same values, the same function. What changes is the number of arrays every tree operation touches:
   optimizer moments, Lookahead's slow weights, selection's takes and
   replacement's selects act on one buffer per network instead of one per layer,
   and XLA compiles one kernel for each of those instead of one per leaf (the
   coevolution step's compile time grows by about 0.1 s per state leaf on a
-  2-core CPU: ``experiments/benchmarks/compile_time.py``).
+  2-core CPU: ``experiments/benchmarks/compile_time.py``). The price is a copy
+  of the weights out of the vector on every forward pass: nothing for small
+  networks, 27% of a generation for the MNIST MLP (``compile_time.py --layouts``).
 
   All leaves must share one dtype (no silent promotion).
   """
-  shapes = jax.eval_shape(model.init, jax.random.key(0) if example_key is None else example_key)
+  shapes = jax.eval_shape(model.init, jax.random.key(0))
   leaves, treedef = jax.tree.flatten(shapes)
   dtypes = {leaf.dtype for leaf in leaves}
   if len(dtypes) != 1:
