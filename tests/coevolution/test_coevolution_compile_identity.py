@@ -120,19 +120,20 @@ def test_flat_parameters_give_the_structured_results():
   lead = tree.fitness.min.ndim  # (rows, cols, P)
   n_tree = len(jax.tree.leaves(tree.params)) + len(jax.tree.leaves(tree.opt_state))
   assert len(jax.tree.leaves(flat.params)) + len(jax.tree.leaves(flat.opt_state)) < n_tree / 2
+
+  def row(t):  # one row per individual: its leaves raveled in tree order, counts included
+    leaves = [np.asarray(x, np.float64) for x in jax.tree.leaves(t)]
+    return np.concatenate([x.reshape(x.shape[:lead] + (-1,)) for x in leaves], -1)
+
   for field in ("params", "opt_state"):
-    # One row per individual: its leaves raveled in tree order, integers (counts) included.
-    row = (
-      lambda t: np.concatenate(  # noqa: E731
-        [np.asarray(x, np.float64).reshape(x.shape[:lead] + (-1,)) for x in jax.tree.leaves(t)], -1
-      )
-    )
     a, b = row(getattr(tree, field)), row(getattr(flat, field))
     assert a.shape == b.shape, field
     np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7, err_msg=field)
-  rest = lambda s, m: (s.learning_rates, s.fitness, s.mixture_weights, s.mixture_score, m)  # noqa: E731
-  pairs = zip(jax.tree.leaves(rest(tree, tree_metrics)), jax.tree.leaves(rest(flat, flat_metrics)))
-  for x, y in pairs:
+
+  def rest(s, m):
+    return jax.tree.leaves((s.learning_rates, s.fitness, s.mixture_weights, s.mixture_score, m))
+
+  for x, y in zip(rest(tree, tree_metrics), rest(flat, flat_metrics)):
     np.testing.assert_allclose(np.asarray(y), np.asarray(x), rtol=1e-5, atol=1e-7)
 
 

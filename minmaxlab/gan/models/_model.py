@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 from flax import linen as nn
+from jax.flatten_util import ravel_pytree
 
 
 class Model(NamedTuple):
@@ -111,35 +112,29 @@ def from_linen(
 def flat(model: Model) -> Model:
   """``model`` with its parameters as ONE vector (the leaves raveled in tree order).
 
-  ``init`` returns the concatenated leaves, ``apply`` splits the vector and
-  reshapes the pieces back into the tree before calling ``model.apply``: the
-  same values, the same function. What changes is the number of arrays every tree operation touches:
-  optimizer moments, Lookahead's slow weights, selection's takes and
-  replacement's selects act on one buffer per network instead of one per layer,
-  and XLA compiles one kernel for each of those instead of one per leaf (the
-  coevolution step's compile time grows by about 0.1 s per state leaf on a
-  2-core CPU: ``experiments/benchmarks/compile_time.py``). The price is a copy
-  of the weights out of the vector on every forward pass: nothing for small
-  networks, 27% of a generation for the MNIST MLP (``compile_time.py --layouts``).
+  ``init`` returns the raveled leaves, ``apply`` splits the vector back into the
+  tree (``jax.flatten_util.ravel_pytree``) before calling ``model.apply``: the
+  same values, the same function. What changes is the number of arrays every
+  tree operation touches: optimizer moments, Lookahead's slow weights,
+  selection's takes and replacement's selects act on one buffer per network
+  instead of one per layer, and XLA compiles one kernel for each of those
+  instead of one per leaf (the coevolution step's compile time grows by about
+  0.1 s per state leaf on a 2-core CPU: ``experiments/benchmarks/compile_time.py``).
+  The price is a copy of the weights out of the vector on every forward pass:
+  nothing for small networks, 27% of a generation for the MNIST MLP
+  (``compile_time.py --layouts``). The split's gradient is one concatenation
+  (per-leaf slices would make it a zero-padded copy of the vector per leaf).
 
   All leaves must share one dtype (no silent promotion).
   """
   shapes = jax.eval_shape(model.init, jax.random.key(0))
-  leaves, treedef = jax.tree.flatten(shapes)
-  dtypes = {leaf.dtype for leaf in leaves}
+  dtypes = {leaf.dtype for leaf in jax.tree.leaves(shapes)}
   if len(dtypes) != 1:
     raise ValueError(f"flat() needs parameters of one dtype, got {sorted(map(str, dtypes))}")
-  sizes = [math.prod(leaf.shape) for leaf in leaves]
-  cuts = [sum(sizes[: i + 1]) for i in range(len(sizes) - 1)]
+  _, unravel = ravel_pytree(jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes))
 
   def init(key: jax.Array) -> jax.Array:
-    return jnp.concatenate([jnp.ravel(x) for x in jax.tree.leaves(model.init(key))])
-
-  def unravel(vector: jax.Array) -> Any:
-    # One split, not a slice per leaf: a slice's gradient is a zero-padded copy of the
-    # whole vector per leaf (summed), a split's is one concatenation of the leaves' gradients.
-    parts = jnp.split(vector, cuts)
-    return jax.tree.unflatten(treedef, [p.reshape(leaf.shape) for p, leaf in zip(parts, leaves)])
+    return ravel_pytree(model.init(key))[0]
 
   def apply(vector: jax.Array, x: jax.Array) -> jax.Array:
     return model.apply(unravel(vector), x)
