@@ -62,6 +62,10 @@ class CoevolutionState(NamedTuple):
 MUSTANGS_SALT = 0x6D75
 
 
+ADAM_CONSTANTS = ("b1", "b2", "eps", "eps_root")
+RMSPROP_CONSTANTS = ("decay", "eps", "initial_scale", "momentum")
+
+
 def default_scheme(
   learning_rate: float = 2e-4,
   lookahead: bool = True,
@@ -77,11 +81,19 @@ def default_scheme(
   ``optimizer="rmsprop"``: RMSprop as Lipizzaner's WGAN trainer uses it (torch's
   defaults: ``alpha = 0.99``, ``eps = 1e-8`` added outside the square root, no
   momentum; ``b1``, ``b2`` unused) instead of Adam."""
+  # Only the learning rate is injected (a state leaf, mutated per individual); the other
+  # hyperparameters are constants of the program (``static_args``), not 4-8 more state leaves
+  # per individual that every phase of a generation carries, selects and copies. They are
+  # float32 numbers, as the injected leaves were: ``1 - b2`` is then rounded in float32 as
+  # before (in float64, 1 - 0.999 would round to another float32 and change the results).
+  f32 = np.float32
   if optimizer == "adam":
-    opt = lambda: optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate, b1=b1, b2=b2)
+    opt = lambda: optax.inject_hyperparams(optax.adam, static_args=ADAM_CONSTANTS)(
+      learning_rate=learning_rate, b1=f32(b1), b2=f32(b2)
+    )
   elif optimizer == "rmsprop":
-    opt = lambda: optax.inject_hyperparams(optax.rmsprop)(
-      learning_rate=learning_rate, decay=0.99, eps=1e-8, eps_in_sqrt=False
+    opt = lambda: optax.inject_hyperparams(optax.rmsprop, static_args=RMSPROP_CONSTANTS)(
+      learning_rate=learning_rate, decay=f32(0.99), eps=f32(1e-8), eps_in_sqrt=False
     )
   else:
     raise ValueError(f"optimizer must be 'adam' or 'rmsprop', got {optimizer!r}")

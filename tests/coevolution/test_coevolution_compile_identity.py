@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -30,6 +31,7 @@ import pytest
 from minmaxlab import runner
 
 FIXTURE = Path(__file__).parent / "data" / "step_fingerprints.json"
+CONSTANT_LEAF = re.compile(r"\.hyperparams\['(b1|b2|eps|eps_root)'\]$")
 
 # name -> (config module, overrides)
 # (The recordings are of parameters stored as trees of layers: flat_params=False.)
@@ -95,7 +97,11 @@ def test_two_generations_match_saved_fingerprints(name):
     )
   got = fingerprint(name)
   want = here[0]["cases"][name]
-  assert set(want) <= set(got), sorted(set(want) - set(got))
+  # Recorded before Adam's constants left the state (``static_args``): those leaves held the
+  # same constants in every individual and are gone; every other leaf must be there.
+  gone = {k for k in set(want) - set(got) if CONSTANT_LEAF.search(k)}
+  assert set(want) - gone <= set(got), sorted(set(want) - gone - set(got))
+  want = {k: v for k, v in want.items() if k not in gone}
   bad = [k for k in want if got[k]["sha256"] != want[k]["sha256"]]
   assert not bad, f"{len(bad)} of {len(want)} leaves changed bits, e.g. {bad[:3]}"
   for k in want:  # the same sums too (a readable difference when a hash fails)
