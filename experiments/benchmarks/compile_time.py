@@ -32,9 +32,16 @@ the coevolution state. XLA CPU compiles one kernel per fusion, and most of a gen
 fusions are per leaf (selects, takes and writes of every parameter and optimizer leaf), so
 compile seconds grow with the state's leaves: ``--set smoke.hidden=16,16,16`` adds a layer.
 ``--layouts`` compiles each config (in its own mode, fresh processes) with its networks as
-trees of layers and as one vector each (``config.flat_params``, ``models.flat``: 31 state
-leaves instead of 71 for the MLPs) and interleaves both steps' generations in this process
+trees of layers and as one vector each (``config.flat_params``, ``models.flat``: 23 state
+leaves instead of 63 for the MLPs) and interleaves both steps' generations in this process
 (``layouts`` in the config's entry; ratios to ``tree``).
+
+``--against REV`` measures this checkout against git revision ``REV`` instead: for each
+config, in its own mode, cold compiles in fresh processes that alternate between this code
+and REV's (a temporary ``git worktree``, removed afterwards), ``--repeats`` times, each
+followed by ``--generations`` generations in its process; medians and per-repeat ratios
+``this / REV`` (``compile_time_against`` in the JSON; each run names the ``code_root`` it
+imported). A change's compile-time claim is this A/B on one host, not two separate runs.
 
 ``--first_generation`` adds the main job's time from start to its first generation, cold
 (empty persistent cache) and warm (a rerun with a new workdir, and a resumed run), as
@@ -63,12 +70,14 @@ from pathlib import Path
 import jax
 
 jax.config.update("jax_enable_compilation_cache", False)
+CODE_ROOT = "MINMAXLAB_BENCHMARK_CODE_ROOT"  # where a child process imports the code from
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
-  sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+  # (the library and configs of this checkout, or of the one ``--against`` measures)
+  sys.path.insert(0, os.environ.get(CODE_ROOT, str(Path(__file__).resolve().parents[2])))
 
 from experiments.coevolution import experiment, train  # noqa: E402
 from minmaxlab import coevolution as co  # noqa: E402
@@ -253,15 +262,26 @@ def stub_threefry() -> None:
   mlir.register_lowering(threefry2x32_p, lowering, platform="cpu")
 
 
-def _fresh_process_compile(name: str, sets: list, mode: str, stub: bool = False) -> dict:
+def _fresh_process_compile(
+  name: str,
+  sets: list,
+  mode: str,
+  stub: bool = False,
+  root: Path | None = None,
+  generations: int = 0,
+) -> dict:
   """:func:`time_compile` of one config and mode in a fresh Python process (``stub``: with
-  :func:`stub_threefry`)."""
+  :func:`stub_threefry`; ``root``: the code of another checkout; ``generations``: then also
+  that many generations of the compiled step, after one warm-up, in the same process)."""
   one = f"{name}:{mode}" + (":stub_threefry" if stub else "")
-  cmd = [sys.executable, "-m", "experiments.benchmarks.compile_time", "--one", one]
+  root = Path(__file__).resolve().parents[2] if root is None else Path(root)
+  # This file runs (the same measurement), importing the library and configs from ``root``.
+  cmd = [sys.executable, str(Path(__file__).resolve()), "--one", one]
   if sets:
     cmd += ["--set", *sets]
-  root = Path(__file__).resolve().parents[2]
-  env = dict(os.environ, PYTHONPATH=str(root))
+  if generations:
+    cmd += ["--generations", str(generations)]
+  env = dict(os.environ, PYTHONPATH=str(root), **{CODE_ROOT: str(root)})
   out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
   if out.returncode != 0:
     raise RuntimeError(f"{name}:{mode} failed: {out.stderr.strip().splitlines()[-1:]}")
@@ -307,6 +327,82 @@ def time_layouts(name: str, overrides: dict, sets: list, mode: str, generations:
   return out
 
 
+def _machine() -> dict:
+  return {
+    "cpu_model": runner.cpu_model(),
+    "avx512": runner.cpu_has_avx512(),
+    "cpus": os.cpu_count(),
+    "jax": jax.__version__,
+    "python": platform.python_version(),
+  }
+
+
+def time_against(name: str, sets: list, rev: str, repeats: int, generations: int) -> dict:
+  """This checkout against git revision ``rev`` (a temporary ``git worktree``): cold compiles
+  of the config in its own mode, each in a fresh process, alternating (this, rev, this, ...)
+  ``repeats`` times, each followed by ``generations`` generations in its process. Medians
+  and per-repeat ratios ``this / rev``."""
+  import tempfile
+
+  here = Path(__file__).resolve().parents[2]
+  mode = load_config(name, _overrides(sets, name)).get("compile", "default")
+  sha = subprocess.run(
+    ["git", "rev-parse", rev], cwd=here, capture_output=True, text=True, check=True
+  ).stdout.strip()
+  runs = {"this": [], rev: []}
+  with tempfile.TemporaryDirectory() as tmp:
+    other = Path(tmp) / "rev"
+    subprocess.run(
+      ["git", "worktree", "add", "--detach", str(other), sha],
+      cwd=here,
+      capture_output=True,
+      check=True,
+    )
+    try:
+      for _ in range(repeats):
+        for side, root in (("this", here), (rev, other)):
+          runs[side].append(
+            _fresh_process_compile(name, sets, mode, root=root, generations=generations)
+          )
+    finally:
+      subprocess.run(
+        ["git", "worktree", "remove", "--force", str(other)],
+        cwd=here,
+        capture_output=True,
+        check=False,
+      )
+
+  def summary(key):
+    a = np.asarray([r["step"][key] for r in runs["this"]])
+    b = np.asarray([r["step"][key] for r in runs[rev]])
+    return {
+      "this": a.tolist(),
+      rev: b.tolist(),
+      "this_median": float(np.median(a)),
+      f"{rev}_median": float(np.median(b)),
+      "ratio_median": round(float(np.median(a / b)), 3),
+    }
+
+  out = {
+    "mode": mode,
+    "rev": rev,
+    "sha": sha,
+    "step_total_s": summary("total_s"),
+    "step_cpu_s": summary("cpu_s"),
+    "census": {side: runs[side][0]["step"]["census"] for side in runs},
+    "runs": runs,
+  }
+  if generations:
+    a = np.asarray([r["generations"]["median_s"] for r in runs["this"]])
+    b = np.asarray([r["generations"]["median_s"] for r in runs[rev]])
+    out["generation_median_s"] = {
+      "this": a.tolist(),
+      rev: b.tolist(),
+      "ratio_median": round(float(np.median(a / b)), 3),
+    }
+  return out
+
+
 def _overrides(sets: list, name: str) -> dict:
   """``{field: value}`` of the ``--set name.field=value`` items for config ``name``."""
   out = {}
@@ -328,6 +424,13 @@ def main():
   ap.add_argument("--repeats", type=int, default=1, help="cold compiles per config and mode")
   ap.add_argument("--set", nargs="*", default=[], help="config.field=value overrides")
   ap.add_argument("--one", default="", help=argparse.SUPPRESS)  # "config:mode", in a child
+  ap.add_argument(
+    "--against",
+    default="",
+    metavar="REV",
+    help="instead: this checkout against git revision REV, each config in its own mode,"
+    " fresh processes alternating --repeats times (each then times --generations)",
+  )
   ap.add_argument(
     "--first_generation",
     action="store_true",
@@ -352,19 +455,24 @@ def main():
     if stub:
       stub_threefry()
     _, coev, data = build(name, _overrides(args.set, name))
-    print(json.dumps(time_compile(coev, data, mode)[0]))
+    timings, step, state = time_compile(coev, data, mode)
+    if args.generations:
+      timings["generations"] = interleaved_generations(
+        {mode: (step, state)}, data, args.generations
+      )[mode]
+    timings["code_root"] = str(Path(co.__file__).resolve().parents[2])  # minmaxlab/coevolution/
+    print(json.dumps(timings))
     return
-  result = {
-    "benchmark": "compile_time",
-    "machine": {
-      "cpu_model": runner.cpu_model(),
-      "avx512": runner.cpu_has_avx512(),
-      "cpus": os.cpu_count(),
-      "jax": jax.__version__,
-      "python": platform.python_version(),
-    },
-    "configs": {},
-  }
+  if args.against:
+    result = {"benchmark": "compile_time_against", "machine": _machine(), "configs": {}}
+    for name in args.configs.split(","):
+      result["configs"][name] = time_against(
+        name, args.set, args.against, args.repeats, args.generations
+      )
+      print(f"# {name}: {json.dumps(result['configs'][name])}", flush=True)
+    print(json.dumps(result))
+    return
+  result = {"benchmark": "compile_time", "machine": _machine(), "configs": {}}
   for name in args.configs.split(","):
     overrides = _overrides(args.set, name)
     runs = []

@@ -50,6 +50,32 @@ def test_compile_time_reports_the_configs_own_mode_and_its_generations(tmp_path)
   assert gens["flat"]["ratio_to_tree_median"] > 0 and "ratio_to_tree_median" not in gens["tree"]
 
 
+@pytest.mark.slow  # two cold compiles of the smoke step, in fresh processes, and a git worktree
+def test_against_compiles_this_checkout_and_a_revision_each_from_its_own_code():
+  """``--against REV``: the same measurement run on this checkout's code and on REV's (a
+  temporary git worktree, removed afterwards), in alternating fresh processes."""
+  if not (ROOT / ".git").exists():
+    pytest.skip("not a git checkout")
+  sha = _procs.run(["git", "rev-parse", "HEAD"], cwd=ROOT, timeout=60).stdout.strip()
+  cmd = [sys.executable, "-m", "experiments.benchmarks.compile_time", "--against", "HEAD"]
+  cmd += ["--configs", "smoke", "--repeats", "1", "--generations", "1"]
+  cmd += ["--set", "smoke.steps_per_generation=3"]
+  env = dict(os.environ, PYTHONPATH=str(ROOT))
+  out = _procs.run(cmd, cwd=ROOT, env=env, timeout=600)
+  assert out.returncode == 0, out.stderr[-2000:]
+  result = json.loads(out.stdout.strip().splitlines()[-1])
+  smoke = result["configs"]["smoke"]
+  assert smoke["mode"] == "fastest" and smoke["sha"] == sha
+  (this,), (rev,) = smoke["runs"]["this"], smoke["runs"]["HEAD"]
+  assert Path(this["code_root"]) == ROOT  # each side imported its own library and configs
+  assert Path(rev["code_root"]) != ROOT and not Path(rev["code_root"]).exists()  # removed
+  for side in (this, rev):
+    assert side["step"]["total_s"] > 0 and side["step"]["census"]["state_leaves"] > 0
+    assert len(side["generations"]["seconds"]) == 1
+  assert smoke["step_total_s"]["ratio_median"] > 0
+  assert smoke["generation_median_s"]["ratio_median"] > 0
+
+
 def test_bad_compile_mode_is_one_line(tmp_path):
   cmd = [sys.executable, "-m", "experiments.coevolution.main"]
   cmd += ["--config", "experiments/coevolution/configs/smoke.py", "--workdir", str(tmp_path)]
