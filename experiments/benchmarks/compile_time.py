@@ -62,6 +62,7 @@ import json
 import os
 import platform
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -464,6 +465,8 @@ def main():
     print(json.dumps(timings))
     return
   if args.against:
+    # A SIGTERM (timeout, kill) exits through the ``finally`` that removes the worktree.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     result = {"benchmark": "compile_time_against", "machine": _machine(), "configs": {}}
     for name in args.configs.split(","):
       result["configs"][name] = time_against(

@@ -3,7 +3,10 @@ and the modes' generations interleaved in one (issue 11 item 5)."""
 
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 from tests import _procs
 
 ROOT = Path(__file__).resolve().parents[2]
+CODE_ROOT = "MINMAXLAB_BENCHMARK_CODE_ROOT"  # compile_time.CODE_ROOT (not imported: JAX)
 
 
 @pytest.mark.slow  # six cold compiles of the smoke generation (fresh processes, then here)
@@ -74,6 +78,41 @@ def test_against_compiles_this_checkout_and_a_revision_each_from_its_own_code():
     assert len(side["generations"]["seconds"]) == 1
   assert smoke["step_total_s"]["ratio_median"] > 0
   assert smoke["generation_median_s"]["ratio_median"] > 0
+
+
+@pytest.mark.slow  # one cold compile of the smoke step, then a second that is cut off
+def test_against_killed_mid_run_removes_its_worktree_and_its_child(tmp_path):
+  """A SIGTERM while REV's side compiles: the child goes, the temporary worktree goes (the
+  ``finally`` runs), and the exit status says the run was terminated."""
+  if not (ROOT / ".git").exists():
+    pytest.skip("not a git checkout")
+  cmd = [sys.executable, "-m", "experiments.benchmarks.compile_time", "--against", "HEAD"]
+  cmd += ["--configs", "smoke", "--repeats", "1"]
+  env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path))
+  proc = _procs.start(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  rev = None
+  try:
+    deadline = time.monotonic() + _procs.scaled(300)
+    while time.monotonic() < deadline and proc.poll() is None:
+      found = sorted(tmp_path.glob("*/rev"))
+      if found and _procs.pids_with_env(CODE_ROOT, str(found[0])):
+        rev = found[0]  # REV's side is compiling in its own process
+        break
+      time.sleep(0.2)
+    assert rev is not None, proc.stderr.read()[-2000:] if proc.poll() is not None else "timeout"
+    proc.send_signal(signal.SIGTERM)  # the parent only, as a timeout would
+    assert proc.wait(timeout=_procs.scaled(60)) == 128 + signal.SIGTERM
+    assert not rev.exists()
+    listed = _procs.run(["git", "worktree", "list"], cwd=ROOT, timeout=60).stdout
+    assert str(rev) not in listed
+    deadline = time.monotonic() + _procs.scaled(30)
+    while _procs.pids_with_env(CODE_ROOT, str(rev)) and time.monotonic() < deadline:
+      time.sleep(0.2)
+    assert not _procs.pids_with_env(CODE_ROOT, str(rev))
+  finally:
+    _procs.kill_group(proc)
+    if rev is not None and rev.exists():
+      _procs.run(["git", "worktree", "remove", "--force", str(rev)], cwd=ROOT, timeout=60)
 
 
 def test_bad_compile_mode_is_one_line(tmp_path):
