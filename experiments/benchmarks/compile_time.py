@@ -65,6 +65,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -343,8 +344,6 @@ def time_against(name: str, sets: list, rev: str, repeats: int, generations: int
   of the config in its own mode, each in a fresh process, alternating (this, rev, this, ...)
   ``repeats`` times, each followed by ``generations`` generations in its process. Medians
   and per-repeat ratios ``this / rev``."""
-  import tempfile
-
   here = Path(__file__).resolve().parents[2]
   mode = load_config(name, _overrides(sets, name)).get("compile", "default")
   sha = subprocess.run(
@@ -373,9 +372,10 @@ def time_against(name: str, sets: list, rev: str, repeats: int, generations: int
         check=False,
       )
 
-  def summary(key):
-    a = np.asarray([r["step"][key] for r in runs["this"]])
-    b = np.asarray([r["step"][key] for r in runs[rev]])
+  def paired(get) -> dict:
+    """Both sides' values of ``get(run)``, their medians and the median per-repeat ratio."""
+    a = np.asarray([get(r) for r in runs["this"]])
+    b = np.asarray([get(r) for r in runs[rev]])
     return {
       "this": a.tolist(),
       rev: b.tolist(),
@@ -388,19 +388,13 @@ def time_against(name: str, sets: list, rev: str, repeats: int, generations: int
     "mode": mode,
     "rev": rev,
     "sha": sha,
-    "step_total_s": summary("total_s"),
-    "step_cpu_s": summary("cpu_s"),
+    "step_total_s": paired(lambda r: r["step"]["total_s"]),
+    "step_cpu_s": paired(lambda r: r["step"]["cpu_s"]),
     "census": {side: runs[side][0]["step"]["census"] for side in runs},
     "runs": runs,
   }
   if generations:
-    a = np.asarray([r["generations"]["median_s"] for r in runs["this"]])
-    b = np.asarray([r["generations"]["median_s"] for r in runs[rev]])
-    out["generation_median_s"] = {
-      "this": a.tolist(),
-      rev: b.tolist(),
-      "ratio_median": round(float(np.median(a / b)), 3),
-    }
+    out["generation_median_s"] = paired(lambda r: r["generations"]["median_s"])
   return out
 
 
