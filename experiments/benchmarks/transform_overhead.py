@@ -261,9 +261,11 @@ def kernel_profile(run, params, state, batches, calls=3, hlo_text=None) -> dict:
     )
     totals.append(sum(t for name, t in ns.items() if "ThreadPool" not in name))
     syncs.append(sum(ns[name] for name in sync))
+  # microsecond resolution: a small game's sync kernels take a few microseconds per call, which
+  # two decimals of a millisecond printed as 0.0 on a fast host
   return {
-    "kernel_ms": round(statistics.median(totals) / 1e6, 2),
-    "sync_kernel_ms": round(statistics.median(syncs) / 1e6, 2),
+    "kernel_ms": round(statistics.median(totals) / 1e6, 4),
+    "sync_kernel_ms": round(statistics.median(syncs) / 1e6, 4),
     "sync_share": round(statistics.median(s / t for s, t in zip(syncs, totals)), 4),
   }
 
