@@ -90,11 +90,14 @@ STEMS = {
   "floor": "coevolution_throughput_floor",
   "overhead": "transform_overhead",
   "first_generation": "first_generation",
+  "lipizzaner": "lipizzaner_side_by_side",
 }
 SCRIPTS = {
+  "compile": "compile_time.py",
   "floor": "coevolution_throughput.py",
   "overhead": "transform_overhead.py",
   "first_generation": "first_generation.py",
+  "lipizzaner": "lipizzaner_side_by_side.py",
 }
 
 
@@ -136,7 +139,7 @@ def _run(benchmark: str, size: str, timeout: float | None, extra: list[str]) -> 
   if benchmark == "compile":
     configs = ",".join(COMPILE_CONFIGS) if size == "full" else "smoke"
     return last_json(
-      _child([sys.executable, str(HERE / "compile_time.py"), "--configs", configs, *argv], timeout)
+      _child([sys.executable, str(HERE / SCRIPTS[benchmark]), "--configs", configs, *argv], timeout)
     )
   return last_json(_child([sys.executable, str(HERE / SCRIPTS[benchmark]), *argv], timeout))
 

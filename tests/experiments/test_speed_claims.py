@@ -80,6 +80,13 @@ def test_targets_read_from_recorded_benchmark_json():
   assert not any(r["met"] for r in speed_claims.targets({"floor": unequal}, files)[:2])
 
 
+def test_every_benchmark_has_a_script_a_file_name_and_both_sizes():
+  for name in speed_claims.BENCHMARKS:
+    assert (speed_claims.HERE / speed_claims.SCRIPTS[name]).is_file(), name
+    assert speed_claims.STEMS[name] and set(speed_claims.PROTOCOL[name]) == {"full", "quick"}
+  assert "lipizzaner" not in speed_claims.DEFAULT  # only with --lipizzaner
+
+
 def test_lipizzaner_figures_from_recorded_json():
   run = _load("2026-12-02_lipizzaner_side_by_side_amd_epyc.json")
   got = speed_claims.figures({"lipizzaner": run})["lipizzaner"]
