@@ -271,11 +271,16 @@ def kernel_profile(run, params, state, batches, calls=3, hlo_text=None) -> dict:
 
 
 def _paired(times, variant="lookahead"):
+  """Median and quartiles of each round's ratio ``variant / plain - 1``, and every round's
+  (``rounds``, in order: a later run can pool them)."""
   ratios = [la / plain - 1.0 for plain, la in zip(times["plain"], times[variant])]
+  rounds = [round(r, 4) for r in ratios]
   if len(ratios) < 2:
-    return {"median": round(ratios[0], 4), "q1": round(ratios[0], 4), "q3": round(ratios[0], 4)}
-  q1, med, q3 = statistics.quantiles(ratios, n=4)
-  return {"median": round(statistics.median(ratios), 4), "q1": round(q1, 4), "q3": round(q3, 4)}
+    r = rounds[0]
+    return {"median": r, "q1": r, "q3": r, "rounds": rounds}
+  q1, _, q3 = statistics.quantiles(ratios, n=4)
+  median = round(statistics.median(ratios), 4)
+  return {"median": median, "q1": round(q1, 4), "q3": round(q3, 4), "rounds": rounds}
 
 
 def _step_bytes(cost):

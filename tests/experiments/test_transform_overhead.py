@@ -153,3 +153,12 @@ def test_benchmark_reports_the_auto_layout_and_times_the_other(tmp_path):
   assert (got["alternating"]["layout"], got["alternating"]["other_layout"]) == ("cond", "select")
   for r in got.values():
     assert r["other_layout_step_bytes_ratio"] >= 1.0 and r["overhead_other_layout_paired"]
+
+
+def test_paired_ratios_report_every_round():
+  times = {"plain": [1.0, 2.0, 4.0, 1.0, 2.0], "lookahead": [1.1, 2.0, 3.6, 1.02, 2.1]}
+  got = bench._paired(times)
+  assert got["rounds"] == [0.1, 0.0, -0.1, 0.02, 0.05]
+  assert got["median"] == 0.02 and got["q1"] == -0.05 and got["q3"] == 0.075
+  one = bench._paired({"plain": [2.0], "lookahead": [2.5]})
+  assert one == {"median": 0.25, "q1": 0.25, "q3": 0.25, "rounds": [0.25]}
