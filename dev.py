@@ -218,7 +218,7 @@ def main(argv: list[str]) -> int:
   if cmd == "bench":
     rc = 0
     for script in sorted((ROOT / "experiments" / "benchmarks").glob("*.py")):
-      if script.name == "speed_claims.py":  # reruns three of the others at the README's sizes
+      if script.name == "speed_claims.py":  # reruns four of the others at the README's sizes
         continue
       rc |= run_child([str(PY), str(script), *rest])
     return rc

@@ -38,7 +38,7 @@ measurement, not a test); 1 if a benchmark failed, 2 for bad arguments (one line
       [--lipizzaner ~/lipizzaner-gan --lipizzaner_python ~/lipizzaner-venv/bin/python]
 
 ``--quick`` runs each benchmark at a tiny size (a smoke test of the protocol: its figures are
-no claim). A full run takes about 40 minutes on a 2-core host; run nothing else meanwhile.
+no claim). A full run took 21-24 minutes on a 2-core host; run nothing else meanwhile.
 """
 
 from __future__ import annotations
@@ -64,8 +64,9 @@ COMPILE_CONFIGS = {"smoke": 5.0, "ring8_3x3": 20.0}  # config -> compile-seconds
 FLOOR_RATIO, MATMUL_SHARE, LOOKAHEAD_OVERHEAD = 1.0, 0.85, 0.03
 PROTOCOL = {
   "compile": {
-    "full": ["--modes", "default,fast,fastest", "--repeats", "5", "--generations", "5"],
-    "quick": ["--modes", "fastest", "--repeats", "1", "--generations", "1"],
+    "full": ["--configs", ",".join(COMPILE_CONFIGS), "--modes", "default,fast,fastest"]
+    + ["--repeats", "5", "--generations", "5"],
+    "quick": ["--configs", "smoke", "--modes", "fastest", "--repeats", "1", "--generations", "1"],
   },
   "floor": {
     "full": ["--floor", "--strategies", "map", "--generations", "9"],
@@ -135,13 +136,8 @@ def last_json(text: str) -> dict:
 
 
 def _run(benchmark: str, size: str, timeout: float | None, extra: list[str]) -> dict:
-  argv = PROTOCOL[benchmark][size] + extra
-  if benchmark == "compile":
-    configs = ",".join(COMPILE_CONFIGS) if size == "full" else "smoke"
-    return last_json(
-      _child([sys.executable, str(HERE / SCRIPTS[benchmark]), "--configs", configs, *argv], timeout)
-    )
-  return last_json(_child([sys.executable, str(HERE / SCRIPTS[benchmark]), *argv], timeout))
+  cmd = [sys.executable, str(HERE / SCRIPTS[benchmark]), *PROTOCOL[benchmark][size], *extra]
+  return last_json(_child(cmd, timeout))
 
 
 def _row(claim: str, value, target: str, met: bool, source: str, **extra) -> dict:
