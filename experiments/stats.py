@@ -1,0 +1,563 @@
+r"""Small-sample statistics shared by the result studies (numpy and ``math`` only).
+
+A study compares arms over a handful of seeds (3 to 10 runs per arm), so every test
+here is exact: its null distribution is enumerated (or counted exactly), never
+approximated by a normal or a Monte Carlo draw, except ``permutation_test`` beyond
+200000 splits. Intervals are percentile bootstraps with a fixed seed, so a study's
+report is a function of its numbers.
+
+  r = compare(fid_la, fid_base, test="mann_whitney")   # means, sds, difference, CI, p
+  verdict(r, alpha=0.05, name_a="LA-AltGAN", name_b="AltGAN")
+  # 'LA-AltGAN beats AltGAN on FID: 21.3 vs 25.0 (difference -3.7, 95% CI [-4.9, -2.6],
+  #  Mann-Whitney p = 0.0079, n = 5/5).'
+
+Conventions: ``alternative`` is one of ``"two-sided"``, ``"less"`` (``a`` tends to be
+smaller than ``b``) and ``"greater"``. The rank tests use midranks for ties, count their
+null distributions exactly on doubled (hence integer) midranks and, as scipy, take twice
+the smaller one-sided p-value (capped at 1) as the two-sided one. The permutation and
+sign-flip tests (real-valued statistics) count the null values with ``|T| >= |t|`` for a
+two-sided p-value, null values within a relative 1e-12 of the observed one counting as
+ties. Where the null distribution is symmetric (Wilcoxon, sign-flip, and both
+two-sample tests at equal sizes) the two two-sided conventions agree.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+from functools import lru_cache
+
+import numpy as np
+
+ALTERNATIVES = ("two-sided", "less", "greater")
+TESTS = ("mann_whitney", "permutation", "sign_flip", "wilcoxon")
+PAIRED_TESTS = ("sign_flip", "wilcoxon")
+TEST_LABELS = {
+  "mann_whitney": "Mann-Whitney",
+  "permutation": "permutation",
+  "sign_flip": "sign-flip",
+  "wilcoxon": "Wilcoxon",
+}
+MAX_EXACT_SPLITS = 200_000  # permutation_test enumerates up to this many splits
+MAX_SIGN_FLIP_N = 20  # sign_flip_test enumerates 2**n sign vectors
+_RTOL = 1e-12  # float ties of the permutation and sign-flip statistics
+
+
+# -- descriptive ------------------------------------------------------------------------
+
+
+def mean_sd(x) -> tuple[float, float]:
+  """Mean and sample standard deviation (``ddof=1``; 0.0 for a single value)."""
+  x = _sample(x, "x", finite=False)
+  sd = float(np.std(x, ddof=1)) if x.size > 1 else 0.0
+  return float(np.mean(x)), sd
+
+
+def fmt_mean_sd(x, digits: int = 1) -> str:
+  """``"mean ± sd"`` (sample standard deviation) with ``digits`` decimals."""
+  m, s = mean_sd(x)
+  return f"{m:.{digits}f} ± {s:.{digits}f}"
+
+
+def fmt_values(x, digits: int = 1) -> str:
+  """``"mean ± sd (v1, v2, ...)"``: ``fmt_mean_sd`` followed by every value, in order."""
+  values = ", ".join(f"{v:.{digits}f}" for v in _sample(x, "x", finite=False))
+  return f"{fmt_mean_sd(x, digits)} ({values})"
+
+
+# -- bootstrap intervals ----------------------------------------------------------------
+
+
+def bootstrap_ci(
+  x, stat=np.mean, *, level: float = 0.95, n_resamples: int = 10000, seed: int = 0
+) -> tuple[float, float]:
+  """Percentile bootstrap interval of ``stat`` of one sample.
+
+  ``stat`` is called as ``stat(samples, axis=1)`` on a ``(batch, n)`` array of resamples
+  when it takes an ``axis`` argument (``np.mean``, ``np.median``), else once per resample.
+  The interval is the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the
+  ``n_resamples`` resampled statistics (``np.random.default_rng(seed)``).
+  """
+  x = _sample(x, "x")
+  _check_level(level)
+  rng = np.random.default_rng(seed)
+  return _percentiles(_resample(rng, x, stat, n_resamples), level)
+
+
+def diff_ci(
+  a,
+  b,
+  *,
+  paired: bool = False,
+  level: float = 0.95,
+  n_resamples: int = 10000,
+  seed: int = 0,
+) -> tuple[float, float]:
+  """Percentile bootstrap interval of ``mean(a) - mean(b)``.
+
+  Unpaired: each arm is resampled independently (with its own size). Paired: ``a`` and
+  ``b`` must have equal lengths and the differences ``a - b`` are resampled (the
+  bootstrap interval of their mean).
+  """
+  a, b = _sample(a, "a"), _sample(b, "b")
+  _check_level(level)
+  rng = np.random.default_rng(seed)
+  if paired:
+    _check_paired(a, b)
+    diffs = _resample(rng, a - b, np.mean, n_resamples)
+  else:
+    diffs = _resample(rng, a, np.mean, n_resamples) - _resample(rng, b, np.mean, n_resamples)
+  return _percentiles(diffs, level)
+
+
+# -- two-sample tests -------------------------------------------------------------------
+
+
+def mann_whitney(a, b, alternative: str = "two-sided") -> float:
+  """Exact p-value of the Mann-Whitney U (Wilcoxon rank-sum) test.
+
+  The statistic is the rank sum of ``a`` in the pooled sample, with midranks for ties;
+  its null distribution is the exact permutation distribution over all
+  ``C(n_a + n_b, n_a)`` splits of the pooled ranks, counted by dynamic programming on
+  the doubled (integer) midranks; two-sided: twice the smaller one-sided p-value, capped
+  at 1. Without ties this equals ``scipy.stats.mannwhitneyu(a, b, method="exact")``; with
+  ties, ``scipy.stats.permutation_test`` of the midrank sum (scipy's ``method="exact"``
+  ignores ties). ``"less"``: ``a`` tends to be smaller than ``b``.
+  """
+  a, b = _sample(a, "a"), _sample(b, "b")
+  _check_alternative(alternative)
+  ranks2 = _doubled_midranks(np.concatenate([a, b]))
+  counts = _subset_sum_counts(ranks2, a.size)
+  return _integer_pvalue(counts, int(ranks2[: a.size].sum()), alternative)
+
+
+def permutation_test(
+  a,
+  b,
+  *,
+  stat: str = "mean",
+  alternative: str = "two-sided",
+  n_resamples: int | None = None,
+  seed: int = 0,
+) -> float:
+  """Permutation test of the difference in means ``mean(a) - mean(b)``.
+
+  Exact (every split of the pooled sample into arms of sizes ``n_a`` and ``n_b``) when
+  there are at most 200000 splits (10 vs 10: 184756); else Monte Carlo over
+  ``n_resamples`` random splits (100000 when None, ``np.random.default_rng(seed)``),
+  with ``p = (count + 1) / (n_resamples + 1)``. Two-sided: the fraction of splits with
+  ``|diff| >= |observed|``. This is the usual two-sided permutation p-value; scipy's
+  ``permutation_test`` instead doubles the smaller one-sided p-value, which agrees when
+  ``n_a == n_b`` (the null distribution is then symmetric). ``stat`` must be ``"mean"``.
+  """
+  a, b = _sample(a, "a"), _sample(b, "b")
+  _check_alternative(alternative)
+  if stat != "mean":
+    raise ValueError(f"stat must be 'mean', got {stat!r}")
+  if n_resamples is not None and n_resamples < 1:
+    raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+  pooled = np.concatenate([a, b])
+  pooled = pooled - pooled.mean()  # same differences, smaller rounding
+  n_a, n_b = a.size, b.size
+  total = pooled.sum()
+  splits = math.comb(n_a + n_b, n_a)
+  if splits <= MAX_EXACT_SPLITS:
+    # enumerate the smaller arm's members; the first combination is the observed split
+    small = min(n_a, n_b)
+    order = pooled if n_a <= n_b else np.concatenate([pooled[n_a:], pooled[:n_a]])
+    sums = order[_combinations(pooled.size, small)].sum(axis=1)
+    sums_a = sums if n_a <= n_b else total - sums
+    null = sums_a / n_a - (total - sums_a) / n_b
+    observed, plus = null[0], 0
+  else:
+    n_resamples = n_resamples or 100_000
+    rng = np.random.default_rng(seed)
+    sums_a = np.concatenate(
+      [
+        rng.permuted(np.broadcast_to(pooled, (k, pooled.size)), axis=1)[:, :n_a].sum(axis=1)
+        for k in _batches(n_resamples, pooled.size)
+      ]
+    )
+    null = sums_a / n_a - (total - sums_a) / n_b
+    observed = pooled[:n_a].sum() / n_a - pooled[n_a:].sum() / n_b
+    plus = 1
+  tol = _RTOL * max(abs(observed), float(np.abs(pooled).max()))
+  hits = _float_tail_count(null, observed, tol, alternative)
+  return (hits + plus) / (null.size + plus)
+
+
+# -- paired tests -----------------------------------------------------------------------
+
+
+def sign_flip_test(a, b, alternative: str = "two-sided") -> float:
+  """Exact paired randomisation (sign-flip) test of the mean difference ``mean(a - b)``.
+
+  The null distribution flips the sign of each difference ``a_i - b_i`` independently:
+  all ``2**n`` sign vectors are enumerated (``n <= 20``; a larger ``n`` raises
+  ``ValueError``). Equals ``scipy.stats.permutation_test(..., permutation_type="samples")``
+  on the mean difference (whose null distribution is symmetric about 0).
+  """
+  a, b = _sample(a, "a"), _sample(b, "b")
+  _check_alternative(alternative)
+  _check_paired(a, b)
+  d = a - b
+  if d.size > MAX_SIGN_FLIP_N:
+    raise ValueError(f"sign_flip_test enumerates 2**n flips: n = {d.size} > {MAX_SIGN_FLIP_N}")
+  sums = np.zeros(1)
+  for v in d:  # every signed sum; index 0 is the all-plus (observed) one
+    sums = np.concatenate([sums + v, sums - v])
+  tol = _RTOL * float(np.abs(d).sum())
+  return _float_tail_count(sums, sums[0], tol, alternative) / sums.size
+
+
+def wilcoxon(a, b, alternative: str = "two-sided") -> float:
+  """Exact paired Wilcoxon signed-rank p-value of ``a - b``.
+
+  Zero differences are dropped (scipy's ``zero_method="wilcox"``); the absolute
+  differences left are ranked with midranks for ties, and the null distribution of the
+  positive-rank sum over all ``2**n`` signs is counted exactly. Equals
+  ``scipy.stats.wilcoxon(a, b, method="exact")`` without ties or zeros (and scipy's
+  permutation version, ``method="auto"`` for ``n <= 13``, with them). All differences
+  zero: 1.0.
+  """
+  a, b = _sample(a, "a"), _sample(b, "b")
+  _check_alternative(alternative)
+  _check_paired(a, b)
+  d = a - b
+  d = d[d != 0]
+  if d.size == 0:
+    return 1.0
+  ranks2 = _doubled_midranks(np.abs(d))
+  counts = np.zeros(int(ranks2.sum()) + 1, dtype=_count_dtype(2**d.size))
+  counts[0] = 1
+  for w in ranks2:  # counts[s]: sign vectors whose doubled positive-rank sum is s
+    counts[w:] += counts[:-w].copy()
+  return _integer_pvalue(counts, int(ranks2[d > 0].sum()), alternative)
+
+
+# -- other tests ------------------------------------------------------------------------
+
+
+def fisher_exact(table, alternative: str = "two-sided") -> float:
+  """Fisher's exact test of a 2x2 table ``[[a, b], [c, d]]`` of counts.
+
+  Under the null, ``a`` is hypergeometric given the margins. ``"less"``: ``P(X <= a)``
+  (odds ratio below 1), ``"greater"``: ``P(X >= a)``; two-sided: the total probability of
+  the tables no more probable than the observed one (within a relative 1e-7, as R). The
+  probabilities are computed exactly in integers; compare ``scipy.stats.fisher_exact``.
+  """
+  _check_alternative(alternative)
+  t = np.asarray(table)
+  if t.shape != (2, 2) or np.any(t < 0) or np.any(t != np.round(t)):
+    raise ValueError(f"table must be a 2x2 table of non-negative counts, got {table!r}")
+  (x, b_), (c, d) = (int(v) for v in t[0]), (int(v) for v in t[1])
+  row, col, n = x + b_, x + c, x + b_ + c + d
+  support = range(max(0, row + col - n), min(row, col) + 1)
+  weight = {k: math.comb(col, k) * math.comb(n - col, row - k) for k in support}
+  if alternative == "less":
+    hits = sum(w for k, w in weight.items() if k <= x)
+  elif alternative == "greater":
+    hits = sum(w for k, w in weight.items() if k >= x)
+  else:
+    hits = sum(w for w in weight.values() if w * 10**7 <= weight[x] * (10**7 + 1))
+  return min(1.0, float(Fraction(hits, math.comb(n, row))))
+
+
+def variance_ratio_test(a, b) -> float:
+  """Two-sided F-test of equal variances: ``F = var(a) / var(b)`` (sample variances)
+  against the F distribution with ``(n_a - 1, n_b - 1)`` degrees of freedom, ``p = 2 *
+  min(P(F' <= F), P(F' >= F))`` capped at 1 (assumes normal samples). The F tails are
+  regularised incomplete beta functions, evaluated by their continued fraction; compare
+  ``scipy.stats.f``. Both variances zero: nan."""
+  a, b = _sample(a, "a"), _sample(b, "b")
+  if a.size < 2 or b.size < 2:
+    raise ValueError("variance_ratio_test needs at least 2 values per arm")
+  va, vb = float(np.var(a, ddof=1)), float(np.var(b, ddof=1))
+  if va == 0 and vb == 0:
+    return math.nan
+  d1, d2 = a.size - 1, b.size - 1
+  # F <= f  <=>  X <= d1 va / (d1 va + d2 vb),  X ~ Beta(d1 / 2, d2 / 2)
+  x, y = d1 * va / (d1 * va + d2 * vb), d2 * vb / (d1 * va + d2 * vb)
+  lower, upper = _beta_tails(d1 / 2, d2 / 2, x, y)
+  return min(1.0, 2 * min(lower, upper))
+
+
+def holm(pvalues) -> list[float]:
+  """Holm-Bonferroni adjusted p-values, in the order given: the i-th smallest of m is
+  multiplied by ``m - i`` (i from 0), made non-decreasing in that order and capped at 1."""
+  p = np.asarray(pvalues, dtype=float).ravel()
+  if np.any(~(p >= 0) | (p > 1)):
+    raise ValueError(f"p-values must lie in [0, 1], got {pvalues!r}")
+  order = np.argsort(p, kind="stable")
+  adjusted = np.minimum(1.0, np.maximum.accumulate(p[order] * (p.size - np.arange(p.size))))
+  out = np.empty_like(p)
+  out[order] = adjusted
+  return [float(v) for v in out]
+
+
+# -- a comparison and its sentence ------------------------------------------------------
+
+
+def compare(
+  a,
+  b,
+  *,
+  test: str = "mann_whitney",
+  paired: bool = False,
+  alternative: str = "two-sided",
+  level: float = 0.95,
+  seed: int = 0,
+) -> dict:
+  """One A-vs-B comparison: both arms' mean and sd, the difference of means, its
+  bootstrap interval (``diff_ci``) and the p-value of ``test``.
+
+  ``test`` is one of ``"mann_whitney"``, ``"permutation"`` (unpaired) and
+  ``"sign_flip"``, ``"wilcoxon"`` (paired; these imply ``paired=True``). A paired
+  comparison needs arms of equal lengths (``ValueError`` otherwise), and ``paired=True``
+  with an unpaired test is a ``ValueError``. Returns a JSON-ready dict with keys
+  ``test, alternative, paired, level, n_a, n_b, mean_a, sd_a, mean_b, sd_b, effect``
+  (``mean_a - mean_b``), ``ci`` (``[low, high]``) and ``p``.
+  """
+  if test not in TESTS:
+    raise ValueError(f"test must be one of {TESTS}, got {test!r}")
+  if paired and test not in PAIRED_TESTS:
+    raise ValueError(f"paired=True needs a paired test {PAIRED_TESTS}, got {test!r}")
+  a, b = _sample(a, "a"), _sample(b, "b")
+  paired = test in PAIRED_TESTS
+  if paired:
+    _check_paired(a, b)
+  if test == "permutation":
+    p = permutation_test(a, b, alternative=alternative, seed=seed)
+  else:
+    p = {"mann_whitney": mann_whitney, "sign_flip": sign_flip_test, "wilcoxon": wilcoxon}[test](
+      a, b, alternative=alternative
+    )
+  (mean_a, sd_a), (mean_b, sd_b) = mean_sd(a), mean_sd(b)
+  ci = diff_ci(a, b, paired=paired, level=level, seed=seed)
+  return {
+    "test": test,
+    "alternative": alternative,
+    "paired": paired,
+    "level": level,
+    "n_a": int(a.size),
+    "n_b": int(b.size),
+    "mean_a": mean_a,
+    "sd_a": sd_a,
+    "mean_b": mean_b,
+    "sd_b": sd_b,
+    "effect": mean_a - mean_b,
+    "ci": [float(ci[0]), float(ci[1])],
+    "p": float(p),
+  }
+
+
+def verdict(
+  result: dict,
+  *,
+  alpha: float,
+  name_a: str,
+  name_b: str,
+  lower_is_better: bool = True,
+  metric: str = "FID",
+  digits: int = 1,
+) -> str:
+  """One sentence reporting a ``compare`` result.
+
+  ``p < alpha`` and a non-zero difference: ``"<winner> beats <loser> on <metric>: <mean>
+  vs <mean> (difference <d>, 95% CI [lo, hi], <test> p = <p>, n = <n>/<n>)."``, written
+  from the winner's side (its mean first; difference and interval winner minus loser),
+  the winner being the arm with the lower mean if ``lower_is_better``. Else ``"No
+  difference detected at n = <n_a>/<n_b>: <name_a> <mean_a> vs <name_b> <mean_b>
+  (difference <d>, 95% CI [lo, hi], <test> p = <p>)."`` with ``d = mean_a - mean_b``.
+  Numbers have ``digits`` decimals, p two significant digits.
+  """
+  r = result
+  f = lambda v: f"{v:.{digits}f}"
+  head = f"{r['level'] * 100:g}% CI"
+  test = TEST_LABELS.get(r["test"], r["test"])
+  effect, (lo, hi) = r["effect"], r["ci"]
+  if r["p"] < alpha and effect != 0:
+    a_wins = (effect < 0) == lower_is_better
+    if a_wins:
+      win, lose, m_w, m_l, n_w, n_l = name_a, name_b, r["mean_a"], r["mean_b"], r["n_a"], r["n_b"]
+    else:
+      win, lose, m_w, m_l, n_w, n_l = name_b, name_a, r["mean_b"], r["mean_a"], r["n_b"], r["n_a"]
+      effect, lo, hi = -effect, -hi, -lo
+    return (
+      f"{win} beats {lose} on {metric}: {f(m_w)} vs {f(m_l)} (difference {f(effect)}, "
+      f"{head} [{f(lo)}, {f(hi)}], {test} p = {fmt_p(r['p'])}, n = {n_w}/{n_l})."
+    )
+  return (
+    f"No difference detected at n = {r['n_a']}/{r['n_b']}: {name_a} {f(r['mean_a'])} vs "
+    f"{name_b} {f(r['mean_b'])} (difference {f(effect)}, {head} [{f(lo)}, {f(hi)}], "
+    f"{test} p = {fmt_p(r['p'])})."
+  )
+
+
+def fmt_p(p: float) -> str:
+  """A p-value with two significant digits (``0.0079``, ``0.32``, ``1.0``); below 1e-4 in
+  exponent form (``7.9e-05``)."""
+  return f"{p:.1e}" if p < 1e-4 else f"{p:#.2g}"
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _sample(x, name: str, finite: bool = True) -> np.ndarray:
+  x = np.asarray(x, dtype=float).ravel()
+  if x.size == 0:
+    raise ValueError(f"{name} is empty")
+  if finite and not np.all(np.isfinite(x)):
+    raise ValueError(f"{name} has non-finite values: {x}")
+  return x
+
+
+def _check_alternative(alternative: str) -> None:
+  if alternative not in ALTERNATIVES:
+    raise ValueError(f"alternative must be one of {ALTERNATIVES}, got {alternative!r}")
+
+
+def _check_level(level: float) -> None:
+  if not 0 < level < 1:
+    raise ValueError(f"level must lie in (0, 1), got {level}")
+
+
+def _check_paired(a: np.ndarray, b: np.ndarray) -> None:
+  if a.size != b.size:
+    raise ValueError(f"paired samples need equal lengths, got {a.size} and {b.size}")
+
+
+def _batches(total: int, width: int, elements: int = 2**22):
+  """Sizes of row batches of a ``(total, width)`` array, at most ``elements`` each."""
+  step = max(1, elements // max(width, 1))
+  for start in range(0, total, step):
+    yield min(step, total - start)
+
+
+def _resample(rng: np.random.Generator, x: np.ndarray, stat, n_resamples: int) -> np.ndarray:
+  """``stat`` of ``n_resamples`` bootstrap resamples of ``x``."""
+  if n_resamples < 1:
+    raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+  out = []
+  for k in _batches(n_resamples, x.size):
+    samples = x[rng.integers(0, x.size, size=(k, x.size))]
+    try:
+      values = np.asarray(stat(samples, axis=1), dtype=float)
+    except TypeError:
+      values = np.array([stat(s) for s in samples], dtype=float)
+    out.append(values.reshape(k))
+  return np.concatenate(out)
+
+
+def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
+  lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
+  return float(lo), float(hi)
+
+
+def _doubled_midranks(x: np.ndarray) -> np.ndarray:
+  """Twice the midranks (1-based) of ``x``: integers, ties sharing their mean rank."""
+  order = np.argsort(x, kind="stable")
+  s = x[order]
+  starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
+  ends = np.r_[starts[1:], s.size]  # group i: sorted positions starts[i]..ends[i]-1
+  ranks2 = np.empty(x.size, dtype=np.int64)
+  ranks2[order] = np.repeat(starts + 1 + ends, ends - starts)  # (start+1) + end
+  return ranks2
+
+
+def _count_dtype(total: int):
+  """int64 while every count stays below ``total`` < 2**62 (exact), else float64."""
+  return np.int64 if total < 2**62 else np.float64
+
+
+def _subset_sum_counts(weights: np.ndarray, k: int) -> np.ndarray:
+  """``counts[s]``: the number of ``k``-subsets of ``weights`` (integers) summing to ``s``."""
+  n, top = weights.size, int(weights.sum())
+  dtype = _count_dtype(math.comb(n, n // 2))  # bounds every count below
+  dp = np.zeros((k + 1, top + 1), dtype=dtype)  # dp[j, s]: j-subsets with sum s
+  dp[0, 0] = 1
+  for w in weights:
+    dp[1:, w:] += dp[:-1, : top + 1 - w].copy()
+  return dp[k]
+
+
+def _integer_pvalue(counts: np.ndarray, observed: int, alternative: str) -> float:
+  """P-value of an integer statistic with null ``counts`` (``counts[s]`` outcomes equal to
+  ``s``); two-sided: twice the smaller one-sided p-value, capped at 1."""
+  total = int(counts.sum())
+  less = Fraction(int(counts[: observed + 1].sum()), total)
+  greater = Fraction(int(counts[observed:].sum()), total)
+  p = {"less": less, "greater": greater, "two-sided": 2 * min(less, greater)}[alternative]
+  return min(1.0, float(p))
+
+
+def _float_tail_count(null: np.ndarray, observed: float, tol: float, alternative: str) -> int:
+  """How many null values are at least as extreme as ``observed`` (ties within ``tol``)."""
+  if alternative == "less":
+    return int(np.count_nonzero(null <= observed + tol))
+  if alternative == "greater":
+    return int(np.count_nonzero(null >= observed - tol))
+  return int(np.count_nonzero(np.abs(null) >= abs(observed) - tol))
+
+
+@lru_cache(maxsize=4)
+def _combinations(n: int, k: int) -> np.ndarray:
+  """Every ``k``-subset of ``range(n)`` as rows, in lexicographic order (read-only)."""
+  dtype = np.uint8 if n < 256 else np.intp
+  count = math.comb(n, k)
+  flat = np.fromiter(
+    itertools.chain.from_iterable(itertools.combinations(range(n), k)), dtype, count * k
+  )
+  out = flat.reshape(count, k)
+  out.flags.writeable = False
+  return out
+
+
+def _beta_tails(a: float, b: float, x: float, y: float) -> tuple[float, float]:
+  """``(I_x(a, b), I_y(b, a))`` for ``y = 1 - x`` (given separately, for accuracy): the
+  lower and upper tails of Beta(a, b) at ``x``. The tail whose continued fraction
+  converges fast is evaluated and the other is its complement."""
+  if x <= 0:
+    return 0.0, 1.0
+  if y <= 0:
+    return 1.0, 0.0
+  if x < (a + 1) / (a + b + 2):
+    lower = _beta_cf_tail(a, b, x, y)
+    return lower, 1.0 - lower
+  upper = _beta_cf_tail(b, a, y, x)
+  return 1.0 - upper, upper
+
+
+def _beta_cf_tail(a: float, b: float, x: float, y: float) -> float:
+  """``I_x(a, b)`` by its continued fraction ``x^a y^b / (a B(a, b)) / (1 + d1 / (1 + d2 /
+  ...))`` with ``d_{2m+1} = -(a+m)(a+b+m) x / ((a+2m)(a+2m+1))`` and ``d_{2m} = m(b-m) x /
+  ((a+2m-1)(a+2m))``, evaluated by the modified Lentz method (fast for ``x < (a+1)/(a+b+2)``)."""
+  tiny = 1e-300
+  log_front = a * math.log(x) + b * math.log(y) - math.log(a) - _log_beta(a, b)
+
+  def clamp(v: float) -> float:
+    return v if abs(v) > tiny else tiny
+
+  # 1 / (1 + d1 / (1 + ...)) as b0 + a1 / (b1 + a2 / (b2 + ...)) with b0 = 0, a1 = 1,
+  # a_{i+1} = d_i and every b_i = 1
+  f, c, d = tiny, tiny, 0.0
+  for i in range(2000):
+    if i == 0:
+      coef = 1.0
+    elif i % 2:
+      m = (i - 1) // 2
+      coef = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+    else:
+      m = i // 2
+      coef = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+    d = 1.0 / clamp(1.0 + coef * d)
+    c = clamp(1.0 + coef / c)
+    f *= c * d
+    if i > 0 and abs(c * d - 1.0) < 1e-16:
+      break
+  return min(1.0, math.exp(log_front) * f)
+
+
+def _log_beta(a: float, b: float) -> float:
+  return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
