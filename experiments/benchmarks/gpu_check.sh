@@ -8,8 +8,10 @@
 # --dry (or GPU_CHECK_DRY=1): no install, no test run, tiny sizes on whatever device JAX has
 # (the CPU in the test suite). Environment: PYTHON (default .venv/bin/python, else python3),
 # CUDA_EXTRA (default cuda13; cuda12 for CUDA 12 drivers), GPU_CHECK_TESTS (the test files),
-# GPU_CHECK_PEAK_FLOPS (override the peak table). The JSON line goes to stdout and is appended
-# to FILE (default runs/gpu_check.jsonl).
+# GPU_CHECK_PEAK_FLOPS (override the peak table), GPU_CHECK_INSTALL=0 (a machine without a
+# registry whose Python already has JAX with CUDA: no install; the repository on PYTHONPATH),
+# GPU_CHECK_TESTS=none (no tests). The JSON line goes to stdout and is appended to FILE
+# (default runs/gpu_check.jsonl).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -38,18 +40,23 @@ if [ "$dry" = "1" ]; then
   helper_args+=(--dry)
 else
   extra="${CUDA_EXTRA:-cuda13}"
-  echo "gpu_check: installing minmaxlab[$extra]" >&2
-  "$py" -m pip install --quiet -e ".[$extra]" >&2
+  if [ "${GPU_CHECK_INSTALL:-1}" = "0" ]; then
+    export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  else
+    echo "gpu_check: installing minmaxlab[$extra]" >&2
+    "$py" -m pip install --quiet -e ".[$extra]" >&2
+  fi
   export JAX_PLATFORMS=cuda
   "$py" -c 'import jax; d = jax.devices()[0]; assert d.platform == "gpu", d; print("gpu_check:", d.device_kind, file=__import__("sys").stderr)'
   tests="${GPU_CHECK_TESTS:-tests/gan/test_gan_resnet.py tests/transforms/test_unrolled.py tests/gan/test_gan_models.py tests/transforms/test_transforms_suite.py tests/coevolution/test_coevolution.py tests/pbt/test_pbt_vectorized.py}"
-  echo "gpu_check: pytest $tests" >&2
-  set +e
-  # shellcheck disable=SC2086
-  "$py" -m pytest -q -p no:cacheprovider $tests --junitxml="$work/junit.xml" >&2
-  rc=$?
-  set -e
-  "$py" - "$work/junit.xml" "$rc" "$tests" > "$work/tests.json" <<'PY'
+  if [ "$tests" != "none" ]; then
+    echo "gpu_check: pytest $tests" >&2
+    set +e
+    # shellcheck disable=SC2086
+    "$py" -m pytest -q -p no:cacheprovider $tests --junitxml="$work/junit.xml" >&2
+    rc=$?
+    set -e
+    "$py" - "$work/junit.xml" "$rc" "$tests" > "$work/tests.json" <<'PY'
 import json, sys, xml.etree.ElementTree as ET
 path, rc, files = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 out = {"files": files, "pytest_exit_code": rc}
@@ -63,7 +70,8 @@ except (OSError, ET.ParseError) as e:
   out["junit_error"] = str(e)
 print(json.dumps(out))
 PY
-  helper_args+=(--tests-json "$work/tests.json")
+  fi
+  [ "$tests" = "none" ] || helper_args+=(--tests-json "$work/tests.json")
 fi
 
 "$py" experiments/benchmarks/gpu_check.py "${helper_args[@]}"

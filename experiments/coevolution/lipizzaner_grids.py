@@ -98,31 +98,93 @@ def run_one(config, workdir: Path, log=print) -> dict:
   }
 
 
+def protocol_jobs(args) -> tuple[dict, list[tuple[str, int, int, dict]]]:
+  """The protocol file ``args.protocol`` and its runs: ``(arm, rows, steps, coupling
+  fields)`` per arm (``--grids`` may pick a subset of its arms by name)."""
+  from experiments import _report
+
+  protocol = _report.load_protocol(args.protocol)
+  names = list(protocol["arms"]) if not args.arms else args.arms.split(",")
+  unknown = [a for a in names if a not in protocol["arms"]]
+  if unknown:
+    raise SystemExit(f"--arms: {', '.join(unknown)} not in {', '.join(protocol['arms'])}")
+  jobs = []
+  for name in names:
+    arm = protocol["arms"][name]
+    coupling = {k: v for k, v in protocol["couplings"][arm["coupling"]].items() if k != "note"}
+    jobs.append((name, arm["rows"], arm["steps_per_generation"], coupling))
+  return protocol, jobs
+
+
 def run_study(args, log=print) -> dict:
-  grids = [int(g) for g in args.grids.split(",")]
-  seeds = [int(s) for s in args.seeds.split(",")]
-  jobs = [] if args.control_only else [(f"{n}x{n}", n, args.steps) for n in grids]
-  if args.control or args.control_only:
-    big = max(grids)
-    jobs.append((f"1x1_x{big * big}", 1, args.steps * big * big))
+  registered = None
+  if args.protocol:
+    registered, jobs = protocol_jobs(args)
+    s = registered["settings"]
+    args.generations = args.generations or s["generations"]
+    args.eval_every = args.eval_every or s["eval_every"]
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else registered["seeds"]
+    if args.steps is not None:  # a smaller budget (tests): every arm's steps scaled alike
+      base = min(steps for _, _, steps, _ in jobs)
+      jobs = [(a, n, steps * args.steps // base, c) for a, n, steps, c in jobs]
+  else:
+    grids = [int(g) for g in (args.grids or "1,2,3").split(",")]
+    seeds = [int(s) for s in (args.seeds or "0,1,2").split(",")]
+    args.generations, args.eval_every = args.generations or 30, args.eval_every or 5
+    args.steps = 600 if args.steps is None else args.steps
+    jobs = [] if args.control_only else [(f"{n}x{n}", n, args.steps, {}) for n in grids]
+    if args.control or args.control_only:
+      big = max(grids)
+      jobs.append((f"1x1_x{big * big}", 1, args.steps * big * big, {}))
   out_dir = Path(args.out)
   out_dir.mkdir(parents=True, exist_ok=True)
   path = out_dir / "lipizzaner_grids.json"
   data = {"protocol": None, "runs": []}
+  if registered and path.exists():  # parallel processes of one protocol share the JSON
+    data = json.loads(path.read_text())
   for seed in seeds:  # seed-major: a stopped study has every grid at the same seeds
-    for name, n, steps in jobs:
+    for name, n, steps, coupling in jobs:
       config = run_config(args, n, seed, steps)
+      for k, v in coupling.items():
+        config[k] = v
+      if registered:
+        config.fitness_samples = registered["settings"]["fitness_samples"]
+        config.mixture_samples = registered["settings"]["mixture_samples_per_generator"]
+        config.num_eval_samples = registered["settings"]["num_eval_samples"]
       if data["protocol"] is None:
         protocol = {k: v for k, v in config.to_dict().items() if k not in ("rows", "cols", "seed")}
+        if registered:
+          protocol.update(registered=registered, overrides=list(args.set or ()))
         data["protocol"] = json.loads(json.dumps(protocol))  # tuples as JSON lists
       r = run_one(config, Path(args.runs) / f"{name}_s{seed}", log)
-      data["runs"].append({"grid": name, **r})
-      tmp = path.with_suffix(".tmp")
-      tmp.write_text(json.dumps(data, separators=(",", ":")))
-      tmp.replace(path)
-      plot(data, out_dir / "lipizzaner_grids.png")
-  samples_figure(Path(args.runs), out_dir)
-  return data
+      _merge_run(path, data, {"grid": name, **r}, registered)
+  if not registered:
+    samples_figure(Path(args.runs), out_dir)
+  return json.loads(path.read_text())
+
+
+def _merge_run(path: Path, data: dict, run: dict, registered) -> None:
+  """Add ``run`` to ``path`` (replacing the same grid and seed), under a lock: several
+  processes may run different seeds of one protocol."""
+  import fcntl
+  import hashlib
+  import tempfile
+
+  tag = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+  with open(Path(tempfile.gettempdir()) / f"minmaxlab-results-{tag}.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if registered and path.exists():
+      data.update(json.loads(path.read_text()))
+    runs = [r for r in data["runs"] if (r["grid"], r["seed"]) != (run["grid"], run["seed"])]
+    order = list(registered["arms"]) if registered else []
+    runs.append(run)
+    if order:
+      runs.sort(key=lambda r: (order.index(r["grid"]) if r["grid"] in order else 99, r["seed"]))
+    data["runs"] = runs
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, separators=(",", ":")))
+    tmp.replace(path)
+    plot(data, path.with_suffix(".png"))
 
 
 def samples_figure(runs_dir: Path, out_dir: Path) -> Path | None:
@@ -251,11 +313,20 @@ def table(data: dict) -> str:
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument("--table", action="store_true", help="only print the table of the JSON")
-  p.add_argument("--grids", default="1,2,3")
-  p.add_argument("--seeds", default="0,1,2")
-  p.add_argument("--generations", type=int, default=30)
-  p.add_argument("--eval-every", type=int, default=5)
-  p.add_argument("--steps", type=int, default=600, help="batches per cell and generation")
+  p.add_argument(
+    "--protocol", help="a protocol file (protocols/lipizzaner_grids.v<N>.json): arms, seeds"
+  )
+  p.add_argument("--arms", help="with --protocol: a subset of its arms")
+  p.add_argument("--grids", help="without --protocol (version 0): grid sizes, default 1,2,3")
+  p.add_argument("--seeds", help="default: the protocol's (version 0: 0,1,2)")
+  p.add_argument("--generations", type=int, help="default: the protocol's (version 0: 30)")
+  p.add_argument("--eval-every", type=int, help="default: the protocol's (version 0: 5)")
+  p.add_argument(
+    "--steps",
+    type=int,
+    help="batches per cell and generation (version 0: 600); with --protocol, the smallest "
+    "arm's steps, the others scaled alike (tests)",
+  )
   p.add_argument("--control", action="store_true", help="add the same-total-compute 1x1 run")
   p.add_argument(
     "--control-only", action="store_true", help="only the control of the largest grid in --grids"

@@ -34,8 +34,9 @@ POINTS = ("slow", "ema", "slow_ema")
 METRICS = ("fid", "inception_score", "class_tvd")
 
 
-def study_config(arm: str, seed: int, args):
-  """The ``fashion_mnist_mlp`` config of one (arm, seed) with the study's budget."""
+def study_config(arm: str, seed: int, args, spec: dict | None = None):
+  """The ``fashion_mnist_mlp`` config of one (arm, seed) with the study's budget; ``spec``:
+  the arm's settings (default ``ARMS[arm]``; a protocol file gives its own)."""
   from experiments.gan.configs import fashion_mnist_mlp
 
   c = fashion_mnist_mlp.get_config()
@@ -47,7 +48,7 @@ def study_config(arm: str, seed: int, args):
   c.batch_size = args.batch_size
   c.ema_decay = 0.0  # the study adds its own averages (below)
   c.tensorboard = c.progress = False
-  for k, v in ARMS[arm].items():
+  for k, v in (ARMS[arm] if spec is None else spec).items():
     c[k] = v
   for item in args.set or ():  # "field=json value" or "field=text", dotted fields allowed
     name, value = item.split("=", 1)

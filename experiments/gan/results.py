@@ -33,20 +33,72 @@ import numpy as np
 from experiments.gan.lookahead_study import ARMS, LABELS, POINTS, run_arm, study_config
 
 ROOT = Path(__file__).resolve().parent
+# Version 0's settings (issue 12, not pre-registered); a protocol file replaces them.
+DEFAULTS = {
+  "seeds": "0,1,2,3,4",
+  "arms": "alt,la_alt_k5,eg,la_eg_k5",
+  "steps": 4000,
+  "eval_every": 1000,
+  "eval_samples": 2000,
+  "batch_size": 50,
+  "lr": 1e-3,
+  "b1": 0.05,
+  "ema_horizon": 1000.0,
+}
+
+
+def resolve(args):
+  """Fill the study settings of ``args`` that the command line left unset: from the
+  protocol file (``--protocol``: its arms, seeds and settings) or from the version-0
+  defaults. Returns ``(args, arms, protocol)``: ``arms`` maps each arm to run to its
+  settings; ``protocol`` is the protocol's dict (``None`` without one). A setting given
+  on the command line overrides the protocol's and is recorded as an override (tests)."""
+  protocol = None
+  values = dict(DEFAULTS)
+  arm_table = {a: dict(v) for a, v in ARMS.items()}
+  if args.protocol:
+    from experiments import _report
+
+    protocol = _report.load_protocol(args.protocol)
+    s = protocol["settings"]
+    values.update(
+      seeds=",".join(map(str, protocol["seeds"])),
+      arms=",".join(protocol["arms"]),
+      steps=s["steps"],
+      eval_every=s["eval_every"],
+      eval_samples=s["eval_samples"],
+      batch_size=s["batch_size"],
+      lr=s["lr"],
+      b1=s["b1"],
+      ema_horizon=float(s["ema_horizon_steps"]),
+    )
+    arm_table = {
+      a: {k: v for k, v in spec.items() if k != "label"} for a, spec in protocol["arms"].items()
+    }
+  overrides = sorted(k for k in values if k != "arms" and getattr(args, k) is not None)
+  for k, v in values.items():
+    if getattr(args, k) is None:
+      setattr(args, k, v)
+  args.overrides = overrides if protocol else []
+  arms = args.arms.split(",")
+  unknown = [a for a in arms if a not in arm_table]
+  if unknown:
+    raise SystemExit(f"--arms: {', '.join(unknown)} not in {', '.join(arm_table)}")
+  return args, {a: arm_table[a] for a in arms}, protocol
 
 
 def run_study(args, log=print) -> dict:
   """Run every arm (all seeds of an arm at once; finished arms are skipped), then
   write ``<out>/<study>.json`` and the figure."""
+  args, arms, registered = resolve(args)
   seeds = [int(s) for s in args.seeds.split(",")]
-  arms = args.arms.split(",")
   out_dir = Path(args.out)
   out_dir.mkdir(parents=True, exist_ok=True)
   path = out_dir / f"{args.study}.json"
   runs: list[dict] = []
   protocol = None
-  for arm in arms:
-    config = study_config(arm, seeds[0], args)
+  for arm, spec in arms.items():
+    config = study_config(arm, seeds[0], args, spec)
     if protocol is None:
       protocol = {
         k: v
@@ -54,9 +106,12 @@ def run_study(args, log=print) -> dict:
         if k not in ("seed", "scheme", "lookahead", "sync_period", "classifier")
       }
       protocol.update(ema_horizon_steps=args.ema_horizon, classifier_steps=config.classifier.steps)
+      if registered:
+        protocol.update(registered=registered, overrides=args.overrides)
     folder = Path(args.runs) / args.study / f"{arm}_s{'-'.join(map(str, seeds))}"
+    label = (registered or {}).get("arms", {}).get(arm, {}).get("label", LABELS.get(arm, arm))
     for r in run_arm(config, seeds, folder, args.ema_horizon, log):
-      runs.append({"arm": arm, "label": LABELS[arm], **ARMS[arm], **r})
+      runs.append({"arm": arm, "label": label, **spec, **r})
     write_results(out_dir, args.study, protocol, runs)
   return json.loads(path.read_text())
 
@@ -75,7 +130,8 @@ def write_results(out_dir: Path, study: str, protocol: dict, runs: list[dict]) -
     mine = {(r["arm"], r["seed"]) for r in runs}
     old = json.loads(path.read_text())["runs"] if path.exists() else []
     merged = [r for r in old if (r["arm"], r["seed"]) not in mine] + runs
-    order = {arm: i for i, arm in enumerate(ARMS)}
+    arm_names = list(protocol.get("registered", {}).get("arms", ARMS))
+    order = {arm: i for i, arm in enumerate(arm_names)}
     merged.sort(key=lambda r: (order.get(r["arm"], 99), r["seed"]))
     data = {"study": study, "protocol": protocol, "runs": merged}
     tmp = path.with_suffix(".tmp")
@@ -178,18 +234,21 @@ def parse_args(argv=None):
   p.add_argument("study", choices=["lookahead"])
   p.add_argument("--table", action="store_true", help="only print the table of <out>/<study>.json")
   p.add_argument("--last", type=int, default=1, help="table: mean of each run's last evaluations")
-  p.add_argument("--seeds", default="0,1,2,3,4")
-  p.add_argument("--arms", default="alt,la_alt_k5,eg,la_eg_k5")
-  p.add_argument("--steps", type=int, default=4000, help="generator steps per run")
-  p.add_argument("--eval-every", type=int, default=1000, help="a multiple of every k")
-  p.add_argument("--eval-samples", type=int, default=2000)
-  p.add_argument("--batch-size", type=int, default=50, help="the paper's MNIST batch: 50")
-  p.add_argument("--lr", type=float, default=1e-3, help="Adam lr of both players (paper, MNIST)")
-  p.add_argument("--b1", type=float, default=0.05, help="Adam b1 (the paper's MNIST: 0.05)")
+  p.add_argument(
+    "--protocol",
+    help="a protocol file (protocols/<study>.v<N>.json): its arms, seeds and settings",
+  )
+  p.add_argument("--seeds", help=f"default: the protocol's, else {DEFAULTS['seeds']}")
+  p.add_argument("--arms", help="a subset of the protocol's arms (default: all of them)")
+  p.add_argument("--steps", type=int, help="generator steps per run")
+  p.add_argument("--eval-every", type=int, help="a multiple of every k")
+  p.add_argument("--eval-samples", type=int)
+  p.add_argument("--batch-size", type=int, help="the paper's MNIST batch: 50")
+  p.add_argument("--lr", type=float, help="Adam lr of both players (paper, MNIST: 1e-3)")
+  p.add_argument("--b1", type=float, help="Adam b1 (the paper's MNIST: 0.05)")
   p.add_argument(
     "--ema-horizon",
     type=float,
-    default=1000.0,
     help="EMA decay 1 - 1/H per step (slow EMA: (1 - 1/H)^k per sync)",
   )
   p.add_argument("--set", action="append", help="any config field: --set dataset=digits8")

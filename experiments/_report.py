@@ -1,0 +1,191 @@
+"""Pre-registered protocols and README tables generated from committed JSON.
+
+Every results study of ``experiments/`` follows one discipline:
+
+1. **A protocol file, committed before its runs**,
+   ``experiments/<area>/protocols/<study>.v<N>.json``, names the arms, seeds, endpoint,
+   primary metric and evaluation point, the test, its alternative and alpha, the
+   correction for a family of comparisons and the evaluation classifier's settings.
+   :func:`load_protocol` reads it and checks its fields. The study's command reads its
+   arms and seeds from it, so the runs cannot drift from what was registered. Extending
+   a study is a new version; the README keeps both.
+2. **Results are JSON**: every seed of every arm, with the digest of the classifier that
+   scored it. :func:`one_scorer` refuses a study that mixes classifiers.
+3. **Tables are generated**: a study's ``table`` function turns its JSON (and protocol) into
+   markdown with the verdict (``experiments.stats.compare`` / ``verdict``: effect, confidence
+   interval, p-value, n per arm). :func:`write_block` puts it into a README between
+   ``<!-- results:NAME -->`` and ``<!-- /results:NAME -->``; :data:`BLOCKS` lists every block
+   of every README and the function that makes it, and
+   ``tests/experiments/test_generated_tables.py`` regenerates each one from the committed JSON
+   and fails on any difference. No result number in a README is typed by hand.
+
+``python -m experiments._report`` rewrites every block from the committed JSON.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+PROTOCOL_FIELDS = (
+  "study",
+  "version",
+  "registered",
+  "question",
+  "arms",
+  "seeds",
+  "endpoint",
+  "primary",
+)
+PRIMARY_FIELDS = ("metric", "comparisons", "test", "alternative", "alpha")
+
+# name -> (README path relative to the repository, "module:function" returning the markdown).
+# Each function takes no argument and reads only committed files.
+BLOCKS: dict[str, tuple[str, str]] = {}
+
+
+def register(name: str, readme: str, maker: str) -> None:
+  """Declare the generated block ``name`` of ``readme`` (made by ``maker``)."""
+  BLOCKS[name] = (readme, maker)
+
+
+def load_protocol(path) -> dict:
+  """The protocol file at ``path``, checked for the fields every protocol has."""
+  path = Path(path)
+  p = json.loads(path.read_text())
+  missing = [k for k in PROTOCOL_FIELDS if k not in p]
+  missing += [f"primary.{k}" for k in PRIMARY_FIELDS if k not in p.get("primary", {})]
+  if missing:
+    raise ValueError(f"protocol {path} lacks {', '.join(missing)}")
+  arms = set(p["arms"])
+  for a, b in p["primary"]["comparisons"]:
+    if a not in arms or b not in arms:
+      raise ValueError(f"protocol {path}: comparison {a} vs {b} names an arm not in arms")
+  return p
+
+
+def one_scorer(runs, describe=lambda r: str(r.get("seed"))) -> dict | None:
+  """The one evaluation classifier (its ``params_digest`` record) that scored every run
+  of ``runs`` (dicts with a ``classifier`` field); ``ValueError`` naming the runs when
+  they were scored by more than one, or when some record none while others do."""
+  digests: dict[str | None, list[str]] = {}
+  first: dict[str | None, dict | None] = {}
+  for r in runs:
+    c = r.get("classifier")
+    d = c.get("params_digest") if isinstance(c, dict) else None
+    digests.setdefault(d, []).append(describe(r))
+    first.setdefault(d, c)
+  if len(digests) > 1:
+    parts = "; ".join(f"{d}: {', '.join(v[:6])}" for d, v in digests.items())
+    raise ValueError(f"runs scored by {len(digests)} classifiers ({parts}); rescore them")
+  return next(iter(first.values()), None)
+
+
+def _markers(name: str) -> tuple[str, str]:
+  return f"<!-- results:{name} -->", f"<!-- /results:{name} -->"
+
+
+def read_block(readme, name: str) -> str:
+  """The text between the markers of block ``name`` in ``readme``."""
+  text = Path(readme).read_text()
+  start, end = _markers(name)
+  m = re.search(re.escape(start) + r"\n(.*?)" + re.escape(end), text, re.S)
+  if not m:
+    raise ValueError(f"{readme} has no block {start} ... {end}")
+  return m.group(1).rstrip("\n")
+
+
+def write_block(readme, name: str, body: str) -> bool:
+  """Replace the text between the markers of block ``name`` in ``readme`` with ``body``
+  (the markers must exist); return whether the file changed."""
+  readme = Path(readme)
+  text = readme.read_text()
+  start, end = _markers(name)
+  pattern = re.compile(re.escape(start) + r"\n.*?" + re.escape(end), re.S)
+  if not pattern.search(text):
+    raise ValueError(f"{readme} has no block {start} ... {end}")
+  new = pattern.sub(lambda _: f"{start}\n{body.rstrip()}\n{end}", text, count=1)
+  if new != text:
+    readme.write_text(new)
+  return new != text
+
+
+def make(name: str) -> str:
+  """The markdown of block ``name``, generated from the committed files."""
+  _, maker = BLOCKS[name]
+  module, func = maker.split(":")
+  return getattr(importlib.import_module(module), func)().rstrip()
+
+
+def _load_all() -> None:
+  """Import the study modules, which register their blocks."""
+  for module in STUDY_MODULES:
+    importlib.import_module(module)
+
+
+# The modules that register blocks (imported by ``python -m experiments._report`` and the test).
+STUDY_MODULES = (
+  "experiments.gan.results",
+  "experiments.coevolution.lipizzaner_grids",
+  "experiments.coevolution.ring_study",
+  "experiments.pbt.results",
+)
+
+
+def main() -> None:
+  _load_all()
+  for name, (readme, _) in sorted(BLOCKS.items()):
+    changed = write_block(REPO / readme, name, make(name))
+    print(f"{readme} [{name}]: {'rewritten' if changed else 'unchanged'}")
+
+
+if __name__ == "__main__":
+  main()
+
+
+def family(
+  groups: dict,
+  comparisons,
+  labels: dict,
+  *,
+  test: str,
+  alpha: float,
+  lower_is_better: bool,
+  metric: str,
+  digits: int = 1,
+  alternative: str = "two-sided",
+) -> list[str]:
+  """Markdown bullets, one per comparison ``(a, b)`` of ``comparisons``: the verdict of
+  ``experiments.stats.compare(groups[a], groups[b], test=test)`` at ``alpha`` on the
+  Holm-adjusted p-value of the family (both p-values shown)."""
+  from experiments import stats
+
+  results = [
+    stats.compare(groups[a], groups[b], test=test, alternative=alternative) for a, b in comparisons
+  ]
+  raw = [r["p"] for r in results]
+  adjusted = stats.holm(raw) if len(raw) > 1 else raw
+  lines = []
+  for (a, b), r, p in zip(comparisons, results, adjusted):
+    text = stats.verdict(
+      dict(r, p=p),
+      alpha=alpha,
+      name_a=labels.get(a, a),
+      name_b=labels.get(b, b),
+      lower_is_better=lower_is_better,
+      metric=metric,
+      digits=digits,
+    )
+    if len(raw) > 1:
+      label = stats.TEST_LABELS[test]
+      text = text.replace(
+        f"{label} p = {stats.fmt_p(p)}",
+        f"{label} p = {stats.fmt_p(p)} Holm-adjusted over {len(raw)}, {stats.fmt_p(r['p'])} raw",
+        1,
+      )
+    lines.append(f"- {text}")
+  return lines
