@@ -13,8 +13,15 @@ import numpy as np
 from minmaxlab import runner
 
 
+def _sd(x, axis=None):
+  """Sample standard deviation (ddof 1; 0 for one value), as experiments.stats."""
+  x = np.asarray(x, float)
+  n = x.size if axis is None else x.shape[axis]
+  return np.std(x, axis=axis, ddof=1) if n > 1 else np.zeros_like(np.mean(x, axis=axis))
+
+
 def study_table(args):
-  """Per variant of ``ring8_study``: every seed and mean +- std; "ok" counts the seeds where
+  """Per variant of ``ring8_study``: every seed and mean +- sample std; "ok" counts the seeds where
   the best mixture (or all cells pooled) covers >= 7 of 8 modes with an HQ rate >= 0.8."""
   groups: dict[str, list] = {}
   for d in sorted(Path(args.out).iterdir()):
@@ -37,10 +44,10 @@ def study_table(args):
     wall = np.mean([s["wall_seconds"] for _, _, s in runs])
     each = " ".join(f"{x:.0f}" for x in m)
     print(
-      f"| {name} | {len(runs)} | {m.mean():.1f} +- {m.std():.1f} ({each})"
-      f" | {h.mean():.2f} +- {h.std():.2f} ({' '.join(f'{x:.2f}' for x in h)})"
-      f" | {gm.mean():.1f} +- {gm.std():.1f} ({' '.join(f'{x:.0f}' for x in gm)})"
-      f" | {gh.mean():.2f} +- {gh.std():.2f} | {ok}/{len(runs)} | {okp}/{len(runs)} | {wall:.0f} |"
+      f"| {name} | {len(runs)} | {m.mean():.1f} +- {_sd(m):.1f} ({each})"
+      f" | {h.mean():.2f} +- {_sd(h):.2f} ({' '.join(f'{x:.2f}' for x in h)})"
+      f" | {gm.mean():.1f} +- {_sd(gm):.1f} ({' '.join(f'{x:.0f}' for x in gm)})"
+      f" | {gh.mean():.2f} +- {_sd(gh):.2f} | {ok}/{len(runs)} | {okp}/{len(runs)} | {wall:.0f} |"
     )
 
 
@@ -81,7 +88,7 @@ def pairs(args):
       "| mean +- std | "
       + " | ".join(
         f"{m:.1f} +- {s:.1f}" if i % 2 == 0 else f"{m:.2f} +- {s:.2f}"
-        for i, (m, s) in enumerate(zip(a.mean(0), a.std(0)))
+        for i, (m, s) in enumerate(zip(a.mean(0), _sd(a, 0)))
       )
       + " |"
     )
