@@ -144,6 +144,7 @@ def read_run(workdir: Path, arm: str, seed: int) -> dict | None:
     "wall_seconds": round(timing.get("wall_seconds", summary["wall_seconds"]), 1),
     "cpu_seconds": None if "cpu_seconds" not in timing else round(timing["cpu_seconds"], 1),
     "resumed": timing.get("resumed", False),
+    "commit": timing.get("commit"),
     "first_generation_seconds": _round(summary["first_generation_seconds"], 2),
     "median_generation_seconds": _round(summary["median_generation_seconds"], 3),
   }
@@ -166,7 +167,8 @@ def collect(protocol: dict, runs_dir: Path = RUNS) -> dict:
     "registered": protocol["registered"],
     "classifier": None,
     "host": {"cpu": _cpu_model(), "cpus": os.cpu_count(), "jax": jax.__version__},
-    "commit": _git_commit(),
+    # the commits the runs started from (HEAD of the study process); HEAD now if unrecorded
+    "commit": ", ".join(sorted({r["commit"] for r in records if r.get("commit")})) or _git_commit(),
     "runs": records,
   }
 
@@ -182,6 +184,7 @@ def run(protocol_path=PROTOCOL, runs_dir=RUNS, results=RESULTS, arms=None, seeds
   logging.set_verbosity(logging.WARNING)
   protocol = load_protocol(protocol_path)
   results = Path(results)
+  commit = _git_commit()
   for arm in arms or list(protocol["arms"]):
     for seed in protocol["seeds"] if seeds is None else seeds:
       config = arm_config(protocol, arm, seed)
@@ -204,6 +207,7 @@ def run(protocol_path=PROTOCOL, runs_dir=RUNS, results=RESULTS, arms=None, seeds
           "resumed": resumed,
           "load_average": os.getloadavg(),
           "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+          "commit": commit,  # HEAD when the study process started
         }
         (workdir / "timing.json").write_text(json.dumps(timing))
         log(
