@@ -136,17 +136,6 @@ STUDY_MODULES = (
 )
 
 
-def main() -> None:
-  _load_all()
-  for name, (readme, _) in sorted(BLOCKS.items()):
-    changed = write_block(REPO / readme, name, make(name))
-    print(f"{readme} [{name}]: {'rewritten' if changed else 'unchanged'}")
-
-
-if __name__ == "__main__":
-  main()
-
-
 def family(
   groups: dict,
   comparisons,
@@ -189,3 +178,70 @@ def family(
       )
     lines.append(f"- {text}")
   return lines
+
+
+# The top-level README's results summary: each pre-registered study's registered verdicts.
+SUMMARY = (
+  ("Lookahead-minmax vs its base method", "experiments/gan/README.md", "lookahead_v2"),
+  ("Lipizzaner grids", "experiments/coevolution/README.md", "lipizzaner_grids_v2"),
+  ("The 8-Gaussian ring", "experiments/coevolution/README.md", "ring_v1"),
+  ("PBT vs random search", "experiments/pbt/README.md", "pbt_vs_rs_v1"),
+)
+
+
+def verdict_lines(block: str) -> list[str]:
+  """The registered verdicts of a generated block: its ``**Incomplete:**`` line, if any,
+  and the bullets after its first ``**Primary**`` or ``**Verdicts**`` line."""
+  lines = block.splitlines()
+  out = [ln for ln in lines if ln.startswith("**Incomplete:**")]
+  start = next(
+    (i for i, ln in enumerate(lines) if ln.startswith(("**Primary**", "**Verdicts**"))), None
+  )
+  if start is None:
+    return out
+  bullets = []
+  for ln in lines[start + 1 :]:
+    if ln.startswith("- "):
+      bullets.append(ln)
+    elif bullets and not ln.strip():
+      break
+  return out + bullets
+
+
+def results_summary() -> str:
+  """The README block ``summary``: per pre-registered study, its protocol's verdicts."""
+  parts = []
+  for title, readme, block in SUMMARY:
+    if block not in BLOCKS:
+      continue
+    anchor = readme.split("/")[-2] if "/" in readme else ""
+    parts.append(f"**{title}** ([{anchor} README]({readme}), block `{block}`):")
+    found = verdict_lines(make(block))
+    parts += found if found else ["- no registered verdict yet"]
+    parts.append("")
+  return "\n".join(parts)
+
+
+register("summary", "README.md", "experiments._report:results_summary")
+
+
+def main() -> None:
+  # run as ``python -m experiments._report`` this file is ``__main__``: the study modules
+  # register their blocks in the importable module, so read the registry from there
+  report = importlib.import_module("experiments._report")
+  report._load_all()
+  missing = []
+  for name, (readme, _) in sorted(report.BLOCKS.items()):
+    try:
+      changed = report.write_block(REPO / readme, name, report.make(name))
+    except ValueError as e:
+      missing.append(name)
+      print(f"{readme} [{name}]: NOT WRITTEN: {e}")
+      continue
+    print(f"{readme} [{name}]: {'rewritten' if changed else 'unchanged'}")
+  if missing:
+    raise SystemExit(f"{len(missing)} block(s) not written: {', '.join(missing)}")
+
+
+if __name__ == "__main__":
+  main()

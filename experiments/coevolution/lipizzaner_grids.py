@@ -310,6 +310,135 @@ def table(data: dict) -> str:
   return "\n".join(lines + ([f"\n{note}"] if note else []))
 
 
+# -- generated README blocks (experiments/_report.py) -------------------------------------
+
+COLLAPSE_TVD = 0.5  # the protocol's collapse threshold on the final class TVD
+
+
+def _final(run: dict, generation: int, key: str) -> float:
+  rows = [c for c in run["curves"] if c["generation"] == generation]
+  if not rows:
+    raise ValueError(
+      f"{run['grid']} seed {run['seed']} has no evaluation at generation {generation}"
+    )
+  return float(rows[0][key])
+
+
+def readme_table(version: int) -> str:
+  """The README block ``lipizzaner_grids_v<version>``: every seed's best-mixture class TVD,
+  FID and IS at the registered generation, and the registered verdicts (Mann-Whitney, Holm)."""
+  from experiments import _report, stats
+
+  protocol = _report.load_protocol(ROOT / "protocols" / f"lipizzaner_grids.v{version}.json")
+  path = ROOT / "results" / f"v{version}" / "lipizzaner_grids.json"
+  data = json.loads(path.read_text()) if path.exists() else {"runs": []}
+  if data["runs"] and data["protocol"].get("overrides"):
+    raise ValueError(f"{path}: runs with overridden settings {data['protocol']['overrides']}")
+  gen, prim, arms = protocol["endpoint_generation"], protocol["primary"], protocol["arms"]
+  labels = {a: spec["label"] for a, spec in arms.items()}
+  runs = [r for r in data["runs"] if any(c["generation"] == gen for c in r["curves"])]
+  scorer = _report.one_scorer(runs, lambda r: f"{r['grid']} s{r['seed']}")
+  by_arm = {a: sorted((r for r in runs if r["grid"] == a), key=lambda r: r["seed"]) for a in arms}
+  values = {k: {a: [_final(r, gen, k) for r in rs] for a, rs in by_arm.items()} for k in METRICS}
+  lines = []
+  short = [
+    f"{labels[a]} ({len(rs)})" for a, rs in by_arm.items() if len(rs) < len(protocol["seeds"])
+  ]
+  if short:
+    lines += [
+      f"**Incomplete:** {', '.join(short)} of {len(protocol['seeds'])} registered seeds reached "
+      f"generation {gen}; the verdicts below use the arms and seeds present.",
+      "",
+    ]
+  lines += [
+    f"| arm | seeds | class TVD, generation {gen} (every seed) | classifier-FID | IS |"
+    f" collapsed (TVD > {COLLAPSE_TVD}) |",
+    "|---|---|---|---|---|---|",
+  ]
+  for a, rs in by_arm.items():
+    if not rs:
+      lines.append(f"| {labels[a]} | - | not run | - | - | - |")
+      continue
+    tvd = values["class_tvd"][a]
+    lines.append(
+      f"| {labels[a]} | {','.join(str(r['seed']) for r in rs)} | {stats.fmt_values(tvd, 3)} | "
+      f"{stats.fmt_values(values['fid'][a])} | {stats.fmt_mean_sd(values['inception_score'][a], 2)}"
+      f" | {sum(t > COLLAPSE_TVD for t in tvd)} of {len(tvd)} |"
+    )
+  comps = [tuple(c) for c in prim["comparisons"]]
+  usable = [c for c in comps if len(by_arm[c[0]]) > 1 and len(by_arm[c[1]]) > 1]
+  missing = [c for c in comps if c not in usable]
+  kw = dict(test=prim["test"], alpha=prim["alpha"], lower_is_better=True)
+  lines += [
+    "",
+    f"**Primary** (registered: class TVD at generation {gen}, alpha {prim['alpha']}, "
+    f"Holm over {len(comps)}):",
+  ]
+  fam = _report.family(values["class_tvd"], usable, labels, metric="class TVD", digits=3, **kw)
+  if missing and len(usable) == 1:  # Holm with the missing comparison's p taken as 1
+    r = stats.compare(*(values["class_tvd"][x] for x in usable[0]), test=prim["test"])
+    p_holm = min(1.0, len(comps) * r["p"])
+    fam = [
+      "- "
+      + stats.verdict(
+        dict(r, p=p_holm),
+        alpha=prim["alpha"],
+        name_a=labels[usable[0][0]],
+        name_b=labels[usable[0][1]],
+        metric="class TVD",
+        digits=3,
+      ).replace(
+        f"p = {stats.fmt_p(p_holm)}",
+        f"p = {stats.fmt_p(p_holm)} Holm-adjusted over {len(comps)} (the missing comparison "
+        f"counted as p = 1), {stats.fmt_p(r['p'])} raw",
+        1,
+      )
+    ]
+  lines += fam
+  lines += [f"- {labels[a]} vs {labels[b]}: not tested, an arm did not run." for a, b in missing]
+  lines += ["", "Secondary, classifier-FID (Holm over the same comparisons):"]
+  lines += _report.family(values["fid"], usable, labels, metric="FID", **kw)
+  lines += ["", f"Secondary, collapse (class TVD > {COLLAPSE_TVD}), Fisher's exact test:"]
+  for a, b in usable:
+    ca = sum(t > COLLAPSE_TVD for t in values["class_tvd"][a])
+    cb = sum(t > COLLAPSE_TVD for t in values["class_tvd"][b])
+    na, nb = len(by_arm[a]), len(by_arm[b])
+    p = stats.fisher_exact([[ca, na - ca], [cb, nb - cb]])
+    lines.append(f"- {labels[a]} {ca} of {na} vs {labels[b]} {cb} of {nb}: p = {stats.fmt_p(p)}")
+  if scorer:
+    lines += [
+      "",
+      f"Scored by one evaluation classifier: digest `{scorer['params_digest']}` "
+      f"({scorer['test_accuracy']:.2%} test accuracy, trained on {scorer['trained_on']}).",
+    ]
+  return "\n".join(lines)
+
+
+def readme_table_v1() -> str:
+  return readme_table(1)
+
+
+def readme_table_v2() -> str:
+  return readme_table(2)
+
+
+def readme_table_v0() -> str:
+  """Version 0 (exploratory): every run of ``results/lipizzaner_grids.json`` at its last
+  evaluation, and which classifier scored which run."""
+  return table(json.loads((ROOT / "results" / "lipizzaner_grids.json").read_text()))
+
+
+def _register() -> None:
+  from experiments import _report
+
+  readme = "experiments/coevolution/README.md"
+  for v in (0, 1, 2):
+    _report.register(f"lipizzaner_grids_v{v}", readme, f"{__name__}:readme_table_v{v}")
+
+
+_register()
+
+
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument("--table", action="store_true", help="only print the table of the JSON")

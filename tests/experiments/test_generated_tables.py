@@ -1,0 +1,95 @@
+"""Every results table of every README is generated from the committed JSON: each block
+registered with ``experiments._report`` is regenerated here and must equal the README's
+text between its markers (issue 34: no result number is typed by hand)."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments import _report
+
+_report._load_all()
+BLOCKS = sorted(_report.BLOCKS)
+REPO = Path(_report.REPO)
+
+
+def test_every_study_registers_its_blocks():
+  assert _report.STUDY_MODULES and len(BLOCKS) >= len(_report.STUDY_MODULES)
+  for name, (readme, maker) in _report.BLOCKS.items():
+    assert (REPO / readme).is_file(), (name, readme)
+    assert ":" in maker, (name, maker)
+
+
+@pytest.mark.parametrize("name", BLOCKS)
+def test_readme_block_equals_its_regeneration(name):
+  readme, _ = _report.BLOCKS[name]
+  made = _report.make(name)
+  assert made.strip(), f"block {name} generated nothing"
+  assert _report.read_block(REPO / readme, name) == made, (
+    f"{readme} block {name} differs from its JSON: run `python -m experiments._report`"
+  )
+
+
+def test_every_marker_in_a_readme_is_registered():
+  """A block in a README that nothing generates would be typed by hand."""
+  import re
+
+  for readme in [REPO / "README.md", *REPO.glob("experiments/*/README.md")]:
+    for name in re.findall(r"<!-- results:([\w-]+) -->", readme.read_text()):
+      assert name in _report.BLOCKS, f"{readme.name}: block {name} is not registered"
+
+
+def test_write_block_replaces_only_its_block(tmp_path):
+  readme = tmp_path / "README.md"
+  readme.write_text("a\n<!-- results:x -->\nold\n<!-- /results:x -->\nb 1.0\n")
+  assert _report.write_block(readme, "x", "new | 2.5\n")
+  assert readme.read_text() == "a\n<!-- results:x -->\nnew | 2.5\n<!-- /results:x -->\nb 1.0\n"
+  assert not _report.write_block(readme, "x", "new | 2.5")  # unchanged: not rewritten
+  assert _report.read_block(readme, "x") == "new | 2.5"
+  with pytest.raises(ValueError, match="no block"):
+    _report.write_block(readme, "y", "z")
+
+
+def test_protocols_load_and_name_their_arms(tmp_path):
+  paths = sorted(REPO.glob("experiments/*/protocols/*.json"))
+  assert len(paths) >= 4
+  for path in paths:
+    p = _report.load_protocol(path)
+    assert p["seeds"] and p["primary"]["alpha"] == 0.05, path
+  bad = json.loads(paths[0].read_text())
+  bad["primary"]["comparisons"] = [["nope", next(iter(bad["arms"]))]]
+  (tmp_path / "p.json").write_text(json.dumps(bad))
+  with pytest.raises(ValueError, match="nope"):
+    _report.load_protocol(tmp_path / "p.json")
+  del bad["endpoint"]
+  (tmp_path / "p.json").write_text(json.dumps(bad))
+  with pytest.raises(ValueError, match="endpoint"):
+    _report.load_protocol(tmp_path / "p.json")
+
+
+def test_one_scorer_refuses_mixed_classifiers():
+  a = {"seed": 0, "classifier": {"params_digest": "aaaa"}}
+  b = {"seed": 1, "classifier": {"params_digest": "bbbb"}}
+  assert _report.one_scorer([a, dict(a, seed=2)]) == a["classifier"]
+  with pytest.raises(ValueError, match="2 classifiers"):
+    _report.one_scorer([a, b])
+  with pytest.raises(ValueError, match="2 classifiers"):
+    _report.one_scorer([a, {"seed": 3, "classifier": None}])
+
+
+def test_family_applies_holm_and_says_no_difference():
+  groups = {"a": [1.0, 2.0, 3.0, 4.0, 5.0], "b": [6.0, 7.0, 8.0, 9.0, 10.0], "c": [2, 3, 4, 5, 6]}
+  lines = _report.family(
+    groups,
+    [("a", "b"), ("a", "c")],
+    {"a": "A", "b": "B"},
+    test="mann_whitney",
+    alpha=0.05,
+    lower_is_better=True,
+    metric="FID",
+  )
+  # a vs b completely separated: exact p = 2/252 = 0.0079, Holm x2 = 0.016 < 0.05
+  assert lines[0].startswith("- A beats B on FID") and "0.016 Holm-adjusted over 2" in lines[0]
+  assert "0.0079 raw" in lines[0]
+  assert lines[1].startswith("- No difference detected at n = 5/5: A 3.0 vs c 4.0")
