@@ -366,6 +366,15 @@ def readme_table_v2() -> str:
   return "\n".join(lines)
 
 
+def plot_v2(path: Path = ROOT / "results" / "v2" / "lookahead_all_seeds.png") -> Path:
+  """The figure of protocol v2: every arm's FID curves over its ten seeds (seeds 0-4 from
+  version 0's JSON, 5-9 from ``results/v2``), one panel per evaluation point."""
+  _, runs = v2_runs()
+  path.parent.mkdir(parents=True, exist_ok=True)
+  plot({"runs": runs}, path)
+  return path
+
+
 def readme_table_v0(path: Path = V0_LONG, step: int = 20000) -> str:
   """A README block of version 0 (exploratory, not pre-registered): every seed's FID at
   each evaluation point at ``step``, and exploratory Mann-Whitney p-values of each LA arm
@@ -440,6 +449,12 @@ def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument("study", choices=["lookahead"])
   p.add_argument("--table", action="store_true", help="only print the table of <out>/<study>.json")
+  p.add_argument(
+    "--report",
+    action="store_true",
+    help="only draw results/v2/lookahead_all_seeds.png (protocol v2: all ten seeds) and print "
+    "its README block",
+  )
   p.add_argument("--last", type=int, default=1, help="table: mean of each run's last evaluations")
   p.add_argument(
     "--protocol",
@@ -466,6 +481,10 @@ def parse_args(argv=None):
 
 def main(argv=None) -> None:
   args = parse_args(argv)
+  if args.report:
+    plot_v2()
+    print(readme_table_v2())
+    return
   if args.table:
     data = json.loads((Path(args.out) / f"{args.study}.json").read_text())
     print(table(data, args.last))
