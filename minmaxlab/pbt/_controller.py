@@ -41,7 +41,7 @@ from minmaxlab.pbt._campaign import (
   set_flag,
 )
 from minmaxlab.pbt._fingerprint import ConfigMismatch, check_fingerprint, space_json
-from minmaxlab.pbt._gc import collect_garbage, needed_trials, remove_strays
+from minmaxlab.pbt._gc import check_checkpoints, collect_garbage, needed_trials, remove_strays
 from minmaxlab.pbt._objectives import Ranking, scalar
 from minmaxlab.pbt._replay import replay
 from minmaxlab.pbt._selection import (
@@ -59,6 +59,7 @@ from minmaxlab.pbt._store import (
   RUNNING,
   STORE_FILE,
   Store,
+  StoreError,
   Trial,
 )
 from minmaxlab.pbt._supervisor import Heartbeat, Supervisor
@@ -246,8 +247,9 @@ class Controller:
 
   def _check_config(self) -> None:
     try:
+      check_checkpoints(self.store)  # nothing is deleted by a store that lost the campaign
       check_fingerprint(self.store, self.fingerprint(), self.workdir)
-    except ConfigMismatch:
+    except (ConfigMismatch, StoreError):
       self.store.close()
       raise
 
@@ -341,7 +343,7 @@ class Controller:
     timing = {"lease_s": self.lease_s, "poll_s": self.poll_s, "orphan_s": self.orphan_s}
     task = None if self.task is None else self.task.to_json()
     begin_epoch(self.store, self.epoch, self.max_attempts, {"task": task, **timing})
-    remove_strays(self.store, self.ckpt_root)
+    remove_strays(self.store)
     if self.supervisor is None:  # kept across runs: restarted_workers adds up
       self.supervisor = Supervisor(self.workdir, self.store, self.epoch)
     self.supervisor.epoch = self.epoch
@@ -364,7 +366,7 @@ class Controller:
         if on_progress is not None:
           on_progress(status)
         if status[PENDING] == 0 and status[RUNNING] == 0 and not self.store.unprocessed():
-          remove_strays(self.store, self.ckpt_root)
+          remove_strays(self.store)
           break
         if draining and status[RUNNING] == 0 and not self.store.unprocessed(DONE):
           break

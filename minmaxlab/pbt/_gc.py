@@ -13,18 +13,33 @@ was created), plus those of finished trials not yet processed (at most one per
 worker) and those being written. In practice it stays near
 ``population_size + top_k`` (measured: 12 for 8 members and top_k 2, see
 experiments/pbt/README.md).
+
+Safety: only folders in the campaign's own ``checkpoints/`` named
+``trial_<id>_a<k>`` after a trial the store holds are ever deleted; a stored
+path elsewhere is left alone with one warning line, and a store that does not
+know the checkpoints on disk (empty, new, replaced) stops the campaign before
+anything is deleted (:func:`check_checkpoints`).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from minmaxlab.pbt._objectives import rank_trials
-from minmaxlab.pbt._store import DONE, PENDING, RUNNING, Store, Trial
+from minmaxlab.pbt._store import (
+  DONE,
+  PENDING,
+  RUNNING,
+  Store,
+  StoreError,
+  Trial,
+  checkpoint_trial,
+)
 
 
 def needed_trials(
@@ -49,6 +64,32 @@ def needed_trials(
   return needed
 
 
+def owned_checkpoint(store: Store, t: Trial) -> Path | None:
+  """``t``'s checkpoint folder if the store created it: ``checkpoints/trial_<t.id>_a<k>`` in
+  the store's workdir; else ``None``."""
+  if t.ckpt is None:
+    return None
+  p = Path(t.ckpt)
+  return p if p.parent == store.ckpt_root and checkpoint_trial(p.name) == t.id else None
+
+
+def check_checkpoints(store: Store) -> None:
+  """:class:`StoreError` (one line) if ``checkpoints/`` holds a trial folder of a trial the
+  store does not hold (an empty, new or replaced store next to a campaign's checkpoints)."""
+  if not store.ckpt_root.is_dir():
+    return
+  known = store.trial_ids()
+  unknown = sorted(
+    p.name for p in store.ckpt_root.iterdir() if checkpoint_trial(p.name) not in known | {None}
+  )
+  if unknown:
+    raise StoreError(
+      f"the store and the checkpoints disagree: {store.path} does not know {len(unknown)}"
+      f" checkpoint folder(s) in {store.ckpt_root} (e.g. {unknown[0]}); nothing was deleted;"
+      " restore the campaign's store or use a new workdir"
+    )
+
+
 def remove_checkpoint(path: str | os.PathLike) -> None:
   """Delete a checkpoint directory: renamed away first (atomic: a reader sees
   the checkpoint or nothing), then removed."""
@@ -71,20 +112,30 @@ def collect_garbage(store: Store, top_k: int, ranking=None) -> list[int]:
     doomed = [t for t in store.collectable() if t.id not in needed]
     store.mark_ckpt_deleted(db, [t.id for t in doomed])
   for t in doomed:
-    remove_checkpoint(t.ckpt)
+    path = owned_checkpoint(store, t)
+    if path is None:
+      print(
+        f"PBT: trial {t.id}'s checkpoint {t.ckpt} is not in {store.ckpt_root}; not deleting it",
+        file=sys.stderr,
+        flush=True,
+      )
+    else:
+      remove_checkpoint(path)
   return [t.id for t in doomed]
 
 
-def remove_strays(store: Store, ckpt_root: str | os.PathLike) -> None:
-  """Delete the directories under ``ckpt_root`` no trial refers to: lost
-  attempts and deleted checkpoints left by a crash (a running trial's
-  ``trial_<id>_...`` directory is being written and stays)."""
-  keep = {str(Path(t.ckpt)) for t in store.live_checkpoints()}
+def remove_strays(store: Store) -> None:
+  """Delete the folders in the store's ``checkpoints/`` no trial refers to: lost attempts
+  and deleted checkpoints left by a crash, of trials the store holds (a running trial's
+  ``trial_<id>_...`` folder is being written and stays). Nothing else is touched."""
+  if not store.ckpt_root.is_dir():
+    return
+  keep = {p for t in store.live_checkpoints() if (p := owned_checkpoint(store, t))}
   busy = {t.id for t in store.with_status(RUNNING)}
-  for p in Path(ckpt_root).iterdir():
-    if str(p) in keep:
-      continue
-    if p.name.startswith("trial_") and int(p.name.split("_")[1]) in busy:
-      continue
-    if p.is_dir():
-      shutil.rmtree(p, ignore_errors=True)
+  known = store.trial_ids()
+  for p in store.ckpt_root.iterdir():
+    trash = p.name.startswith(".trash-trial_")
+    tid = checkpoint_trial(p.name)
+    if trash or (tid in known and tid not in busy and p not in keep):
+      if p.is_dir():
+        shutil.rmtree(p, ignore_errors=True)

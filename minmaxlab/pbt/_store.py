@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,6 +26,8 @@ TASK = "task"  # kv key: the named task and timing a joining worker reads
 CONFIG = "config"  # kv key: the campaign's configuration fingerprint
 DRAIN = "drain"  # kv key: true while the campaign's budget is spent: no trial is handed out
 STORE_FILE = "pbt.sqlite"  # the store's file name in a run's workdir
+CKPT_DIR = "checkpoints"  # the trial checkpoints' folder in a run's workdir
+_CKPT_NAME = re.compile(r"trial_(\d+)_a\d+")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS trials (
@@ -58,6 +61,29 @@ CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 class ControllerGone(RuntimeError):
   """The controller that started a worker no longer runs the campaign."""
+
+
+class StoreError(ValueError):
+  """A ``pbt.sqlite`` that is not a usable PBT store (empty, truncated, damaged or foreign)."""
+
+
+def checkpoint_trial(name: str) -> int | None:
+  """The trial id of a checkpoint folder name ``trial_<id>_a<attempt>`` (else ``None``)."""
+  m = _CKPT_NAME.fullmatch(name)
+  return None if m is None else int(m.group(1))
+
+
+def relative_ckpt(path: str | None) -> str | None:
+  """The stored form of a checkpoint path: ``checkpoints/trial_<id>_a<k>``, relative to the
+  workdir, for a trial checkpoint folder wherever the workdir was (a moved campaign or a
+  store written with absolute paths); any other path unchanged (garbage collection never
+  deletes it)."""
+  if path is None:
+    return None
+  p = PurePath(path)
+  if p.parent.name == CKPT_DIR and checkpoint_trial(p.name) is not None:
+    return f"{CKPT_DIR}/{p.name}"
+  return str(path)
 
 
 class Trial(NamedTuple):
@@ -112,8 +138,11 @@ _COLUMNS = (
 )
 
 
-def _trial(row) -> Trial:
+def _trial(row, workdir: Path) -> Trial:
   r = list(row)
+  for i in (3, 12):  # parent_ckpt, ckpt: absolute paths in this workdir
+    rel = relative_ckpt(r[i])
+    r[i] = rel if rel is None or PurePath(rel).is_absolute() else str(workdir / rel)
   r[4] = json.loads(r[4])
   r[13], r[14] = bool(r[13]), bool(r[14])
   r[17] = None if r[17] is None else tuple(json.loads(r[17]))
@@ -139,6 +168,9 @@ def _switch_to_wal(db: sqlite3.Connection, timeout: float) -> None:
 class Store:
   """SQLite store shared by the controller and the workers (one file).
 
+  Checkpoint paths are stored relative to the store's folder (the workdir), so a moved or
+  copied campaign keeps its checkpoints.
+
   Args:
     path: the database file (created with its tables).
     timeout: seconds a writer waits for the lock.
@@ -146,7 +178,9 @@ class Store:
 
   def __init__(self, path: str | os.PathLike, timeout: float = 60.0):
     self.path = str(Path(path).expanduser().resolve())
-    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+    self.workdir = Path(self.path).parent
+    self.ckpt_root = self.workdir / CKPT_DIR
+    self.workdir.mkdir(parents=True, exist_ok=True)
     self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
     _switch_to_wal(self._db, timeout)
     self._db.execute("PRAGMA synchronous=FULL")
@@ -189,7 +223,7 @@ class Store:
       (
         member,
         None if parent is None else parent.id,
-        None if parent is None else parent.ckpt,
+        None if parent is None else relative_ckpt(parent.ckpt),
         json.dumps(hparams),
         int(start_step),
         int(steps),
@@ -204,11 +238,11 @@ class Store:
     row = self._db.execute(f"SELECT {_COLUMNS} FROM trials WHERE id=?", (trial_id,)).fetchone()
     if row is None:
       raise KeyError(trial_id)
-    return _trial(row)
+    return _trial(row, self.workdir)
 
   def trials(self, where: str = "1", args: tuple = ()) -> list[Trial]:
     rows = self._db.execute(f"SELECT {_COLUMNS} FROM trials WHERE {where} ORDER BY id", args)
-    return [_trial(r) for r in rows]
+    return [_trial(r, self.workdir) for r in rows]
 
   def claim(self, worker: str, lease_s: float, epoch: str | None = None) -> Trial | None:
     """Hand the oldest claimable pending trial to ``worker`` (``None`` if none).
@@ -283,12 +317,21 @@ class Store:
     a number or a sequence of objectives. A report from a worker that lost the
     trial (lease expired, re-queued) is ignored."""
     objectives = [float(v) for v in np.asarray(fitness, np.float64).reshape(-1)]
+    stored = relative_ckpt(str(ckpt))
     with self.transaction() as db:
       cur = db.execute(
         "UPDATE trials SET status=?, fitness=?, objectives=?, ckpt=?, finished=?"
         " WHERE id=? AND status=? AND worker=?",
-        (DONE, objectives[0], json.dumps(objectives), str(ckpt), time.time(), trial_id)
-        + (RUNNING, worker),
+        (
+          DONE,
+          objectives[0],
+          json.dumps(objectives),
+          stored,
+          time.time(),
+          trial_id,
+          RUNNING,
+          worker,
+        ),
       )
     return cur.rowcount == 1
 
@@ -359,6 +402,10 @@ class Store:
     """Done trials whose checkpoint exists (not yet garbage collected)."""
     return self.trials("status=? AND ckpt IS NOT NULL AND ckpt_deleted=0", (DONE,))
 
+  def trial_ids(self) -> set[int]:
+    """The ids of every trial the store holds."""
+    return {r[0] for r in self._db.execute("SELECT id FROM trials")}
+
   def live_checkpoints(self) -> list[Trial]:
     """Trials with a checkpoint that garbage collection has not removed."""
     return self.trials("ckpt IS NOT NULL AND ckpt_deleted=0")
@@ -402,4 +449,4 @@ class Store:
       " ORDER BY fitness DESC, id LIMIT 1",
       (DONE,),
     ).fetchone()
-    return None if row is None else _trial(row)
+    return None if row is None else _trial(row, self.workdir)

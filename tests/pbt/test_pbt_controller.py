@@ -622,7 +622,7 @@ def test_remove_strays_keeps_live_and_running_checkpoints_only(tmp_path):
   (root / "trial_000002_a1").mkdir()  # being written by the running trial
   (root / "trial_000001_a0").mkdir()  # a lost earlier attempt
   (root / ".trash-trial_000009_a1-abc").mkdir()  # a crash in the middle of a removal
-  _gc.remove_strays(store, root)
+  _gc.remove_strays(store)
   assert {p.name for p in root.iterdir()} == {"trial_000001_a1", "trial_000002_a1"}
   store.close()
 
