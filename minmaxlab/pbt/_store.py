@@ -13,6 +13,7 @@ import os
 import re
 import sqlite3
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path, PurePath
 from typing import Any, NamedTuple
@@ -28,6 +29,7 @@ DRAIN = "drain"  # kv key: true while the campaign's budget is spent: no trial i
 STORE_FILE = "pbt.sqlite"  # the store's file name in a run's workdir
 CKPT_DIR = "checkpoints"  # the trial checkpoints' folder in a run's workdir
 _CKPT_NAME = re.compile(r"trial_(\d+)_a\d+")
+_TABLES = {"trials", "population", "kv"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS trials (
@@ -165,14 +167,62 @@ def _switch_to_wal(db: sqlite3.Connection, timeout: float) -> None:
       time.sleep(0.05)
 
 
+def _create_tables(db: sqlite3.Connection) -> None:
+  for stmt in _SCHEMA.strip().split(";"):
+    if stmt.strip():
+      db.execute(stmt)
+
+
+def _create(path: Path, timeout: float) -> None:
+  """Create the store file atomically: written complete under a temporary name, then linked
+  to ``path`` unless another process created it first (so an existing ``pbt.sqlite`` is
+  always a whole store and an empty one is damage, never a store being created)."""
+  tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:6]}.tmp")
+  try:
+    db = sqlite3.connect(tmp, isolation_level=None)
+    try:
+      _switch_to_wal(db, timeout)
+      _create_tables(db)
+    finally:
+      db.close()
+    _link(tmp, path)
+  finally:
+    tmp.unlink(missing_ok=True)
+
+
+def _link(tmp: Path, path: Path) -> None:
+  """``tmp`` becomes ``path`` unless ``path`` exists."""
+  try:
+    os.link(tmp, path)
+  except FileExistsError:
+    pass
+  except OSError:  # a file system without hard links
+    if not path.exists():
+      os.replace(tmp, path)
+
+
+def _check_store(db: sqlite3.Connection, path: str) -> None:
+  """:class:`StoreError` (one line naming ``path``) unless ``db`` is an undamaged PBT store."""
+  tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+  if not _TABLES <= tables:
+    raise StoreError(
+      f"{path} is not a PBT store (it has no {', '.join(sorted(_TABLES - tables))} table):"
+      " refusing to start a campaign over it; restore the campaign's store or use a new workdir"
+    )
+  problems = [r[0] for r in db.execute("PRAGMA quick_check")]
+  if problems != ["ok"]:
+    raise StoreError(f"{path} is damaged ({problems[0]}); restore it or use a new workdir")
+
+
 class Store:
   """SQLite store shared by the controller and the workers (one file).
 
   Checkpoint paths are stored relative to the store's folder (the workdir), so a moved or
-  copied campaign keeps its checkpoints.
+  copied campaign keeps its checkpoints. An existing file that is empty, truncated, damaged
+  or another program's database is refused (:class:`StoreError`, one line naming it).
 
   Args:
-    path: the database file (created with its tables).
+    path: the database file (created with its tables if missing).
     timeout: seconds a writer waits for the lock.
   """
 
@@ -181,12 +231,27 @@ class Store:
     self.workdir = Path(self.path).parent
     self.ckpt_root = self.workdir / CKPT_DIR
     self.workdir.mkdir(parents=True, exist_ok=True)
+    if not Path(self.path).exists():
+      _create(Path(self.path), timeout)
+    elif Path(self.path).stat().st_size == 0:
+      raise StoreError(
+        f"{self.path} is empty (0 bytes), not a PBT store: refusing to start a new campaign"
+        " over it; restore the campaign's store or use a new workdir"
+      )
     self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
-    _switch_to_wal(self._db, timeout)
+    try:
+      _check_store(self._db, self.path)
+      _switch_to_wal(self._db, timeout)
+    except sqlite3.DatabaseError as e:
+      self._db.close()
+      raise StoreError(
+        f"{self.path} is not a readable PBT store ({e}); restore it or use a new workdir"
+      ) from None
+    except StoreError:
+      self._db.close()
+      raise
     self._db.execute("PRAGMA synchronous=FULL")
-    for stmt in _SCHEMA.strip().split(";"):
-      if stmt.strip():
-        self._db.execute(stmt)
+    _create_tables(self._db)
     columns = {r[1] for r in self._db.execute("PRAGMA table_info(trials)")}
     added = (("failures", "INTEGER NOT NULL DEFAULT 0"), ("error", "TEXT"), ("objectives", "TEXT"))
     for name, decl in added:

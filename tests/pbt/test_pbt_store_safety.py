@@ -1,6 +1,6 @@
 """Fault injection (issue 37): a PBT campaign's checkpoints survive a move, a copy, a planted
-store row and a lost store; nothing outside the campaign's own ``checkpoints/`` folder is
-ever deleted."""
+store row and a lost, empty, truncated or foreign store; nothing outside the campaign's own
+``checkpoints/`` folder is ever deleted."""
 
 import shutil
 import sqlite3
@@ -148,7 +148,7 @@ def _wipe_store(workdir):
     Path(f"{workdir}/pbt.sqlite{suffix}").unlink(missing_ok=True)
 
 
-@pytest.mark.parametrize("damage", ["missing"])
+@pytest.mark.parametrize("damage", ["missing", "empty", "truncated", "foreign", "text"])
 def test_lost_or_damaged_store_is_refused_and_nothing_is_deleted(tmp_path, damage):
   _run(tmp_path / "p", stop_after=4)
   store_file = tmp_path / "p" / "pbt.sqlite"
