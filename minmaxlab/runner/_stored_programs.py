@@ -7,10 +7,16 @@ its first generation). :func:`stored_program` keys the compiled executable by wh
 decides the program instead (the experiment's config, the source code, the package
 versions, JAX's settings, the devices and the arguments' types) and loads it without
 tracing anything.
+
+JAX serializes an executable as a pickle, and unpickling runs code: a file is read only
+when its SHA-256 matches the one recorded in ``index.json`` next to it when this library
+wrote it; any other file (planted, damaged, from an older version) is deleted and the
+program compiled again.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.metadata
 import json
@@ -19,12 +25,14 @@ import pickle
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
 import jax
 
+INDEX = "index.json"  # program file name -> SHA-256 of the file this library wrote
 # Files kept per program name (older ones, e.g. from edited source code, are deleted).
 KEEP_PER_NAME = 4
 _VERSIONED = ("jax", "jaxlib", "numpy", "optax", "flax", "equinox", "ml_collections", "minmaxlab")
@@ -91,6 +99,46 @@ def program_digest(name: str, key: Any, sources: Iterable[str | os.PathLike], ar
   return hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()
 
 
+class UnrecordedProgram(RuntimeError):
+  """A program file whose digest is not the one recorded when this library wrote it."""
+
+
+def recorded_digests(directory: Path) -> dict[str, str]:
+  """The index of ``directory``: program file name -> SHA-256 (empty if missing or damaged)."""
+  try:
+    index = json.loads((directory / INDEX).read_text())
+  except (OSError, ValueError):
+    return {}
+  return index if isinstance(index, dict) else {}
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+  """An exclusive lock on ``directory``'s index (processes storing programs at once)."""
+  with open(directory / f"{INDEX}.lock", "a") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    yield
+
+
+def _write_index(directory: Path, changes: Mapping[str, str | None]) -> None:
+  """Apply ``changes`` (name -> digest, ``None``: drop) to the index; call under :func:`_locked`.
+  Entries of files no longer there are dropped."""
+  index = {**recorded_digests(directory), **changes}
+  index = {k: v for k, v in index.items() if v is not None and (directory / k).exists()}
+  tmp = directory / f"{INDEX}.{os.getpid()}.tmp"
+  tmp.write_text(json.dumps(index, indent=0, sort_keys=True))
+  os.replace(tmp, directory / INDEX)
+
+
+def read_recorded(path: Path) -> bytes:
+  """The bytes of ``path`` if their SHA-256 is the one recorded in the index, else
+  :class:`UnrecordedProgram` (nothing of the file is interpreted)."""
+  data = path.read_bytes()
+  if recorded_digests(path.parent).get(path.name) != hashlib.sha256(data).hexdigest():
+    raise UnrecordedProgram(f"not written by this library here (no matching digest in {INDEX})")
+  return data
+
+
 class _CacheHits:
   """Counts persistent-cache hits (``jax.monitoring``) per thread: an executable loaded
   from that cache cannot be serialized again on XLA:CPU (its kernels are missing when it
@@ -141,8 +189,8 @@ class StoredProgram:
   def _load(self, path: Path):
     from jax.experimental import serialize_executable
 
-    with open(path, "rb") as f:
-      payload, in_tree, out_tree, device_ids = pickle.load(f)
+    data = read_recorded(path)  # before unpickling: only files this library wrote
+    payload, in_tree, out_tree, device_ids = pickle.loads(data)
     by_id = {d.id: d for d in jax.devices()}
     devices = [by_id[i] for i in device_ids]
     return serialize_executable.deserialize_and_load(
@@ -154,17 +202,19 @@ class StoredProgram:
 
     payload, in_tree, out_tree = serialize_executable.serialize(compiled)
     device_ids = _device_ids(compiled)
+    data = pickle.dumps((payload, in_tree, out_tree, device_ids), pickle.HIGHEST_PROTOCOL)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-      pickle.dump((payload, in_tree, out_tree, device_ids), f, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, path)
-    olds = sorted(
-      (p for p in path.parent.glob(f"{self.name}-*.exe") if p != path),
-      key=lambda p: p.stat().st_mtime,
-    )
-    for p in olds[: max(0, len(olds) - (KEEP_PER_NAME - 1))]:
-      p.unlink(missing_ok=True)
+    tmp.write_bytes(data)
+    with _locked(path.parent):
+      os.replace(tmp, path)
+      olds = sorted(
+        (p for p in path.parent.glob(f"{self.name}-*.exe") if p != path),
+        key=lambda p: p.stat().st_mtime,
+      )
+      for p in olds[: max(0, len(olds) - (KEEP_PER_NAME - 1))]:
+        p.unlink(missing_ok=True)
+      _write_index(path.parent, {path.name: hashlib.sha256(data).hexdigest()})
 
   def _first(self, args):
     global _HITS
@@ -238,7 +288,9 @@ def stored_program(
   persistent cache off (e.g. ``MINMAXLAB_CACHE_DIR=off``) every call goes to ``jitted``.
 
   Only for programs on one process whose executables can be serialized (``jax.experimental.
-  serialize_executable``; no closed-over constants). Loading runs the stored code: keep the
+  serialize_executable``; no closed-over constants). JAX's format is a pickle, so a file is
+  unpickled only when its SHA-256 matches the one recorded in the folder's ``index.json``
+  when this library wrote it; anyone who can write that index can still plant code: keep the
   folder private, as the compilation cache itself.
   """
   package = Path(__file__).resolve().parents[1]

@@ -2,6 +2,8 @@
 bit-identical to the compile; damaged or stale files fall back to compiling."""
 
 import io
+import pickle
+from pathlib import Path
 from typing import NamedTuple
 
 import jax
@@ -83,7 +85,7 @@ def test_key_sources_and_argument_types_select_the_file(tmp_path):
   a, b = _program(store, "cfg"), _program(store, "other")
   a(*args), b(*args)
   assert a.how == b.how == "stored" and a.path != b.path
-  assert sorted(p.name for p in store.iterdir()) == sorted([a.path.name, b.path.name])
+  assert sorted(p.name for p in store.glob("*.exe")) == sorted([a.path.name, b.path.name])
 
 
 def test_damaged_file_falls_back_to_compiling_with_one_line(tmp_path):
@@ -101,6 +103,41 @@ def test_damaged_file_falls_back_to_compiling_with_one_line(tmp_path):
   third = _program(tmp_path)
   _same(third(*args), expected)
   assert third.how == "loaded"
+
+
+class _Payload:
+  """Unpickled, it would write ``marker``: code run from a planted program file."""
+
+  def __init__(self, marker):
+    self.marker = marker
+
+  def __reduce__(self):
+    return (Path.write_text, (self.marker, "the payload ran"))
+
+
+def test_planted_program_file_is_never_unpickled(tmp_path):
+  """Issue 37: a file in the program folder that this library did not write (its SHA-256
+  is not the one recorded in index.json) is never unpickled, even under the right name."""
+  args = _args()
+  first = _program(tmp_path)
+  expected = first(*args)
+  marker = tmp_path / "marker"
+  first.path.write_bytes(pickle.dumps(_Payload(marker)))
+  stream = io.StringIO()
+  second = _program(tmp_path, stream=stream)
+  _same(second(*args), expected)
+  assert not marker.exists()
+  (line,) = stream.getvalue().splitlines()
+  assert "unusable (UnrecordedProgram" in line and second.how == "stored"
+  assert _program(tmp_path)(*args) is not None and not marker.exists()
+  index = _stored_programs.recorded_digests(tmp_path)
+  assert list(index) == [first.path.name]  # the rewritten file, recorded again
+  # A stored program of an older version (no index) is compiled again, not read.
+  (tmp_path / _stored_programs.INDEX).unlink()
+  first.path.write_bytes(pickle.dumps(_Payload(marker)))
+  third = _program(tmp_path, stream=io.StringIO())
+  _same(third(*args), expected)
+  assert third.how == "stored" and not marker.exists()
 
 
 def test_without_a_folder_it_is_the_jit(tmp_path):
