@@ -30,7 +30,8 @@ PINS = {
     set_learning_rates slow_ema tree_all_finite tree_where uniform unrolled with_field_processing
   """,
   "analysis": """
-    JacobianSummary RadiusGrid Trajectory UpdateOperator altgda_eigenvalues
+    DYNAMICS_SCHEMES GameDynamics JacobianSummary RadiusGrid RitzValues Trajectory UpdateOperator
+    altgda_eigenvalues arnoldi_eigenvalues game_dynamics
     closed_form_eigenvalues decompose eg_eigenvalues eigenvalue_angles
     field_evaluations_per_step gda_eigenvalues jacobian jvp_operator lookahead_eigenvalues
     ogda_eigenvalues per_step_rate plot_distance_curves plot_eigenvalues plot_phase_portrait
@@ -61,7 +62,7 @@ PINS = {
   "coevolution": """
     Coevolution CoevolutionConfig CoevolutionState aggregate_fitness default_scheme
     gather_neighbours member_mask mixture_es_step mutate_learning_rates neighbour_indices
-    neighbour_offsets normalise_weights replacement_sources tournament
+    neighbour_offsets net_weights_dist normalise_weights replacement_sources tournament
     EnsembleSearch MixtureOptimization SAMPLING_MODES class_tvd_score exact_proportion_counts
     exact_proportion_score ga_ensemble greedy_ensemble mixture_assignment optimize_mixture
     sample_mixture weight_grid CoevolutionParams Phases diet_indices diet_rows diet_size

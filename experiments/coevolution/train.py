@@ -9,6 +9,7 @@ exactly.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -37,6 +38,7 @@ from experiments.coevolution.experiment import (  # noqa: F401  (the experiment'
   programs,
   sample_best_mixture,
 )
+from minmaxlab import coevolution as co
 from minmaxlab import distributed, runner
 from minmaxlab.gan import metrics
 
@@ -137,6 +139,25 @@ def evaluate(progs: Programs, config, state, generation: int):
     out = {f"mixture/{k}": float(v) for k, v in exp.image_evaluator(x).items()}
   out["mixture/weights"] = np.asarray(weights, np.float64).round(4).tolist()
   return out, x, cell
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _distances(params, neighbourhood):
+  return co.net_weights_dist(params.min, neighbourhood), co.net_weights_dist(
+    params.max, neighbourhood
+  )
+
+
+def weight_distances(state, neighbourhood) -> dict[str, Any]:
+  """Lipizzaner's ``net_weights_dist`` of both players: the grid mean (and every cell's
+  value) of the mean L2 distance between the neighbourhood's individuals' weights
+  (``minmaxlab.coevolution.net_weights_dist``); it falls to 0 as one lineage takes over."""
+  g, d = jax.device_get(_distances(state.params, neighbourhood))
+  out: dict[str, Any] = {}
+  for side, v in (("g", g), ("d", d)):
+    out[f"net_weights_dist/{side}"] = float(np.mean(v))
+    out[f"cells/net_weights_dist_{side}"] = np.asarray(v, np.float64).round(6).tolist()
+  return out
 
 
 def _save_mixture(path: Path, x, exp: Experiment, title: str) -> None:
@@ -270,6 +291,7 @@ def train(
       if do_eval:
         evals, x, cell = evaluate(progs, config, host, generation)
         row.update(evals)
+        row.update(weight_distances(host, coev.config.neighbourhood))
         title = f"generation {generation}: mixture of cell ({cell // cols}, {cell % cols})"
         png = workdir / "samples" / f"mixture_gen_{generation}.png"
         _save_mixture(png, x, exp, title)

@@ -25,6 +25,7 @@ from minmaxlab.coevolution._grid import (
   member_mask,
   neighbour_indices,
   neighbour_offsets,
+  net_weights_dist,
 )
 from minmaxlab.coevolution._operators import (
   aggregate_fitness,
@@ -73,6 +74,7 @@ __all__ = [
   "default_scheme",
   "gather_neighbours",
   "member_mask",
+  "net_weights_dist",
   "neighbour_indices",
   "neighbour_offsets",
 ]

@@ -149,3 +149,35 @@ def gather_neighbours(tree: Any, kind: str = "von_neumann") -> Any:
     return jnp.stack([jnp.roll(x, (-dr, -dc), axis=(0, 1)) for dr, dc in offsets], axis=2)
 
   return jax.tree.map(one, tree)
+
+
+def net_weights_dist(params: Any, kind: str = "von_neumann") -> jax.Array:
+  """``[rows, cols]``: each cell's mean L2 distance between the weights of every pair of
+  individuals in its neighbourhood (Lipizzaner's ``Population.net_weights_dist``, which
+  logs the distance of each pair of the neighbourhood's networks every iteration; here
+  the mean over the pairs).
+
+  ``params`` is one player's ``(rows, cols, P, ...)`` pytree (e.g. ``state.params.min``).
+  The distance of two individuals is ``sqrt(sum over all leaves of (a - b)^2)``. Members
+  that repeat an earlier one on a small torus (:func:`member_mask`) are left out, so
+  each distinct individual counts once; a neighbourhood of one individual gives 0.
+  Diversity falls to 0 when one lineage has copied itself over the neighbourhood.
+  """
+  leaves = jax.tree.leaves(params)
+  rows, cols, pop = leaves[0].shape[:3]
+  flat = jnp.concatenate([x.reshape(rows, cols, pop, -1) for x in leaves], axis=-1)
+  every = gather_neighbours(flat, kind)  # [rows, cols, M, P, D]
+  m = every.shape[2]
+  every = every.reshape(rows, cols, m * pop, -1)
+  keep = jnp.repeat(jnp.asarray(member_mask(rows, cols, kind)), pop, axis=-1)  # [rows, cols, MP]
+  pairs = [(i, j) for i in range(m * pop) for j in range(i + 1, m * pop)]
+  if not pairs:
+    return jnp.zeros((rows, cols), flat.dtype)
+  # one pair at a time (differences, not a Gram matrix: no cancellation for near-copies)
+  dist = jnp.stack(
+    [jnp.sqrt(jnp.sum(jnp.square(every[:, :, i] - every[:, :, j]), -1)) for i, j in pairs], -1
+  )
+  pair = jnp.stack([keep[..., i] & keep[..., j] for i, j in pairs], -1)
+  n = jnp.sum(pair, axis=-1)
+  total = jnp.sum(jnp.where(pair, dist, 0.0), axis=-1)
+  return jnp.where(n > 0, total / jnp.maximum(n, 1), 0.0)

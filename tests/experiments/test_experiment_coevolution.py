@@ -116,7 +116,16 @@ def _check_outputs(workdir, row):
     assert scores[best[0], best[1]] == scores.min() == pytest.approx(r["best_score"])
     assert 0 <= r["mixture/modes_covered"] <= 8 and 0.0 <= r["mixture/high_quality_rate"] <= 1.0
     np.testing.assert_allclose(sum(r["mixture/weights"]), 1.0, atol=1e-3)
+    for side in ("g", "d"):  # Lipizzaner's net_weights_dist, at every evaluation
+      assert r[f"net_weights_dist/{side}"] > 0
+      assert np.asarray(r[f"cells/net_weights_dist_{side}"]).shape == (2, 2)
   assert row["generation"] == config.generations
+  # ... of the final state: the same numbers from the last checkpoint's generators
+  from minmaxlab import coevolution as co
+
+  final = _restore(workdir)[0]["state"]
+  dist = np.asarray(co.net_weights_dist(final.params.min, config.neighbourhood))
+  np.testing.assert_allclose(rows[-1]["cells/net_weights_dist_g"], dist, rtol=1e-5)
   # TensorBoard: grid means and pictures in tensorboard/, every cell a run of its own
   # (tensorboard/cells/r<i>c<j>, same tags: the curves overlay).
   scalars = _scalars(workdir / "tensorboard")
