@@ -10,6 +10,8 @@ removed.
 
 from __future__ import annotations
 
+import difflib
+import importlib.util
 import os
 import sys
 from collections.abc import Callable
@@ -52,6 +54,58 @@ def _config_file(argv: list[str]) -> str | None:
       value = argv[i + 1]
     if value:
       return value.split(":", 1)[0]
+  return None
+
+
+def _config_spec(argv: list[str]) -> str | None:
+  """The value given to ``--config`` (with its ``:param`` suffix), if any."""
+  for i, a in enumerate(argv):
+    if a.startswith("--config="):
+      return a.split("=", 1)[1]
+    if a == "--config" and i + 1 < len(argv):
+      return argv[i + 1]
+  return None
+
+
+def config_fields(config) -> list[str]:
+  """Every field of an ``ml_collections`` config, nested ones dotted (``classifier.steps``)."""
+  out = []
+  for key, value in config.items():
+    if hasattr(value, "items"):
+      out += [f"{key}.{sub}" for sub in config_fields(value)]
+    else:
+      out.append(key)
+  return out
+
+
+def unknown_field_line(argv: list[str]) -> str | None:
+  """One line naming the first ``--config.<field>=`` of ``argv`` that the config file does not
+  have, the closest field and every field; ``None`` when the config cannot be loaded here or
+  every field given exists."""
+  spec = _config_spec(argv)
+  if not spec:
+    return None
+  path, _, param = spec.partition(":")
+  try:
+    loader = importlib.util.spec_from_file_location("_minmaxlab_cli_config", path)
+    module = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(module)
+    config = module.get_config(param) if param else module.get_config()
+    fields = config_fields(config)
+  except Exception:
+    return None
+  known = set(fields)
+  for a in argv:
+    if not a.startswith("--config."):
+      continue
+    name = a[len("--config.") :].split("=", 1)[0]
+    if name in known or any(f.startswith(name + ".") for f in known):
+      continue
+    close = difflib.get_close_matches(name, fields, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown config field: {name}{hint}; the {len(fields)} fields of {path}: " + ", ".join(
+      fields
+    )
   return None
 
 
@@ -98,7 +152,9 @@ def run(main: Callable[[list[str]], None]) -> None:
     if debug:
       raise
     if not started and isinstance(e, (AttributeError, KeyError)):
-      line = f"unknown config field or flag: {error_line(e).split(': ', 1)[-1]} (see --help)"
+      line = unknown_field_line(sys.argv) or (
+        f"unknown config field or flag: {error_line(e).split(': ', 1)[-1]} (see --help)"
+      )
     else:
       line = error_line(e) + ("" if started else " (in the command line; see --help)")
     print(f"ERROR: {line}", file=sys.stderr, flush=True)

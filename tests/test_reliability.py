@@ -282,7 +282,7 @@ GAN_SMOKE = ["experiments.gan.main", "--config", "experiments/gan/configs/smoke.
 @pytest.mark.parametrize(
   "extra, expected",
   [
-    (["--config.nosuch=1"], "ERROR: unknown config field or flag: nosuch"),
+    (["--config.nosuch=1"], "ERROR: unknown config field: nosuch; the "),
     (["--config.batch_size=0"], "ERROR: ValueError: config.batch_size must be an integer >= 1"),
     (["--config.num_steps=0"], "ERROR: ValueError: config.num_steps must be an integer >= 1"),
   ],
