@@ -133,6 +133,7 @@ STUDY_MODULES = (
   "experiments.coevolution.lipizzaner_grids",
   "experiments.coevolution.ring_study",
   "experiments.pbt.results",
+  "experiments.coevolution.lipizzaner_config",
 )
 
 

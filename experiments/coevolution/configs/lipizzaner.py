@@ -1,0 +1,23 @@
+"""A Lipizzaner YAML configuration as this experiment's config (``lipizzaner_config.read``).
+
+  python -m experiments.coevolution.main \
+      --config experiments/coevolution/configs/lipizzaner.py:path/to/mnist-2x2.yml --workdir ...
+
+The file's fields override ``base.py`` (the table of what maps where is ``FIELDS`` in
+``experiments/coevolution/lipizzaner_config.py`` and the parity table of
+experiments/coevolution/README.md); every other field can still be set by flag.
+"""
+
+from experiments.coevolution import lipizzaner_config
+from experiments.coevolution.configs import base
+
+
+def get_config(yaml_path: str | None = None):
+  if not yaml_path:
+    raise ValueError("give the Lipizzaner file: --config .../configs/lipizzaner.py:<file.yml>")
+  c = base.get_config()
+  for k, v in lipizzaner_config.read(yaml_path).items():
+    c[k] = v
+  c.lipizzaner_yaml = str(yaml_path)
+  c.eval_every = c.checkpoint_every = max(1, min(10, c.generations))
+  return c

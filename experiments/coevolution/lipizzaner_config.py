@@ -1,0 +1,296 @@
+r"""Lipizzaner's YAML configurations as ``experiments.coevolution`` configs.
+
+  python -m experiments.coevolution.lipizzaner_config mnist-2x2.yml            # print the config
+  python -m experiments.coevolution.main --config experiments/coevolution/configs/lipizzaner.py \
+      --config.lipizzaner_yaml=mnist-2x2.yml --workdir runs/lip_2x2             # and run it
+
+:func:`read` maps every field of the reference's ``neurips2018/mnist/mnist-*.yml`` and of
+its 2-D quickstart ``toy-circular.yml`` (with their ``general`` files: ``general:
+!include ../general-2x2.yml``, and ``!ENV ${VAR}``) onto a config of
+``configs/base.py``; :data:`FIELDS` is the table of what maps where, each a ``same``
+setting or a named ``variant`` (the README's parity table is generated from it). A field
+not in the table, or a value the library cannot run (another trainer, score or network),
+is refused with one line that names it (:class:`UnsupportedField`). The reference's files
+are not shipped: the tests write YAML with its field names.
+
+The grid comes from ``general.distribution.client_nodes``: Lipizzaner starts one client
+per port (``port: 5000-5003`` is four), and its grid is the square of that many cells.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+
+
+class UnsupportedField(ValueError):
+  """A Lipizzaner field or value this reader does not map (the message names it)."""
+
+
+def _d_every(skip):
+  # Lipizzaner trains the discriminator on batches with batch % (skip + 1) == 0
+  return int(skip) + 1
+
+
+def _choice(table: dict):
+  def pick(value, field):
+    if value not in table:
+      raise UnsupportedField(f"{field}: {value!r} is not supported (supported: {sorted(table)})")
+    return table[value]
+
+  return pick
+
+
+def _require(expected):
+  def check(value, field):
+    if value != expected:
+      raise UnsupportedField(f"{field}: only {expected!r} is supported, got {value!r}")
+    return None
+
+  return check
+
+
+NETWORKS = {
+  # G latent -> hidden -> data, D data -> hidden -> 1 (research/lipizzaner.md section 5)
+  "four_layer_perceptron": {"architecture": "mlp", "latent_dim": 64, "hidden": (256, 256)},
+  "circular_problem_perceptron": {"architecture": "mlp", "latent_dim": 256, "hidden": (128, 128)},
+}
+DATASETS = {"mnist": "tfds:mnist", "fashion_mnist": "fashion_mnist", "gaussian_circle": "ring8"}
+LOSSES = {"bceloss": "ns_bce", "mseloss": "lsgan", "heuristicloss": "heuristic"}
+FITNESS_MODES = {"average": "average", "best": "best", "worse": "worst"}
+SAMPLES_MODES = {"exact_proportion": "exact_proportion", "independent_probability": "independent"}
+
+# field -> (our field, how, note). how: "same" (the same setting), "variant" (a named
+# difference, the note says which), "checked" (the reader requires the reference's value),
+# "ignored" (no effect on the computation: logging, addresses, devices).
+_S, _V, _C, _I = "same", "variant", "checked", "ignored"
+FIELDS: dict[str, tuple[str, str, str]] = {
+  "trainer.name": ("loss", _C, "lipizzaner_gan only (the GAN trainer; the WGAN one: loss=wgan)"),
+  "trainer.n_iterations": ("generations", _S, ""),
+  "trainer.calculate_net_weights_dist": (
+    "metrics net_weights_dist/g, /d",
+    _S,
+    "always logged, at every evaluation",
+  ),
+  "trainer.mixture_generator_samples_mode": ("mixture_sampling", _S, ""),
+  "trainer.params.population_size": ("population_size", _S, ""),
+  "trainer.params.tournament_size": ("tournament_size", _V, "samples with replacement"),
+  "trainer.params.n_replacements": ("n_replacements", _S, ""),
+  "trainer.params.default_adam_learning_rate": ("learning_rate", _S, "Adam (0.5, 0.999)"),
+  "trainer.params.alpha": (
+    "mutation_scale",
+    _V,
+    "per generation lr + alpha N(0, 1); the reference draws alpha N(-lr0/10, lr0) per batch "
+    "and load_state_dict then restores the saved lr (issue 33)",
+  ),
+  "trainer.params.mutation_probability": ("mutation_probability", _S, ""),
+  "trainer.params.discriminator_skip_each_nth_step": ("d_every", _S, "d_every = skip + 1"),
+  "trainer.params.mixture_sigma": ("mixture_sigma", _S, ""),
+  "trainer.params.enable_selection": (
+    "selection",
+    _S,
+    "off: opponents from the neighbourhood, no replacement test",
+  ),
+  "trainer.params.score.enabled": ("(the mixture ES)", _C, "True only"),
+  "trainer.params.score.type": (
+    "score",
+    _V,
+    "fid: the project's classifier-FID (not Inception); gaussian_toy_distances: mode TVD",
+  ),
+  "trainer.params.score.score_sample_size": (
+    "mixture_samples",
+    _S,
+    "per generator: ceil(size / neighbourhood members)",
+  ),
+  "trainer.params.score.cuda": ("(device)", _I, ""),
+  "trainer.params.fitness.fitness_sample_size": (
+    "fitness_samples",
+    _V,
+    "one latent draw per generation (the reference: fresh noise per evaluation)",
+  ),
+  "trainer.params.fitness.fitness_mode": ("fitness_mode", _S, "worse -> worst"),
+  "dataloader.dataset_name": (
+    "dataset",
+    _V,
+    "mnist -> tfds:mnist (needs tensorflow-datasets and its files); gaussian_circle -> ring8",
+  ),
+  "dataloader.use_batch": ("(minibatches)", _C, "True only"),
+  "dataloader.batch_size": ("batch_size", _S, ""),
+  "dataloader.n_batches": (
+    "steps_per_generation",
+    _S,
+    "0: one epoch (60000 / batch for MNIST, records / batch for 2-D)",
+  ),
+  "dataloader.shuffle": ("(fresh minibatches)", _V, "batches drawn with replacement"),
+  "dataloader.number_of_modes": ("dataset ring8", _C, "8 only"),
+  "dataloader.number_of_records": ("dataset_size", _S, ""),
+  "network.name": ("architecture, latent_dim, hidden", _V, "LeakyReLU hidden layers"),
+  "network.loss": ("loss", _S, "bceloss -> ns_bce, mseloss -> lsgan"),
+  "master.calculate_score": ("(evaluation)", _S, ""),
+  "master.score_sample_size": ("num_eval_samples", _S, ""),
+  "master.cuda": ("(device)", _I, ""),
+  "general.distribution.client_nodes": ("rows, cols", _S, "sqrt(number of client ports) square"),
+  "general.seed": ("seed", _V, "JAX keys, not torch's generator"),
+  "general.*": ("(logging, addresses, output)", _I, "logging, losswise, output_dir, ..."),
+}
+_IGNORED_PREFIXES = (
+  "general.logging",
+  "general.losswise",
+  "general.output_dir",
+  "general.num_workers",
+  "general.name",
+  "general.distribution.auto_discover",
+  "general.distribution.master_node",
+)
+
+
+def _loader(base: Path):
+  import yaml
+
+  class Loader(yaml.SafeLoader):
+    pass
+
+  def include(loader, node):
+    path = base / loader.construct_scalar(node)
+    return yaml.load(path.read_text(), _loader(path.parent))
+
+  def env(loader, node):
+    value = loader.construct_scalar(node)
+    return re.sub(r"\$\{(\w+)\}", lambda m: os.environ.get(m.group(1), ""), value)
+
+  Loader.add_constructor("!include", include)
+  Loader.add_constructor("!ENV", env)
+  return Loader
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict:
+  out = {}
+  for k, v in tree.items():
+    name = f"{prefix}{k}"
+    if isinstance(v, dict) and name not in ("general.distribution.master_node",):
+      out.update(_flatten(v, f"{name}."))
+    else:
+      out[name] = v
+  return out
+
+
+def _clients(nodes) -> int:
+  total = 0
+  for node in nodes or ():
+    port = str(node.get("port", ""))
+    lo, _, hi = port.partition("-")
+    total += (int(hi) - int(lo) + 1) if hi else 1
+  return total
+
+
+def read(path) -> dict:
+  """The config overrides of the Lipizzaner configuration at ``path``: a dict of
+  ``configs/base.py`` field -> value. :class:`UnsupportedField` names the first field or
+  value it cannot map."""
+  import yaml
+
+  path = Path(path)
+  tree = yaml.load(path.read_text(), _loader(path.parent)) or {}
+  flat = _flatten(tree)
+  out: dict = {"lookahead": False, "schedule": "lipizzaner", "b1": 0.5, "b2": 0.999}
+  get = flat.get
+  for name in flat:
+    if name in FIELDS or name.startswith(_IGNORED_PREFIXES) or name.endswith(".cuda"):
+      continue
+    raise UnsupportedField(f"{name}: not a field this reader maps (see FIELDS)")
+  _require("lipizzaner_gan")(get("trainer.name", "lipizzaner_gan"), "trainer.name")
+  _require(True)(get("trainer.params.score.enabled", True), "trainer.params.score.enabled")
+  _require(True)(get("dataloader.use_batch", True), "dataloader.use_batch")
+  network = _choice(NETWORKS)(get("network.name", "four_layer_perceptron"), "network.name")
+  out.update(network)
+  out["loss"] = _choice(LOSSES)(get("network.loss", "bceloss"), "network.loss")
+  dataset = _choice(DATASETS)(get("dataloader.dataset_name", "mnist"), "dataloader.dataset_name")
+  out["dataset"] = dataset
+  records = 60000
+  if dataset == "ring8":
+    modes = get("dataloader.number_of_modes", 8)
+    if modes != 8:
+      raise UnsupportedField(f"dataloader.number_of_modes: only 8 is supported, got {modes!r}")
+    records = int(get("dataloader.number_of_records", 10000))
+    out["dataset_size"] = records
+  p = "trainer.params."
+  simple = {
+    "trainer.n_iterations": "generations",
+    p + "population_size": "population_size",
+    p + "tournament_size": "tournament_size",
+    p + "n_replacements": "n_replacements",
+    p + "default_adam_learning_rate": "learning_rate",
+    p + "alpha": "mutation_scale",
+    p + "mutation_probability": "mutation_probability",
+    p + "mixture_sigma": "mixture_sigma",
+    p + "enable_selection": "selection",
+    p + "fitness.fitness_sample_size": "fitness_samples",
+    "dataloader.batch_size": "batch_size",
+    "master.score_sample_size": "num_eval_samples",
+    "general.seed": "seed",
+  }
+  for field, ours in simple.items():
+    if field in flat:
+      out[ours] = flat[field]
+  if p + "discriminator_skip_each_nth_step" in flat:
+    out["d_every"] = _d_every(flat[p + "discriminator_skip_each_nth_step"])
+  if p + "fitness.fitness_mode" in flat:
+    out["fitness_mode"] = _choice(FITNESS_MODES)(flat[p + "fitness.fitness_mode"], p + "fitness")
+  mode = get("trainer.mixture_generator_samples_mode")
+  if mode is not None:
+    out["mixture_sampling"] = _choice(SAMPLES_MODES)(mode, "trainer.mixture_generator_samples_mode")
+  score = get(p + "score.type", "fid")
+  _choice({"fid": 1, "gaussian_toy_distances": 1})(score, p + "score.type")
+  members = 5  # von Neumann: the cell and 4 neighbours
+  if p + "score.score_sample_size" in flat:
+    out["mixture_samples"] = math.ceil(int(flat[p + "score.score_sample_size"]) / members)
+  n_batches = int(get("dataloader.n_batches", 0))
+  out["steps_per_generation"] = n_batches or records // int(out.get("batch_size", 100))
+  clients = _clients(get("general.distribution.client_nodes"))
+  if clients:
+    side = math.isqrt(clients)
+    if side * side != clients:
+      raise UnsupportedField(
+        f"general.distribution.client_nodes: {clients} clients is not a square grid"
+      )
+    out["rows"] = out["cols"] = side
+  return out
+
+
+def parity_table() -> str:
+  """The README block ``lipizzaner_fields``: every reference field, our field, how it maps
+  (same, variant, checked, ignored) and the note."""
+  lines = ["| Lipizzaner field | minmaxlab | how | note |", "|---|---|---|---|"]
+  for name, (ours, how, note) in FIELDS.items():
+    lines.append(f"| `{name}` | {ours} | {how} | {note} |")
+  return "\n".join(lines)
+
+
+def _register() -> None:
+  from experiments import _report
+
+  _report.register(
+    "lipizzaner_fields", "experiments/coevolution/README.md", f"{__name__}:parity_table"
+  )
+
+
+_register()
+
+
+def main(argv=None) -> None:
+  import sys
+
+  args = sys.argv[1:] if argv is None else argv
+  if len(args) != 1:
+    raise SystemExit("usage: python -m experiments.coevolution.lipizzaner_config CONFIG.yml")
+  try:
+    for k, v in sorted(read(args[0]).items()):
+      print(f"{k} = {v!r}")
+  except (UnsupportedField, OSError) as e:
+    raise SystemExit(f"ERROR: {e}") from None
+
+
+if __name__ == "__main__":
+  main()
