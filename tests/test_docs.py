@@ -96,11 +96,17 @@ def test_api_page_documents_every_public_name(site, module):
   assert not missing, f"docs/api/{PAGES[module]}.md lacks {missing}"
 
 
-def test_sphinx_roles_become_code_spans():
-  spec = importlib.util.spec_from_file_location("_griffe_roles", ROOT / "docs" / "_griffe_roles.py")
+def test_docstrings_rst_becomes_markdown():
   if importlib.util.find_spec("griffe") is None:
     pytest.skip("griffe is not installed (pip install -e '.[docs]')")
-  roles = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(roles)
-  text = "see :func:`~minmaxlab.game_step` and :class:`Players`, :py:meth:`a.b`"
-  assert roles.plain_roles(text) == "see `game_step` and `Players`, `a.b`"
+  spec = importlib.util.spec_from_file_location("_griffe_roles", ROOT / "docs" / "_griffe_roles.py")
+  rst = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(rst)
+  text = "see :func:`~minmaxlab.game_step` and :class:`Players`, :py:meth:`a.b`, :math:`x_t`"
+  assert rst.to_markdown(text) == "see `game_step` and `Players`, `a.b`, $x_t$"
+  text = "A map::\n\n    y = f(x)\n      z = 1\n\nText.\n\n.. math::\n\n  a^2\n\n.. math:: b,\nend"
+  assert rst.to_markdown(text).split("\n") == [
+    *["A map:", "", "```python", "y = f(x)", "  z = 1", "```", "", "Text.", ""],
+    *["$$", "a^2", "$$", "", "$$", "b,", "$$", "end"],
+  ]
+  assert rst.to_markdown("Example:\n  >>> f()\n").startswith("Examples:\n  >>> f()")
