@@ -13,13 +13,18 @@ _NOT_COMPARED = ("progress", "tensorboard", "baseline", "plot_every", "keep_chec
 
 
 def baseline_config(config):
-  """The single-GAN baseline of ``config``: a 1x1 grid taking the whole grid's number of
-  gradient steps every generation (same generations, data, model, optimizer and seed)."""
+  """The plain-GAN baseline of ``config``: one GAN (a 1x1 grid) taking the whole grid's
+  number of gradient steps every generation (same generations, data, model, optimizer and
+  seed) with every evolutionary operator off: no selection, no replacement test, no
+  learning-rate mutation (issue 33: a 1x1 grid that kept them was not a plain GAN)."""
   import ml_collections
 
   b = ml_collections.ConfigDict(config.to_dict())
   b.steps_per_generation = config.steps_per_generation * config.rows * config.cols
   b.rows = b.cols = 1
+  b.selection = False
+  b.n_replacements = 0
+  b.mutation_probability = 0.0
   b.backend = "single"
   b.mesh_shape = ()
   b.mpi_blocks = ()
@@ -78,6 +83,37 @@ def _quality(row: dict, pooled: bool = False) -> str:
   return "not evaluated"
 
 
+# (metric, label, higher is better, format) of the verdict line, per kind of data
+_VERDICT_METRICS = {
+  "mixture/modes_covered": [
+    ("mixture/modes_covered", "modes", True, "{:d}/8"),
+    ("mixture/high_quality_rate", "high-quality rate", True, "{:.0%}"),
+  ],
+  "mixture/fid": [
+    ("mixture/fid", "classifier-FID", False, "{:.1f}"),
+    ("mixture/class_tvd", "class TVD", False, "{:.3f}"),
+  ],
+}
+
+
+def verdict(grid_row: dict, single_row: dict) -> str:
+  """One line naming the winner of this run on each metric, with both numbers (one seed:
+  the pre-registered studies of experiments/coevolution/README.md test it over seeds)."""
+  kind = next((k for k in _VERDICT_METRICS if k in grid_row and k in single_row), None)
+  if kind is None:
+    return "verdict: not evaluated"
+  parts = []
+  for key, label, higher, fmt in _VERDICT_METRICS[kind]:
+    g, s = grid_row[key], single_row[key]
+    both = f"{fmt.format(g)} vs {fmt.format(s)}"
+    if g == s:
+      parts.append(f"{label} tied ({both})")
+    else:
+      winner = "grid" if (g > s) == higher else "one GAN"
+      parts.append(f"{winner} on {label} (grid {both} one GAN)")
+  return "verdict (this seed): " + "; ".join(parts)
+
+
 def compare(config, workdir, row: dict, run_baseline: bool | None = None) -> list[str]:
   """After a grid run: the single-GAN baseline (run now if ``config.baseline`` is set, or
   read from a cached finished run in ``<workdir>/baseline_1x1``), two comparison lines and
@@ -128,6 +164,7 @@ def picture(config, workdir, row, single_config, single_dir, single_row, png) ->
     f"best mixture {_quality(row)}; all cells pooled {_quality(row, pooled=True)}",
     f"one GAN with the same total steps ({single_config.steps_per_generation} per generation): "
     f"{_quality(single_row)}",
+    verdict(row, single_row),
   ]
   mix, pooled = final_samples(config, workdir)
   lone, _ = final_samples(single_config, single_dir)

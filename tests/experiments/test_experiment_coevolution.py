@@ -227,6 +227,8 @@ def test_main_job_comparison_with_single_gan_baseline(tmp_path):
   assert (base.rows, base.cols) == (1, 1)
   assert base.steps_per_generation == 4 * config.steps_per_generation
   assert base.generations == config.generations and base.seed == config.seed
+  # a plain GAN: every evolutionary operator off
+  assert (base.selection, base.n_replacements, base.mutation_probability) == (False, 0, 0.0)
   row = train.train(config, tmp_path)
   assert compare.compare(config, tmp_path, row)[0].startswith("(no single-GAN baseline")
   lines = compare.compare(config, tmp_path, row, run_baseline=True)
@@ -234,12 +236,15 @@ def test_main_job_comparison_with_single_gan_baseline(tmp_path):
   assert "all cells pooled" in lines[0] and "/8 modes, high-quality " in lines[0]
   assert lines[1].startswith("one GAN with the same total steps (20 per generation): ")
   assert "/8 modes, high-quality " in lines[1]
+  assert lines[2].startswith("verdict (this seed): ") and "one GAN" in lines[2]
   picture = tmp_path / "comparison.png"
-  assert picture.stat().st_size > 5000 and lines[2].endswith(str(picture))
+  assert picture.stat().st_size > 5000 and lines[3].endswith(str(picture))
   base_rows = runner.read_jsonl(tmp_path / compare.BASELINE_DIR / "metrics.jsonl")
   assert [r["generation"] for r in base_rows] == list(range(1, config.generations + 1))
   assert f"{base_rows[-1]['mixture/modes_covered']}/8 modes" in lines[1]
   assert f"{row['mixture/modes_covered']}/8 modes" in lines[0]
+  # the baseline ran with its operators off: its learning rate never moved
+  assert all(r["lr_g"] == pytest.approx(config.learning_rate, rel=1e-6) for r in base_rows)
   # Cached: a second call reads the finished baseline (same lines, no new run).
   picture.unlink()
   assert compare.compare(config, tmp_path, row) == lines and picture.exists()
@@ -271,3 +276,21 @@ def test_without_selection_the_trained_individuals_are_kept():
     for old, now in zip(jax.tree.leaves(state.params), jax.tree.leaves(new.params)):
       assert not np.any(np.all(np.isclose(old, now).reshape(2, -1), axis=1))  # every cell moved
     state = new
+
+
+def test_the_verdict_line_names_the_winner_with_both_numbers():
+  from experiments.coevolution import compare
+
+  grid = {"mixture/modes_covered": 3, "mixture/high_quality_rate": 0.84}
+  single = {"mixture/modes_covered": 2, "mixture/high_quality_rate": 0.95}
+  assert compare.verdict(grid, single) == (
+    "verdict (this seed): grid on modes (grid 3/8 vs 2/8 one GAN); "
+    "one GAN on high-quality rate (grid 84% vs 95% one GAN)"
+  )
+  images = {"mixture/fid": 50.0, "mixture/class_tvd": 0.2}
+  text = compare.verdict(images, {"mixture/fid": 60.0, "mixture/class_tvd": 0.2})
+  assert text == (
+    "verdict (this seed): grid on classifier-FID (grid 50.0 vs 60.0 one GAN); "
+    "class TVD tied (0.200 vs 0.200)"
+  )
+  assert compare.verdict({}, {}) == "verdict: not evaluated"

@@ -3,11 +3,12 @@
 Lipizzaner's operators (one generator and discriminator per cell, tournament selection of
 size 2 over the von Neumann neighbourhood, replacement, learning-rate mutation, the mixture
 (1+1)-ES) with Lookahead-minmax over Adam in every cell; the best cell's generator mixture is
-the output. ``baseline=True`` (the default here) then trains one GAN with the grid's total
-number of gradient steps (a 1x1 grid, 9 x 250 steps per generation, in
-``<workdir>/baseline_1x1``; reused when it has finished) and prints the comparison in two
-lines beside ``<workdir>/comparison.png``. experiments/coevolution/README.md ("Why the 3x3
-grid collapses") has the measured variants: selection off, opponents, 5 seeds per side.
+the output. ``baseline=True`` (the default here) then trains one plain GAN with the grid's
+total number of gradient steps (a 1x1 grid, 9 x 250 steps per generation, no selection,
+replacement or mutation, in ``<workdir>/baseline_1x1``; reused when it has finished) and
+prints the comparison and a verdict line beside ``<workdir>/comparison.png``.
+experiments/coevolution/README.md has the pre-registered ring study (10 seeds per arm) and
+the earlier exploratory variants.
 """
 
 import ml_collections
