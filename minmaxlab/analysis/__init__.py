@@ -8,6 +8,10 @@
   it; :func:`closed_form_eigenvalues` (GDA, AltGDA, EG, OGDA and Lookahead
   over each) and :func:`spectral_radius_grid` give the exact spectra on
   bilinear games.
+* :func:`game_dynamics` (jittable, JVPs only): a live model's outer Jacobian
+  eigenvalues (:func:`arnoldi_eigenvalues`), Hutchinson rotational share and
+  the update operator's spectral radius at its step sizes, for logging while
+  training.
 * :func:`run_game` / :func:`run_games` run a transform under ``lax.scan`` and
   record distances against field evaluations ("passes").
 * ``plot_*``: matplotlib helpers (eigenvalue clouds, radius heat maps, phase
@@ -34,6 +38,13 @@ from minmaxlab.analysis._jacobian import (
   top_eigenvalues,
   vjp_operator,
 )
+from minmaxlab.analysis._live import (
+  DYNAMICS_SCHEMES,
+  GameDynamics,
+  RitzValues,
+  arnoldi_eigenvalues,
+  game_dynamics,
+)
 from minmaxlab.analysis._plot import (
   plot_distance_curves,
   plot_eigenvalues,
@@ -51,16 +62,21 @@ from minmaxlab.analysis._trajectory import (
 from minmaxlab.analysis._update_operator import UpdateOperator, update_operator
 
 __all__ = [
+  "DYNAMICS_SCHEMES",
+  "GameDynamics",
   "JacobianSummary",
   "RadiusGrid",
+  "RitzValues",
   "Trajectory",
   "UpdateOperator",
   "altgda_eigenvalues",
+  "arnoldi_eigenvalues",
   "closed_form_eigenvalues",
   "decompose",
   "eg_eigenvalues",
   "eigenvalue_angles",
   "field_evaluations_per_step",
+  "game_dynamics",
   "gda_eigenvalues",
   "jacobian",
   "jvp_operator",
