@@ -119,9 +119,11 @@ def _workdir(argv: list[str]) -> Path | None:
 
 
 def _remove_if_empty(path: Path) -> None:
-  """Remove ``path`` if it holds no file at all (only empty folders)."""
-  if not path.is_dir() or any(p.is_file() for p in path.rglob("*")):
+  """Remove ``path`` if it holds no file but its lock (only empty folders)."""
+  lock = path / ".lock"  # minmaxlab.runner.lock_workdir's file
+  if not path.is_dir() or any(p.is_file() and p != lock for p in path.rglob("*")):
     return
+  lock.unlink(missing_ok=True)
   for p in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
     p.rmdir()
   path.rmdir()

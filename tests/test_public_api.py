@@ -89,6 +89,7 @@ PINS = {
     read_jsonl
     read_scalars report_compilation rerun_command run_record run_status save_image_grid
     save_metric_curves save_scatter start_run write_config StoredProgram stored_program
+    WorkdirBusy lock_workdir workdir_lock
   """,
 }
 

@@ -79,8 +79,12 @@ def main(argv):
   # Multi-process JAX must start before any computation (imports below may compute).
   distributed.initialize(config.get("distributed", ""))
 
+  import jax
+
   from experiments.coevolution import train  # after flag parsing: JAX starts here
 
+  if _is_rank_zero() and jax.process_index() == 0:  # the process that writes the workdir
+    runner.lock_workdir(workdir)  # one process per workdir: a second run stops in one line
   row = train.train(config, workdir, resume=_RESUME.value or run.resume, on_log=run.on_log)
   summary = os.path.join(workdir, "summary.json")
   writer = _is_rank_zero() if run.status == "finished" else train.is_writer(config)

@@ -47,6 +47,7 @@ def main(argv):
   from minmaxlab import runner
 
   config, workdir = _CONFIG.value, _WORKDIR.value
+  runner.lock_workdir(workdir)  # one process per workdir: a second run stops in one line
   run = runner.start_run(workdir, config, config.num_steps, module=MODULE, may_change=MAY_CHANGE)
 
   from experiments.gan import train  # after flag parsing: JAX starts here

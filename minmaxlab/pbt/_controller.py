@@ -334,7 +334,16 @@ class Controller:
     ``on_progress(status)`` is called after every poll (``status`` as
     :meth:`status`); ``serve(seconds)``, if given, replaces the idle sleep
     between polls (the MPI backend answers its worker ranks there).
+
+    The workdir's lock is held meanwhile: a controller of another process on the
+    same workdir stops with :class:`minmaxlab.runner.WorkdirBusy` naming this one's pid.
     """
+    from minmaxlab.runner import workdir_lock
+
+    with workdir_lock(self.workdir):
+      return self._run(timeout, on_progress, serve, budget_s)
+
+  def _run(self, timeout, on_progress, serve, budget_s) -> dict[str, Any]:
     deadline = None if timeout is None else time.monotonic() + timeout
     budget_end = None if budget_s is None else time.monotonic() + float(budget_s)
     draining = False

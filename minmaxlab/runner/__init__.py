@@ -31,6 +31,7 @@ from minmaxlab.runner._program_key import program_key
 from minmaxlab.runner._progress import ProgressBar
 from minmaxlab.runner._stored_programs import StoredProgram, stored_program
 from minmaxlab.runner._tensorboard import EventFileWriter, read_events, read_scalars
+from minmaxlab.runner._workdir_lock import WorkdirBusy, lock_workdir, workdir_lock
 
 __all__ = [
   "CheckpointManager",
@@ -65,4 +66,7 @@ __all__ = [
   "save_image_grid",
   "save_metric_curves",
   "save_scatter",
+  "WorkdirBusy",
+  "lock_workdir",
+  "workdir_lock",
 ]
