@@ -76,7 +76,11 @@ FIELDS: dict[str, tuple[str, str, str]] = {
   ),
   "trainer.mixture_generator_samples_mode": ("mixture_sampling", _S, ""),
   "trainer.params.population_size": ("population_size", _S, ""),
-  "trainer.params.tournament_size": ("tournament_size", _V, "samples with replacement"),
+  "trainer.params.tournament_size": (
+    "tournament_size",
+    _S,
+    "with tournament_sampling=without_replacement (random.sample)",
+  ),
   "trainer.params.n_replacements": ("n_replacements", _S, ""),
   "trainer.params.default_adam_learning_rate": ("learning_rate", _S, "Adam (0.5, 0.999)"),
   "trainer.params.alpha": (
@@ -194,7 +198,13 @@ def read(path) -> dict:
   path = Path(path)
   tree = yaml.load(path.read_text(), _loader(path.parent)) or {}
   flat = _flatten(tree)
-  out: dict = {"lookahead": False, "schedule": "lipizzaner", "b1": 0.5, "b2": 0.999}
+  out: dict = {
+    "lookahead": False,
+    "schedule": "lipizzaner",
+    "b1": 0.5,
+    "b2": 0.999,
+    "tournament_sampling": "without_replacement",
+  }
   get = flat.get
   for name in flat:
     if name in FIELDS or name.startswith(_IGNORED_PREFIXES) or name.endswith(".cuda"):

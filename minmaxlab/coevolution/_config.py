@@ -10,6 +10,7 @@ FITNESS_MODES = ("average", "worst", "best")
 CELL_STRATEGIES = ("auto", "vmap", "map")
 SCHEDULES = ("simultaneous", "lipizzaner")
 GENERATOR_SELECTIONS = ("tournament", "lineage")
+TOURNAMENT_SAMPLINGS = ("with_replacement", "without_replacement")
 MUSTANGS_LOSSES = ("ns_bce", "lsgan", "heuristic")
 MUSTANGS_MODES = ("at_creation", "always")
 
@@ -35,6 +36,8 @@ class CoevolutionConfig:
       never takes the cell over; the trained copy still replaces the local one
       only when it scores better; the discriminators are selected by tournament).
     tournament_size: candidates per tournament.
+    tournament_sampling: ``"with_replacement"`` (default: a candidate may be drawn twice)
+      or ``"without_replacement"`` (distinct candidates: Lipizzaner's ``random.sample``).
     n_replacements: worst local individuals replaced by better trained ones.
     fitness_mode: aggregate of an individual's losses over its opponents:
       ``"average"``, ``"worst"`` (max loss) or ``"best"`` (min loss).
@@ -115,6 +118,7 @@ class CoevolutionConfig:
   selection: bool = True
   generator_selection: str = "tournament"
   tournament_size: int = 2
+  tournament_sampling: str = "with_replacement"
   n_replacements: int = 1
   fitness_mode: str = "average"
   fitness_samples: int = 1000
@@ -170,6 +174,8 @@ class CoevolutionConfig:
       bad("fitness_mode", f"one of {FITNESS_MODES}")
     if self.generator_selection not in GENERATOR_SELECTIONS:
       bad("generator_selection", f"one of {GENERATOR_SELECTIONS}")
+    if self.tournament_sampling not in TOURNAMENT_SAMPLINGS:
+      bad("tournament_sampling", f"one of {TOURNAMENT_SAMPLINGS}")
     if self.opponents not in ("auto", "selected", "neighbourhood"):
       bad("opponents", "one of ('auto', 'selected', 'neighbourhood')")
     if self.schedule not in SCHEDULES:

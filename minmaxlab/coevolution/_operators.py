@@ -28,17 +28,30 @@ def aggregate_fitness(losses: jax.Array, valid: jax.Array, mode: str = "average"
 
 
 def tournament(
-  key: jax.Array, fitness: jax.Array, usable: jax.Array, num_winners: int, tournament_size: int
+  key: jax.Array,
+  fitness: jax.Array,
+  usable: jax.Array,
+  num_winners: int,
+  tournament_size: int,
+  replace: bool = True,
 ) -> jax.Array:
   """Indices of ``num_winners`` tournament winners.
 
-  Each tournament draws ``tournament_size`` candidates uniformly (with
-  replacement) among the ``usable`` individuals and keeps the one with the
-  lowest fitness.
+  Each tournament draws ``tournament_size`` candidates uniformly among the ``usable``
+  individuals and keeps the one with the lowest fitness. ``replace=True``: the candidates
+  are drawn with replacement (one individual may fill several places);
+  ``replace=False``: distinct candidates (Lipizzaner's ``random.sample``; with fewer usable
+  individuals than ``tournament_size``, all of them), by the Gumbel top-k trick.
   """
   logits = jnp.where(usable, 0.0, -INF)
-  cand = jax.random.categorical(key, logits, shape=(num_winners, tournament_size))
-  return cand[jnp.arange(num_winners), jnp.argmin(fitness[cand], axis=1)]
+  if replace:
+    cand = jax.random.categorical(key, logits, shape=(num_winners, tournament_size))
+    return cand[jnp.arange(num_winners), jnp.argmin(fitness[cand], axis=1)]
+  k = min(tournament_size, fitness.shape[0])
+  gumbel = jax.random.gumbel(key, (num_winners, fitness.shape[0]))
+  _, cand = jax.lax.top_k(logits + gumbel, k)  # k distinct indices per tournament
+  f = jnp.where(usable[cand], fitness[cand], INF)
+  return cand[jnp.arange(num_winners), jnp.argmin(f, axis=1)]
 
 
 def mutate_learning_rates(

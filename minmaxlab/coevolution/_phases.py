@@ -187,7 +187,8 @@ def tournament_selection(key, fitness, usable, num_winners, config, individuals)
   individuals [N, ...]) -> indices [num_winners]`` into the pool (``individuals``:
   one side's pool parameters, for selections that look at the genomes)."""
   del individuals
-  return tournament(key, fitness, usable, num_winners, config.tournament_size)
+  replace = config.tournament_sampling == "with_replacement"
+  return tournament(key, fitness, usable, num_winners, config.tournament_size, replace)
 
 
 def _by_player(labels: Any, generator: jax.Array, discriminator: jax.Array) -> Any:

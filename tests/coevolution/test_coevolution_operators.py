@@ -67,6 +67,32 @@ def test_tournament_on_hand_made_fitness():
   np.testing.assert_allclose(freq, np.array([7, 5, 3, 1]) / 16, atol=0.02)
 
 
+def test_tournament_without_replacement_draws_distinct_candidates():
+  # Lipizzaner's random.sample: size 2 of the n = 4 usable individuals, distinct, so the
+  # k-th best wins the C(n - k, 1) pairs in which it is the better one: (n - k) / C(n, 2),
+  # and the worst never wins (with replacement it wins 1/16 of the time, above).
+  fitness = jnp.array([5.0, 1.0, 3.0, 0.5, 2.0])
+  usable = jnp.array([True, True, True, False, True])
+  key = jax.random.key(1)
+  wins = np.asarray(co.tournament(key, fitness, usable, 12000, 2, replace=False))
+  freq = np.bincount(wins, minlength=5)[[1, 4, 2, 0, 3]] / 12000
+  np.testing.assert_allclose(freq, np.array([3, 2, 1, 0, 0]) / 6, atol=0.02)
+  assert freq[3] == 0.0 and freq[4] == 0.0  # the worst usable one and the unusable one
+  # Larger than the pool: every usable individual takes part, so the best always wins.
+  wins = co.tournament(key, fitness, usable, 64, 50, replace=False)
+  assert set(np.asarray(wins).tolist()) == {1}
+  # With one usable individual it wins every tournament.
+  only = jnp.array([False, False, True, False, False])
+  assert set(np.asarray(co.tournament(key, fitness, only, 32, 2, False)).tolist()) == {2}
+
+
+def test_tournament_sampling_is_a_validated_config_field():
+  assert co.CoevolutionConfig().tournament_sampling == "with_replacement"
+  co.CoevolutionConfig(tournament_sampling="without_replacement")
+  with pytest.raises(ValueError, match="tournament_sampling must be one of"):
+    co.CoevolutionConfig(tournament_sampling="sometimes")
+
+
 def test_replacement_on_hand_made_fitness():
   local = jnp.array([1.0, 5.0, 3.0])
   trained = jnp.array([4.0, 0.5, 2.0])

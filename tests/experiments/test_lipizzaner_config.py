@@ -129,6 +129,7 @@ def test_neurips2018_mnist_maps_every_field(tmp_path, n):
     "schedule": "lipizzaner",
     "b1": 0.5,
     "b2": 0.999,
+    "tournament_sampling": "without_replacement",
     "architecture": "mlp",
     "latent_dim": 64,
     "hidden": (256, 256),

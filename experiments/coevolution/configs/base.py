@@ -27,6 +27,8 @@ def get_config() -> ml_collections.ConfigDict:
   # "tournament" (Lipizzaner) or "lineage": each cell keeps its own generators (issue 18)
   c.generator_selection = "tournament"
   c.tournament_size = 2
+  # "with_replacement" (a candidate may fill two places) or "without_replacement" (Lipizzaner)
+  c.tournament_sampling = "with_replacement"
   c.n_replacements = 1
   c.fitness_mode = "average"  # "average" | "worst" | "best"
   c.fitness_samples = 1000
