@@ -86,10 +86,16 @@ FIELDS: dict[str, tuple[str, str, str]] = {
   "trainer.params.alpha": (
     "mutation_scale",
     _V,
-    "per generation lr + alpha N(0, 1); the reference draws alpha N(-lr0/10, lr0) per batch "
-    "and load_state_dict then restores the saved lr (issue 33)",
+    "kept for a user who turns the mutation on (this library's rule: per generation, "
+    "lr + alpha N(0, 1)); the reference draws alpha N(-lr0/10, lr0) per batch",
   ),
-  "trainer.params.mutation_probability": ("mutation_probability", _S, ""),
+  "trainer.params.mutation_probability": (
+    "mutation_probability = 0",
+    _S,
+    "the reference's applied learning rate never changes: each update builds Adam(lr=mutated) "
+    "and then load_state_dict restores the saved param group's lr (PyTorch's state_dict holds "
+    "each group's lr), so its effective mutation is none",
+  ),
   "trainer.params.discriminator_skip_each_nth_step": ("d_every", _S, "d_every = skip + 1"),
   "trainer.params.mixture_sigma": ("mixture_sigma", _S, ""),
   "trainer.params.enable_selection": (
@@ -233,7 +239,6 @@ def read(path) -> dict:
     p + "n_replacements": "n_replacements",
     p + "default_adam_learning_rate": "learning_rate",
     p + "alpha": "mutation_scale",
-    p + "mutation_probability": "mutation_probability",
     p + "mixture_sigma": "mixture_sigma",
     p + "enable_selection": "selection",
     p + "fitness.fitness_sample_size": "fitness_samples",
@@ -244,6 +249,7 @@ def read(path) -> dict:
   for field, ours in simple.items():
     if field in flat:
       out[ours] = flat[field]
+  out["mutation_probability"] = 0.0  # the reference's effective mutation (FIELDS)
   if p + "discriminator_skip_each_nth_step" in flat:
     out["d_every"] = _d_every(flat[p + "discriminator_skip_each_nth_step"])
   if p + "fitness.fitness_mode" in flat:
