@@ -92,9 +92,10 @@ FIELDS: dict[str, tuple[str, str, str]] = {
   "trainer.params.mutation_probability": (
     "mutation_probability = 0",
     _S,
-    "the reference's applied learning rate never changes: each update builds Adam(lr=mutated) "
-    "and then load_state_dict restores the saved param group's lr (PyTorch's state_dict holds "
-    "each group's lr), so its effective mutation is none",
+    "the reference's applied learning rate is fixed after an individual's first update: each "
+    "update builds Adam(lr=mutated) and then load_state_dict restores the saved param group's "
+    "lr (PyTorch's state_dict holds each group's lr); the one mutation that reaches an update "
+    "has std alpha * lr0 = 2e-8 at the MNIST settings, so its effective mutation is none",
   ),
   "trainer.params.discriminator_skip_each_nth_step": ("d_every", _S, "d_every = skip + 1"),
   "trainer.params.mixture_sigma": ("mixture_sigma", _S, ""),
