@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from minmaxlab.pbt._store import CONFIG, DRAIN, EPOCH, FAILED, MAX_ATTEMPTS, TASK, Store, Trial
-from minmaxlab.pbt._worker import FINISHED
+from minmaxlab.pbt._worker import FINISHED, INLINE_PREFIX
 
 STOPPED = "stopped_members"  # kv key: members the early-stopping rule ended
 
@@ -30,8 +30,11 @@ def check_limits(
   max_attempts: int = 1,
   max_failed_trials: int | None = None,
   orphan_s: float = 1.0,
+  trial_timeout_s: float | None = None,
 ) -> None:
   """``ValueError`` (one line) for a controller argument out of its range."""
+  if trial_timeout_s is not None and not float(trial_timeout_s) > 0:
+    raise ValueError(f"trial_timeout_s must be > 0 or None, got {trial_timeout_s!r}")
   if int(max_attempts) < 1:
     raise ValueError(f"max_attempts must be >= 1, got {max_attempts!r}")
   if max_failed_trials is not None and int(max_failed_trials) < 1:
@@ -59,10 +62,15 @@ def initialize(
 
 
 def begin_epoch(store: Store, epoch: str, max_attempts: int, task: dict[str, Any]) -> None:
-  """A controller takes over: re-queue running trials, clear the finished and
-  drain flags, publish its epoch (workers of an earlier controller stop), the
-  attempt limit and the task a joining worker reads (its NAME, never code)."""
+  """A controller takes over: count a failed attempt for a trial an earlier controller
+  was running inline (its process ended during the trial: killed, or the task ended it),
+  re-queue the other running trials, clear the finished and drain flags, publish its
+  epoch (workers of an earlier controller stop), the attempt limit and the task a joining
+  worker reads (its NAME, never code)."""
   with store.transaction() as db:
+    store.put(db, MAX_ATTEMPTS, max_attempts)
+    died = "the controller process ended while it ran this trial inline"
+    store.fail_running(db, "worker LIKE ?", (f"{INLINE_PREFIX}%",), died)
     store.requeue_running(db)
     store.put(db, FINISHED, False)
     store.put(db, DRAIN, False)

@@ -64,7 +64,7 @@ from minmaxlab.pbt._store import (
 )
 from minmaxlab.pbt._supervisor import Heartbeat, Supervisor
 from minmaxlab.pbt._task import TaskSpec, resolve_task, task_spec
-from minmaxlab.pbt._worker import FINISHED, run_one
+from minmaxlab.pbt._worker import FINISHED, INLINE_PREFIX, run_one
 
 __all__ = ["CampaignFailed", "ConfigMismatch", "Controller", "needed_trials", "replay"]
 
@@ -136,6 +136,12 @@ class Controller:
       the best trial use it.
     early_stop: :class:`minmaxlab.pbt.EarlyStop` (stop members below a fitness
       quantile after ``min_steps``), or ``None``.
+    trial_timeout_s: a trial still training after this many seconds (a hung task) is
+      stopped and counts a failed attempt: a worker process records it and exits (it is
+      restarted); inline, ``TrialTimeout`` is raised in the task, and a task that does not
+      return within as long again ends the controller's process (rerun to continue).
+      ``None``: no limit. (A trial that ends the controller's process inline counts a failed
+      attempt when the controller is started again.)
 
   A rerun on an existing store must have the same run-defining configuration
   (space, task and its arguments, population, trials, steps, selection,
@@ -169,11 +175,18 @@ class Controller:
     orphan_s: float = 30.0,
     ranking: Ranking | None = None,
     early_stop: EarlyStop | None = None,
+    trial_timeout_s: float | None = None,
   ):
     validate_space(space)
     self.ranking = ranking or scalar()
     self.early_stop = None if early_stop is None else EarlyStop(*early_stop).validate()
-    check_limits(max_attempts=max_attempts, max_failed_trials=max_failed_trials, orphan_s=orphan_s)
+    check_limits(
+      max_attempts=max_attempts,
+      max_failed_trials=max_failed_trials,
+      orphan_s=orphan_s,
+      trial_timeout_s=trial_timeout_s,
+    )
+    self.trial_timeout_s = None if trial_timeout_s is None else float(trial_timeout_s)
     if callable(task) and callable(task_args):
       if int(workers) != 0 or external_workers:
         raise ValueError(
@@ -350,6 +363,7 @@ class Controller:
     self._initialize()
     self.epoch = uuid.uuid4().hex
     timing = {"lease_s": self.lease_s, "poll_s": self.poll_s, "orphan_s": self.orphan_s}
+    timing["trial_timeout_s"] = self.trial_timeout_s
     task = None if self.task is None else self.task.to_json()
     begin_epoch(self.store, self.epoch, self.max_attempts, {"task": task, **timing})
     remove_strays(self.store)
@@ -403,9 +417,11 @@ class Controller:
     }
 
   def _run_one_inline(self) -> None:
+    name = f"{INLINE_PREFIX}{os.getpid()}"
     run_one(
-      self.store, f"inline-{os.getpid()}", self.ckpt_root, self.init_fn, self.train_fn, self.lease_s
-    )
+      self.store, name, self.ckpt_root, self.init_fn, self.train_fn, self.lease_s,
+      self.trial_timeout_s,
+    )  # fmt: skip
 
   def close(self) -> None:
     self.store.close()

@@ -20,7 +20,8 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ from minmaxlab.pbt._task import resolve_task, task_spec
 FINISHED = "finished"
 HEARTBEAT = "controller_heartbeat"  # kv key: rewritten by the live controller every few seconds
 ORPHAN_EXIT = 3  # exit status of a worker whose controller is gone
+TIMEOUT_EXIT = 4  # exit status of a process that ended a trial past its time limit
+INLINE_PREFIX = "inline-"  # worker name of trials the controller runs in its own process
 _PR_SET_PDEATHSIG = 1
 
 
@@ -75,6 +78,61 @@ class _Watch:
 def _error_line(e: BaseException) -> str:
   text = f"{type(e).__name__}: {e}".strip().splitlines()
   return text[0] if text else type(e).__name__
+
+
+class TrialTimeout(RuntimeError):
+  """A trial ran longer than the campaign's per-trial time limit (``trial_timeout_s``)."""
+
+
+def _timeout_line(trial: Trial, limit: float) -> str:
+  return f"TrialTimeout: trial {trial.id} ran longer than trial_timeout_s={limit:g} s"
+
+
+def _fail_and_exit(open_store: Callable, trial: Trial, name: str, limit: float) -> None:
+  """Record a failed attempt of a trial past its time limit and end this process (a hung
+  task cannot be stopped inside its process)."""
+  store = open_store()
+  store.fail(trial.id, name, _timeout_line(trial, limit))
+  store.close()
+  print(
+    f"[pbt {name}] {_timeout_line(trial, limit)}: counted as a failed attempt; exiting",
+    file=sys.stderr,
+    flush=True,
+  )
+  os._exit(TIMEOUT_EXIT)
+
+
+@contextmanager
+def inline_time_limit(store_path: str, trial: Trial, name: str, limit: float | None) -> Iterator:
+  """The time limit of a trial run inline: after ``limit`` seconds :class:`TrialTimeout` is
+  raised in the main thread (``SIGALRM``; a failed attempt, the campaign goes on); a task that
+  does not come back to Python within as long again has hung its process: the attempt is
+  recorded failed and the process exits (:data:`TIMEOUT_EXIT`; the same command continues)."""
+  if not limit:
+    yield
+    return
+  done = threading.Event()
+
+  def watchdog():
+    if not done.wait(2 * limit):
+      _fail_and_exit(lambda: Store(store_path), trial, name, limit)
+
+  threading.Thread(target=watchdog, daemon=True).start()
+  alarm = threading.current_thread() is threading.main_thread()
+  if alarm:
+
+    def on_alarm(signum, frame):
+      raise TrialTimeout(_timeout_line(trial, limit).split(": ", 1)[1])
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+  try:
+    yield
+  finally:
+    done.set()
+    if alarm:
+      signal.setitimer(signal.ITIMER_REAL, 0)
+      signal.signal(signal.SIGALRM, previous)
 
 
 class BrokenCheckpointError(RuntimeError):
@@ -140,12 +198,13 @@ def worker_loop(
   max_trials: int | None = None,
   epoch: str | None = None,
   orphan_s: float | None = None,
+  trial_timeout_s: float | None = None,
 ) -> int:
   """Claim and run trials until the controller marks the run finished.
 
   A background thread renews the lease every ``lease_s / 3`` seconds while a
   trial trains. Returns the number of trials this worker completed.
-  ``epoch``/``orphan_s``: see :func:`serve_trials`.
+  ``epoch``/``orphan_s``/``trial_timeout_s``: see :func:`serve_trials`.
   """
   return serve_trials(
     lambda: Store(store_path),
@@ -158,21 +217,30 @@ def worker_loop(
     max_trials,
     epoch=epoch,
     orphan_s=orphan_s,
+    trial_timeout_s=trial_timeout_s,
   )
 
 
 def run_one(
-  store: Store, name: str, ckpt_root, init_fn: Callable, train_fn: Callable, lease_s: float
+  store: Store,
+  name: str,
+  ckpt_root,
+  init_fn: Callable,
+  train_fn: Callable,
+  lease_s: float,
+  trial_timeout_s: float | None = None,
 ) -> bool:
   """Claim one trial as worker ``name``, run it and report it (in this thread, no
   lease renewal: the controller's inline mode). Returns whether a trial was claimed.
   A failing task is reported with :meth:`Store.fail` (counted against
-  ``max_attempts``), a broken parent checkpoint with :meth:`Store.report_broken_parent`."""
+  ``max_attempts``), a broken parent checkpoint with :meth:`Store.report_broken_parent`;
+  ``trial_timeout_s``: see :func:`inline_time_limit`."""
   trial = store.claim(name, lease_s)
   if trial is None:
     return False
   try:
-    fitness, ckpt = run_trial(trial, ckpt_root, init_fn, train_fn)
+    with inline_time_limit(store.path, trial, name, trial_timeout_s):
+      fitness, ckpt = run_trial(trial, ckpt_root, init_fn, train_fn)
   except BrokenCheckpointError:
     store.report_broken_parent(trial.id, name)
     return True
@@ -195,6 +263,7 @@ def serve_trials(
   *,
   epoch: str | None = None,
   orphan_s: float | None = None,
+  trial_timeout_s: float | None = None,
 ) -> int:
   """:func:`worker_loop` over any store-like object from ``open_store()``.
 
@@ -213,7 +282,9 @@ def serve_trials(
   controller's heartbeat has not changed for ``orphan_s`` seconds: between
   trials :class:`ControllerGone` is raised, during a trial the lease thread
   ends the process (exit status :data:`ORPHAN_EXIT`; the trial is re-queued
-  by the next controller).
+  by the next controller). A trial still training after ``trial_timeout_s`` seconds
+  (a hung task) is recorded as a failed attempt by the lease thread, which then ends the
+  process (exit status :data:`TIMEOUT_EXIT`; a local worker is restarted).
   """
   name = name or f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
   store = open_store()
@@ -238,11 +309,16 @@ def serve_trials(
         continue
       stop = threading.Event()
 
-      def heartbeat(trial_id=trial.id):
+      def heartbeat(trial=trial, started=time.monotonic()):
+        trial_id = trial.id
         hb = open_store()
         beat = _Watch(orphan_s)
+        period = min(lease_s / 3, orphan_s / 4 if orphan_s else lease_s)
+        period = min(period, trial_timeout_s / 4) if trial_timeout_s else period
         try:
-          while not stop.wait(lease_s / 3 if not orphan_s else min(lease_s / 3, orphan_s / 4)):
+          while not stop.wait(period):
+            if trial_timeout_s and time.monotonic() - started > trial_timeout_s:
+              _fail_and_exit(lambda: hb, trial, name, trial_timeout_s)
             hb.renew(trial_id, name, lease_s)
             lost_epoch = epoch is not None and hb.get(EPOCH) != epoch
             if lost_epoch or beat.gone(hb):
@@ -325,4 +401,5 @@ def join_run(
     poll_s=float(task["poll_s"]),
     epoch=epoch,
     orphan_s=float(task["orphan_s"]),
+    trial_timeout_s=task.get("trial_timeout_s"),
   )
