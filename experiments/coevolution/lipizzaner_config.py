@@ -118,8 +118,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
   "trainer.params.score.cuda": ("(device)", _I, ""),
   "trainer.params.fitness.fitness_sample_size": (
     "fitness_samples",
-    _V,
-    "one latent draw per generation (the reference: fresh noise per evaluation)",
+    _S,
+    "with fitness_noise=fresh: every evaluation draws its own noise, as the reference",
   ),
   "trainer.params.fitness.fitness_mode": ("fitness_mode", _S, "worse -> worst"),
   "dataloader.dataset_name": (
@@ -211,6 +211,7 @@ def read(path) -> dict:
     "b1": 0.5,
     "b2": 0.999,
     "tournament_sampling": "without_replacement",
+    "fitness_noise": "fresh",
   }
   get = flat.get
   for name in flat:

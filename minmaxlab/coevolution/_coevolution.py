@@ -368,7 +368,10 @@ class Coevolution:
 
     # 1. fitness of every generator against every discriminator of the neighbourhood
     real = self.sample_real(data, keys[1], c.fitness_samples)
-    z = jax.random.normal(keys[2], (c.fitness_samples, self.pair.latent_dim))
+    if c.fitness_noise == "fresh":  # a key: every evaluation draws its own noise
+      z = keys[2]
+    else:
+      z = jax.random.normal(keys[2], (c.fitness_samples, self.pair.latent_dim))
     fit, batch = ph.fitness(self.pair, per_logit, real, z, pool, c.fitness_mode)
     usable = Players(pool.valid.min & jnp.isfinite(fit.min), pool.valid.max & jnp.isfinite(fit.max))
 

@@ -11,6 +11,7 @@ CELL_STRATEGIES = ("auto", "vmap", "map")
 SCHEDULES = ("simultaneous", "lipizzaner")
 GENERATOR_SELECTIONS = ("tournament", "lineage")
 TOURNAMENT_SAMPLINGS = ("with_replacement", "without_replacement")
+FITNESS_NOISES = ("shared", "fresh")
 MUSTANGS_LOSSES = ("ns_bce", "lsgan", "heuristic")
 MUSTANGS_MODES = ("at_creation", "always")
 
@@ -42,6 +43,10 @@ class CoevolutionConfig:
     fitness_mode: aggregate of an individual's losses over its opponents:
       ``"average"``, ``"worst"`` (max loss) or ``"best"`` (min loss).
     fitness_samples: real samples and noise vectors of the fitness batch.
+    fitness_noise: ``"shared"`` (default: one noise draw per generation serves every
+      fitness evaluation and the trained individuals' rescoring) or ``"fresh"``
+      (Lipizzaner's: each evaluation of a generator against a discriminator, and of a
+      discriminator against a generator, draws its own noise; the rescoring too).
     learning_rate: initial learning rate of both players.
     mutation_probability, mutation_scale: each selected individual's learning
       rate gets ``+ mutation_scale * N(0, 1)`` with this probability.
@@ -122,6 +127,7 @@ class CoevolutionConfig:
   n_replacements: int = 1
   fitness_mode: str = "average"
   fitness_samples: int = 1000
+  fitness_noise: str = "shared"
   learning_rate: float = 2e-4
   mutation_probability: float = 0.5
   mutation_scale: float = 1e-4
@@ -176,6 +182,8 @@ class CoevolutionConfig:
       bad("generator_selection", f"one of {GENERATOR_SELECTIONS}")
     if self.tournament_sampling not in TOURNAMENT_SAMPLINGS:
       bad("tournament_sampling", f"one of {TOURNAMENT_SAMPLINGS}")
+    if self.fitness_noise not in FITNESS_NOISES:
+      bad("fitness_noise", f"one of {FITNESS_NOISES}")
     if self.opponents not in ("auto", "selected", "neighbourhood"):
       bad("opponents", "one of ('auto', 'selected', 'neighbourhood')")
     if self.schedule not in SCHEDULES:

@@ -82,9 +82,10 @@ class Individuals(NamedTuple):
 
 
 class FitnessBatch(NamedTuple):
-  """The fitness batch: ``real [F, ...]``, noise ``z [F, L]``, every pool
-  generator's fakes ``[N, F, ...]`` and every pool discriminator's real logits
-  ``[N, F]`` (reused to score the trained individuals)."""
+  """The fitness batch: ``real [F, ...]``, noise ``z [F, L]`` (or, with fresh noise per
+  evaluation, the PRNG key it was drawn from), every pool generator's fakes
+  ``[N, F, ...]`` (``None`` with fresh noise) and every pool discriminator's real
+  logits ``[N, F]`` (reused to score the trained individuals)."""
 
   real: jax.Array
   z: jax.Array
@@ -115,6 +116,10 @@ def _losses_with(per_logit: Callable, g_index: Any, d_index: Any) -> Callable:
   return lambda r, f: per_logit(r, f, g_index, d_index)
 
 
+def _is_key(x) -> bool:
+  return jax.dtypes.issubdtype(jnp.asarray(x).dtype, jax.dtypes.prng_key)
+
+
 def fitness(
   pair, per_logit: Callable, real: jax.Array, z: jax.Array, pool: Pool, mode: str
 ) -> tuple[Players, FitnessBatch]:
@@ -125,7 +130,11 @@ def fitness(
     per_logit: ``(real_logits, fake_logits) -> (loss_min, loss_max)``; with
       ``pool.loss_index`` set (Mustangs) ``(real, fake, g_index, d_index) -> ...``:
       each generator is scored by its own loss, each discriminator by its own.
-    real, z: the fitness batch's real samples ``[F, ...]`` and noise ``[F, L]``.
+    real: the fitness batch's real samples ``[F, ...]``.
+    z: its noise ``[F, L]``, shared by every evaluation; or a PRNG key: fresh noise
+      for every evaluation, as Lipizzaner draws it (each generator against each
+      discriminator on its own ``[F, L]`` draw, and each discriminator against each
+      generator on another; ``CoevolutionConfig.fitness_noise="fresh"``).
     pool: from :func:`pool`.
     mode: :func:`aggregate_fitness` over the valid opponents.
 
@@ -136,13 +145,31 @@ def fitness(
   G, D = pair.generator, pair.discriminator
   g_all, d_all = pool.params
   valid_g, valid_d = pool.valid
-  fakes = jax.vmap(G.apply, (0, None))(g_all, z)
   d_real = jax.vmap(D.apply, (0, None))(d_all, real)
-  d_fake = jax.vmap(lambda d: jax.vmap(lambda x: D.apply(d, x))(fakes))(d_all)  # [Nd, Ng, F]
   gi, di = (None, None) if pool.loss_index is None else pool.loss_index
   one = lambda r, f, g, d: _losses_with(per_logit, g, d)(r, f)
-  pair_losses = jax.vmap(jax.vmap(one, (None, 0, 0, None)), (0, 0, None, 0))(d_real, d_fake, gi, di)
-  lg, ld = pair_losses[0].T, pair_losses[1]  # lg: [Ng, Nd]; ld: [Nd, Ng]
+  if _is_key(z):
+    n, latent = valid_g.shape[0], pair.latent_dim
+    zg, zd = (jax.random.normal(k, (n, n) + (real.shape[0], latent)) for k in jax.random.split(z))
+    play = lambda g, d, noise: D.apply(d, G.apply(g, noise))  # [F] logits
+    # [Ng, Nd, F]: generator i's fakes from zg[i, j] scored by discriminator j
+    fake_g = jax.vmap(lambda g, zs: jax.vmap(lambda d, zz: play(g, d, zz))(d_all, zs))(g_all, zg)
+    # [Nd, Ng, F]: discriminator j against generator i's fakes from zd[j, i]
+    fake_d = jax.vmap(lambda d, zs: jax.vmap(lambda g, zz: play(g, d, zz))(g_all, zs))(d_all, zd)
+    lg = jax.vmap(lambda fg, g: jax.vmap(lambda r, f, d: one(r, f, g, d)[0])(d_real, fg, di))(
+      fake_g, gi
+    )  # [Ng, Nd]
+    ld = jax.vmap(lambda r, fd, d: jax.vmap(lambda f, g: one(r, f, g, d)[1])(fd, gi))(
+      d_real, fake_d, di
+    )  # [Nd, Ng]
+    fakes = None
+  else:
+    fakes = jax.vmap(G.apply, (0, None))(g_all, z)
+    d_fake = jax.vmap(lambda d: jax.vmap(lambda x: D.apply(d, x))(fakes))(d_all)  # [Nd, Ng, F]
+    pair_losses = jax.vmap(jax.vmap(one, (None, 0, 0, None)), (0, 0, None, 0))(
+      d_real, d_fake, gi, di
+    )
+    lg, ld = pair_losses[0].T, pair_losses[1]  # lg: [Ng, Nd]; ld: [Nd, Ng]
   fit_g = jnp.where(valid_g, aggregate_fitness(lg, valid_d, mode), INF)
   fit_d = jnp.where(valid_d, aggregate_fitness(ld, valid_g, mode), INF)
   return Players(fit_g, fit_d), FitnessBatch(real, z, fakes, d_real)
@@ -169,11 +196,25 @@ def rescore(
   # part (of the trained discriminator) are read, so the other index can be anything.
   g_loss = lambda r, f, g: _losses_with(per_logit, g, g)(r, f)[0]
   d_loss = lambda r, f, d: _losses_with(per_logit, d, d)(r, f)[1]
+  d_real_tr = jax.vmap(D.apply, (0, None))(trained.max, batch.real)
+  if _is_key(batch.z):  # fresh noise for every evaluation (see fitness)
+    p, n = jax.tree.leaves(trained.min)[0].shape[0], valid_g.shape[0]
+    shape = (p, n, batch.real.shape[0], pair.latent_dim)
+    zg, zd = (jax.random.normal(k, shape) for k in jax.random.split(jax.random.fold_in(batch.z, 1)))
+    play = lambda g, d, noise: D.apply(d, G.apply(g, noise))
+    lg_tr = jax.vmap(
+      lambda g, zs, i: jax.vmap(lambda d, dr, zz: g_loss(dr, play(g, d, zz), i))(
+        d_all, batch.d_real, zs
+      )
+    )(trained.min, zg, gi)  # [P, Nd]
+    ld_tr = jax.vmap(
+      lambda d, dr, zs, i: jax.vmap(lambda g, zz: d_loss(dr, play(g, d, zz), i))(g_all, zs)
+    )(trained.max, d_real_tr, zd, di)  # [P, Ng]
+    return Players(aggregate_fitness(lg_tr, valid_d, mode), aggregate_fitness(ld_tr, valid_g, mode))
   fakes_tr = jax.vmap(G.apply, (0, None))(trained.min, batch.z)
   lg_tr = jax.vmap(
     lambda fk, g: jax.vmap(lambda d, dr: g_loss(dr, D.apply(d, fk), g))(d_all, batch.d_real)
   )(fakes_tr, gi)  # [P, Nd]
-  d_real_tr = jax.vmap(D.apply, (0, None))(trained.max, batch.real)
   ld_tr = jax.vmap(
     lambda d, dr, i: jax.vmap(lambda fk: d_loss(dr, D.apply(d, fk), i))(batch.fakes)
   )(trained.max, d_real_tr, di)  # [P, Ng]

@@ -85,6 +85,59 @@ def test_fitness_by_hand():
   np.testing.assert_allclose(re.max, [((2 - 2) + (4 - 2)) / 2])
 
 
+def test_fresh_fitness_noise_against_a_loop_over_the_pairs():
+  # Lipizzaner draws fresh noise for every evaluation. A generator that uses it,
+  # G(w, z) = w + z, so each pair's loss depends on its own draw: generator i against
+  # discriminator j on zg[i, j], discriminator j against generator i on zd[j, i] (the
+  # layout fitness documents), each [F, L]; the rescoring draws again from fold_in(key, 1).
+  noisy = SimpleNamespace(
+    generator=SimpleNamespace(apply=lambda p, z: p["w"] + z), discriminator=D, latent_dim=1
+  )
+  w, v, F = [1.0, 2.0, -1.0], [1.0, 3.0, 0.5], 4
+  pool = _pool(w, v, valid_d=[True, True, False])
+  real, key = jnp.ones((F, 1)), jax.random.key(7)
+  fit, batch = ph.fitness(noisy, loss, real, key, pool, "average")
+  zg, zd = (np.asarray(jax.random.normal(k, (3, 3, F, 1))) for k in jax.random.split(key))
+  want_g = [np.mean([-np.mean(v[j] * (w[i] + zg[i, j, :, 0])) for j in (0, 1)]) for i in range(3)]
+  want_d = [
+    np.mean([np.mean(v[j] * (w[i] + zd[j, i, :, 0])) - v[j] for i in range(3)]) for j in (0, 1)
+  ]
+  np.testing.assert_allclose(fit.min, want_g, rtol=1e-5)
+  np.testing.assert_allclose(fit.max[:2], want_d, rtol=1e-5)
+  assert fit.max[2] == np.inf and batch.fakes is None
+  # shared noise would give every pair the same draw: a different fitness
+  shared, _ = ph.fitness(noisy, loss, real, jnp.asarray(zg[0, 0]), pool, "average")
+  assert not np.allclose(shared.min, fit.min)
+  trained = Players({"w": jnp.array([5.0])}, {"v": jnp.array([2.0])})
+  re = ph.rescore(noisy, loss, batch, trained, pool, "average")
+  rg, rd = (
+    np.asarray(jax.random.normal(k, (1, 3, F, 1)))
+    for k in jax.random.split(jax.random.fold_in(key, 1))
+  )
+  np.testing.assert_allclose(
+    re.min, [np.mean([-np.mean(v[j] * (5.0 + rg[0, j, :, 0])) for j in (0, 1)])], rtol=1e-5
+  )
+  np.testing.assert_allclose(
+    re.max, [np.mean([np.mean(2.0 * (w[i] + rd[0, i, :, 0])) - 2.0 for i in range(3)])], rtol=1e-5
+  )
+
+
+def test_fresh_fitness_noise_runs_a_generation_and_is_validated():
+  from tests._coevolution_case import PAIR as MLP
+  from tests._coevolution_case import RING, ring_coevolution
+
+  kw = dict(rows=2, cols=2, batch_size=16, steps_per_generation=2, fitness_samples=32)
+  out = {}
+  for noise in ("shared", "fresh"):
+    coev = ring_coevolution(MLP, mixture_samples=32, fitness_noise=noise, **kw)
+    state, _ = coev.step(jax.random.key(1), coev.init(jax.random.key(0)), RING)
+    out[noise] = np.asarray(state.fitness.min)
+    assert np.all(np.isfinite(out[noise]))
+  assert not np.allclose(out["shared"], out["fresh"])
+  with pytest.raises(ValueError, match="fitness_noise must be one of"):
+    co.CoevolutionConfig(fitness_noise="sometimes")
+
+
 def _config(**kw):
   base = dict(rows=1, cols=1, population_size=2, tournament_size=64, mutation_probability=1.0)
   base.update(kw)

@@ -130,6 +130,7 @@ def test_neurips2018_mnist_maps_every_field(tmp_path, n):
     "b1": 0.5,
     "b2": 0.999,
     "tournament_sampling": "without_replacement",
+    "fitness_noise": "fresh",
     "architecture": "mlp",
     "latent_dim": 64,
     "hidden": (256, 256),

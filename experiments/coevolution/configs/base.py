@@ -32,6 +32,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.n_replacements = 1
   c.fitness_mode = "average"  # "average" | "worst" | "best"
   c.fitness_samples = 1000
+  # "shared" (one noise draw per generation) or "fresh" (per evaluation, as Lipizzaner)
+  c.fitness_noise = "shared"
   c.learning_rate = 2e-4
   c.mutation_probability = 0.5
   c.mutation_scale = 1e-4
