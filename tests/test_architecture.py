@@ -1,4 +1,4 @@
-"""The packages' import direction (README, "Architecture"): no module imports "up".
+"""The packages' import direction (docs/architecture.md): no module imports "up".
 
 Every subpackage of ``minmaxlab`` has a level; a module imports only its own
 package and packages of a LOWER level (lazy imports inside functions
@@ -14,7 +14,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
-# package -> level; the README's picture draws the same table.
+# package -> level; docs/architecture.md's picture draws the same table.
 LEVELS = {
   "games": 0,
   "transforms": 1,

@@ -110,3 +110,19 @@ def test_docstrings_rst_becomes_markdown():
     *["$$", "a^2", "$$", "", "$$", "b,", "$$", "end"],
   ]
   assert rst.to_markdown("Example:\n  >>> f()\n").startswith("Examples:\n  >>> f()")
+
+
+def test_momentum_example_prints_what_the_guide_says():
+  """docs/game-optimizers.md, "Momentum under rotation": the block runs and prints the output
+  shown under it."""
+  import contextlib
+  import io
+
+  text = (ROOT / "docs" / "game-optimizers.md").read_text()
+  block = r"((?:(?!```).)*)"  # the text of one fenced block
+  pairs = re.findall(rf"```python\n{block}```\n\n```\n{block}```", text, re.S)
+  ((code, shown),) = [(c, o) for c, o in pairs if "for b1 in" in c]
+  out = io.StringIO()
+  with contextlib.redirect_stdout(out):
+    exec(compile(code, "docs/game-optimizers.md", "exec"), {})
+  assert out.getvalue() == shown

@@ -36,6 +36,35 @@ def test_readme_has_exactly_two_setup_commands_at_top():
   ]
 
 
+def test_readme_is_a_front_page():
+  """Issue 35: what the library is in the first lines, the two commands and a runnable example
+  with its output in the first 40, about 200 lines in all (the generated results summary
+  included), and every link to a file of the repository resolves."""
+  text = (ROOT / "README.md").read_text()
+  lines = text.splitlines()
+  assert "is a JAX library" in "\n".join(lines[:3])
+  head = "\n".join(lines[:40])
+  assert "python3 dev.py main" in head and "python3 dev.py test" in head
+  assert "lookahead_minmax(optax.adam(" in head and "# prints: " in head
+  assert len(lines) <= 240, f"README.md has {len(lines)} lines: move sections to docs/"
+  assert "DESIGN.md" not in text and "STYLE.md" not in text
+  for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+    if not target.startswith(("http://", "https://")):
+      assert (ROOT / target).exists(), f"README.md links to {target}, which does not exist"
+
+
+def test_readme_quickstart_prints_what_it_says():
+  import contextlib
+  import io
+
+  code = _python_blocks()[0]
+  printed = re.search(r"^# prints: (.*?)\s{2,}\(", code, re.M).group(1)
+  out = io.StringIO()
+  with contextlib.redirect_stdout(out):
+    exec(compile(code, "README.md", "exec"), {})
+  assert out.getvalue().strip() == printed
+
+
 def test_bilinear_main_job_smoke(tmp_path):
   from experiments.bilinear import train
   from experiments.bilinear.configs import smoke

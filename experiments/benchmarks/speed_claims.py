@@ -1,8 +1,8 @@
-"""The README's speed claims, measured in one run on this host (one JSON line).
+"""The speed claims of docs/benchmarks.md, measured in one run on this host (one JSON line).
 
-Every speed target the README states is measured here, one benchmark after another, each in
+Every speed target the documentation states is measured here, one benchmark after another, each in
 a fresh process (its own process group, killed whole on a signal or a failure), with the
-README's arguments, so that all the figures of one summary come from one host on one
+documentation's arguments, so that all the figures of one summary come from one host on one
 occasion and no ratio divides by a number measured elsewhere:
 
 1. ``compile_time.py``: cold compiles of the generation step of ``smoke`` and ``ring8_3x3`` in

@@ -359,7 +359,27 @@ def run_record(module: str | None = None) -> dict:
     "git_dirty": bool(status) if status is not None else None,
     "command": " ".join(map(shlex.quote, sys.argv)),
     "module": module,
+    "module_root": _module_root(module),
   }
+
+
+def _module_root(module: str | None) -> str | None:
+  """The directory that holds ``module``'s top-level package (the entry of ``sys.path`` it was
+  found on), so that :func:`load_run` can import the trainer from any working directory;
+  ``None`` when ``module`` is not given or not found."""
+  import importlib.util
+
+  if not module:
+    return None
+  try:
+    spec = importlib.util.find_spec(module.split(".")[0])
+  except (ImportError, ValueError):
+    return None
+  if spec is None:
+    return None
+  if spec.submodule_search_locations:  # a package: its folder's parent
+    return str(Path(next(iter(spec.submodule_search_locations))).resolve().parent)
+  return str(Path(spec.origin).resolve().parent) if spec.origin else None
 
 
 def write_config(workdir: str | os.PathLike, config, module: str | None = None) -> Path:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -22,18 +23,48 @@ class Run(NamedTuple):
   module: Any  # the trainer module that wrote the run
 
 
+def _import_trainer(name: str, workdir: Path, record: dict):
+  """Import the trainer ``name``; if its top-level package is not importable from here (a
+  working directory other than the project's: ``experiments`` is not installed), from the
+  folder the run recorded (``run.module_root``) or the nearest folder above the workdir that
+  holds the package, appended to ``sys.path``."""
+  top = name.split(".")[0]
+  try:
+    return importlib.import_module(name)
+  except ModuleNotFoundError as e:
+    if e.name != top:
+      raise
+    roots = [Path(record["module_root"])] if record.get("module_root") else []
+    roots += Path(workdir).resolve().parents
+    for root in roots:
+      if (root / top / "__init__.py").is_file() or (root / f"{top}.py").is_file():
+        if str(root) not in sys.path:
+          sys.path.append(str(root))
+        return importlib.import_module(name)
+    raise ModuleNotFoundError(
+      f"{workdir}: its trainer {name} cannot be imported from here (no {top} package on "
+      f"sys.path, in the run's recorded folder or above the workdir): run from the folder "
+      f"that holds {top}/ or add it to PYTHONPATH",
+      name=top,
+    ) from None
+
+
 def load_run(workdir: str | os.PathLike, step: int | None = None, module: str | None = None) -> Run:
   """Restore the run in ``workdir``: its config and its checkpoint ``step`` (default: the
   latest), typed as the trainer wrote it.
 
   The trainer module is the one recorded in ``config.json`` (``run.module``, written by
   :func:`write_config`) or ``module``; it must define ``checkpoint_target(config)``, the
-  abstract pytree of its checkpoints (shapes and dtypes only: nothing is compiled).
+  abstract pytree of its checkpoints (shapes and dtypes only: nothing is compiled). It is
+  imported from any working directory: when its package is not importable from there, from
+  the folder ``config.json`` recorded (``run.module_root``) or the nearest one above
+  ``workdir`` that holds it.
 
   Example (the main job, then its best mixture to a PNG)::
 
     run = runner.load_run("runs/coevolution_ring8")
     x = run.module.sample_best_mixture(run, 2000)
+    runner.save_scatter(run.workdir / "best_mixture.png", x, run.module.modes(run.config))
   """
   import ml_collections
 
@@ -49,7 +80,7 @@ def load_run(workdir: str | os.PathLike, step: int | None = None, module: str | 
   name = module or record.get("module")
   if not name:
     raise ValueError(f"{path} does not name the trainer that wrote it: pass module=")
-  trainer = importlib.import_module(name)
+  trainer = _import_trainer(name, workdir, record)
   config = ml_collections.ConfigDict(saved)
   target = trainer.checkpoint_target(config)
   state, meta = CheckpointManager(workdir / "checkpoints").restore(target, step)

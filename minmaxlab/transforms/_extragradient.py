@@ -54,7 +54,7 @@ def extragradient(
   both fields pass through the clip. Chained in front,
   ``optax.chain(clip, extragradient(adam))`` would clip only the first field;
   :func:`minmaxlab.game_step` detects that composition and raises (see the
-  README's composition rule, and :func:`minmaxlab.with_field_processing`).
+  composition rule in docs/game-optimizers.md, and :func:`minmaxlab.with_field_processing`).
 
   By default :math:`T_e` and :math:`T_u` are two copies of ``inner`` with
   separate states (as in the reference GAN code, whose extrapolation Adam

@@ -1,5 +1,5 @@
-"""experiments/benchmarks/speed_claims.py: the README's speed targets measured in one run on
-one host (issue 11): the protocol runs each benchmark in a fresh process, and the summary
+"""experiments/benchmarks/speed_claims.py: the speed targets of docs/benchmarks.md measured in
+one run on one host (issue 11): the protocol runs each benchmark in a fresh process, and the summary
 reads each target from the benchmarks' own JSON."""
 
 import json

@@ -287,16 +287,18 @@ def test_cache_dir_from_environment(monkeypatch, tmp_path):
   assert runner.compilation_cache_dir() == tmp_path / "root" / "jax"
 
 
-def _readme_block(marker: str) -> str:
-  text = (ROOT / "README.md").read_text()
+def _doc_block(marker: str, doc: str = "docs/coevolution.md") -> str:
+  """The one ```python block of ``doc`` holding ``marker`` (the guides moved out of the README
+  into docs/, issue 35)."""
+  text = (ROOT / doc).read_text()
   blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
   (block,) = [b for b in blocks if marker in b]
   return block
 
 
-def test_readme_load_run_example_samples_the_best_mixture(tmp_path, monkeypatch):
-  """The README's load_run example on a smoke run's checkpoint at its last generation (the
-  initial grid: restoring and sampling need no training)."""
+def test_docs_load_run_example_samples_the_best_mixture(tmp_path, monkeypatch):
+  """The load_run example of docs/coevolution.md on a smoke run's checkpoint at its last
+  generation (the initial grid: restoring and sampling need no training)."""
   import numpy as np
 
   from experiments.coevolution import train
@@ -315,8 +317,19 @@ def test_readme_load_run_example_samples_the_best_mixture(tmp_path, monkeypatch)
   row = {"generation": config.generations, "mixture/modes_covered": 3}
   (workdir / "metrics.jsonl").write_text(json.dumps(row) + "\n")
   monkeypatch.chdir(tmp_path)
-  exec(compile(_readme_block("runner.load_run("), "README.md", "exec"), {})
-  assert (tmp_path / "best_mixture.png").stat().st_size > 1000
+  block = _doc_block("runner.load_run(")
+  exec(compile(block, "docs/coevolution.md", "exec"), {})
+  png = workdir / "best_mixture.png"  # into the run's folder, not the working directory
+  assert png.stat().st_size > 1000 and not (tmp_path / "best_mixture.png").exists()
+  # The same block in a fresh process outside the repository, where `experiments` is not
+  # importable: load_run imports the trainer from the folder config.json recorded (issue 35).
+  png.unlink()
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  env["JAX_PLATFORMS"] = "cpu"
+  result = _procs.run([sys.executable, "-c", block], timeout=180, cwd=tmp_path, env=env)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.split()[:3] == ["2", "2", "3"] and png.stat().st_size > 1000
+  assert json.loads((workdir / "config.json").read_text())["run"]["module_root"] == str(ROOT)
   run = runner.load_run(workdir)
   assert run.step == config.generations and run.module is train
   assert run.config.rows == 2 and "run" not in run.config
@@ -324,6 +337,34 @@ def test_readme_load_run_example_samples_the_best_mixture(tmp_path, monkeypatch)
   x = train.sample_best_mixture(run, 300, seed=1)
   assert x.shape == (300, 2) and np.all(np.isfinite(x))
   np.testing.assert_array_equal(x, train.sample_best_mixture(run, 300, seed=1))
+
+
+def test_load_run_names_a_trainer_it_cannot_import_in_one_line(tmp_path):
+  (tmp_path / "config.json").write_text(json.dumps({"run": {"module": "no_such_pkg_35.train"}}))
+  with pytest.raises(ModuleNotFoundError, match=r"no_such_pkg_35\.train cannot be imported"):
+    runner.load_run(tmp_path)
+
+
+def test_load_run_finds_the_trainer_package_above_the_workdir(tmp_path, monkeypatch):
+  """A run of an earlier version (no module_root recorded) inside the project's folder: the
+  nearest folder above the workdir holding the trainer's package is used."""
+  import numpy as np
+
+  pkg = tmp_path / "proj" / "mytrainer_35"
+  pkg.mkdir(parents=True)
+  (pkg / "__init__.py").write_text("")
+  (pkg / "train.py").write_text(
+    "import numpy as np\ndef checkpoint_target(config):\n  return {'w': np.zeros(2, np.float32)}\n"
+  )
+  workdir = tmp_path / "proj" / "runs" / "r"
+  runner.CheckpointManager(workdir / "checkpoints").save(3, {"w": np.ones(2, np.float32)})
+  (workdir / "config.json").write_text(json.dumps({"run": {"module": "mytrainer_35.train"}}))
+  monkeypatch.setattr(sys, "path", list(sys.path))  # the appended folder goes with the test
+  run = runner.load_run(workdir)
+  assert run.step == 3 and run.module.__name__ == "mytrainer_35.train"
+  np.testing.assert_array_equal(run.state["w"], np.ones(2, np.float32))
+  sys.modules.pop("mytrainer_35.train", None)
+  sys.modules.pop("mytrainer_35", None)
 
 
 def test_tfds_offline_fails_fast_with_one_line_and_creates_nothing(tmp_path):

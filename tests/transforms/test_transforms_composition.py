@@ -1,6 +1,6 @@
 """Every game scheme x common optax processing, composed inside and outside.
 
-The composition rule (README, "Composing game transforms"): every field a step
+The composition rule (docs/game-optimizers.md, "Composing game transforms"): every field a step
 uses passes through the same processing. Processing INSIDE a scheme
 (``extragradient(chain(clip, sgd))``) or AROUND it
 (``with_field_processing(extragradient(sgd), clip)``, stateless processing
