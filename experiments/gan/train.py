@@ -8,6 +8,7 @@ from a checkpoint therefore reproduces the uninterrupted run exactly.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable
@@ -92,6 +93,8 @@ def num_field_evaluations(config) -> int:
 # Config fields a resume may change (the loop's length and its logging), as the command line's.
 RESUME_MAY_CHANGE = (
   "num_steps",
+  "dynamics_every",
+  "dynamics",
   "eval_every",
   "checkpoint_every",
   "keep_checkpoints",
@@ -130,6 +133,20 @@ def check_config(config) -> None:
       )
   if config.scheme not in SCHEMES:
     raise ValueError(f"scheme must be one of {SCHEMES}, got {config.scheme!r}")
+  if "dynamics_every" in config:
+    _require(config, "dynamics_every", lambda v: isinstance(v, int) and v >= 0, "an integer >= 0")
+    for name in ("num_eigenvalues", "eigen_iterations", "num_probes", "radius_iterations"):
+      value = config.dynamics[name]
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"config.dynamics.{name} must be an integer >= 1, got {value!r}")
+    if config.dynamics.num_eigenvalues > config.dynamics.eigen_iterations:
+      raise ValueError(
+        f"config.dynamics.num_eigenvalues={config.dynamics.num_eigenvalues} must be at most"
+        f" config.dynamics.eigen_iterations={config.dynamics.eigen_iterations}"
+      )
+    value = config.dynamics.batch_size
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+      raise ValueError(f"config.dynamics.batch_size must be an integer >= 0, got {value!r}")
   if "data_parallel" in config:
     _require(config, "data_parallel", lambda v: isinstance(v, int) and v >= 1, "an integer >= 1")
     if config.batch_size % config.data_parallel:
@@ -205,6 +222,8 @@ def make_init(exp: Experiment, config) -> Callable[[], TrainState]:
 # Fields that change the loop but not the compiled programs.
 _LOOP_ONLY = (
   "num_steps",
+  "dynamics_every",
+  "dynamics",
   "eval_every",
   "checkpoint_every",
   "keep_checkpoints",
@@ -219,6 +238,12 @@ def _programs(config):
   """Build and jit everything once per config in a process (tests resume in-process)."""
   exp = build(config)
   return exp, make_init(exp, config), make_chunk(exp, config), Evaluator(exp, config)
+
+
+@runner.program_cache(loop_only=tuple(k for k in _LOOP_ONLY if k != "dynamics"))
+def _dynamics_program(config):
+  """The dynamics' jitted program, built at the first evaluation that needs it."""
+  return make_dynamics(_programs(config)[0], config)
 
 
 all_finite = minmaxlab.transforms.tree_all_finite  # the one finite check (a traced boolean)
@@ -261,6 +286,72 @@ def make_chunk(exp: Experiment, config) -> Callable:
     return jax.jit(chunk)
   replicated = NamedSharding(mesh, PartitionSpec())
   return jax.jit(chunk, in_shardings=replicated, out_shardings=replicated)
+
+
+# The dynamics' fixed batch and probes: fold_in(key(seed), DYNAMICS_KEY), apart from the
+# training and evaluation keys (split from the same key), so enabling it changes no other draw.
+DYNAMICS_KEY = 39
+# The linearised schemes of analysis.game_dynamics (optimistic and unrolled: no radius).
+_DYNAMICS_SCHEMES = {"gda": "gda", "alternating": "alternating", "extragradient": "extragradient"}
+
+
+def make_dynamics(exp: Experiment, config) -> Callable[[minmaxlab.Players], dict[str, Any]]:
+  """A ``params -> metrics row`` of :func:`minmaxlab.analysis.game_dynamics` (jitted).
+
+  At a fixed batch (``config.dynamics.batch_size`` real samples and latents, the same at
+  every evaluation, so the curves change only with the parameters) and fixed probes: the
+  outer eigenvalues of the game Jacobian, the rotational share, and the spectral radius of
+  ``config.scheme``'s update operator (with ``config.lookahead``, the cycle's) at the two
+  players' learning rates ``lr_min``/``lr_max``. That operator is the linearised SGD step:
+  Adam's per-coordinate scaling and momentum are not in it. Keys: ``dynamics/...``
+  (:meth:`~minmaxlab.analysis.GameDynamics.row`).
+  """
+  from minmaxlab import analysis  # noqa: PLC0415
+
+  d = config.dynamics
+  key = jax.random.fold_in(jax.random.key(config.seed), DYNAMICS_KEY)
+  k_real, k_z, k_loss, k_probe = jax.random.split(key, 4)
+  b = d.batch_size or config.batch_size
+  batch = (exp.sample_real(k_real, b), jax.random.normal(k_z, (b, exp.pair.latent_dim)), k_loss)
+  scheme = _DYNAMICS_SCHEMES.get(config.scheme)
+  fn = functools.partial(
+    analysis.game_dynamics,
+    minmaxlab.vector_field(exp.loss_fn),
+    num_eigenvalues=d.num_eigenvalues,
+    eigen_iterations=d.eigen_iterations,
+    num_probes=d.num_probes,
+    scheme=scheme,
+    step_size=minmaxlab.Players(config.lr_min, config.lr_max),
+    max_steps=config.max_steps,
+    sync_period=config.sync_period if config.lookahead and scheme else None,
+    slow_step_size=config.slow_step_size,
+    radius_iterations=d.radius_iterations,
+  )
+  compiled = jax.jit(lambda params, batch, key: fn(params, *batch, key=key))
+  return lambda params: compiled(params, batch, k_probe).row()
+
+
+def dynamics_due(config, step: int) -> bool:
+  """Whether the evaluation at ``step`` also measures the dynamics."""
+  every = config.get("dynamics_every", 0)
+  if every <= 0:
+    return False
+  return step % (config.eval_every * every) == 0 or step == config.num_steps
+
+
+def _curve_keys(rows: list[dict]) -> list[str]:
+  """The numeric metrics of ``rows`` that ``metrics.png`` plots (not the ``dynamics/`` ones)."""
+  return sorted(
+    {
+      k
+      for r in rows
+      for k, v in r.items()
+      if k != "step"
+      and not k.startswith("dynamics/")
+      and isinstance(v, (int, float))
+      and not isinstance(v, bool)
+    }
+  )
 
 
 def generator_params(config, state: TrainState) -> dict[str, Any]:
@@ -327,6 +418,8 @@ def train(
   Writes ``config.json``, ``metrics.jsonl``, ``tensorboard/``, ``checkpoints/step_<n>``
   (atomic orbax, every ``checkpoint_every`` steps, plus step 0 and the end),
   ``samples/<prefix>step_<n>.png`` at evaluations, ``metrics.png`` and ``summary.json``.
+  With ``config.dynamics_every = N > 0``, every N-th evaluation's row also has the
+  ``dynamics/`` estimates of :func:`make_dynamics` (``metrics.jsonl`` and TensorBoard).
 
   Args:
     config: an ``ml_collections.ConfigDict`` (see ``configs/base.py``).
@@ -403,11 +496,15 @@ def train(
           png = workdir / "samples" / f"{prefix.replace('/', '_')}step_{step}.png"
           _save_samples(png, x, exp, config.grid_samples, f"{prefix}step {step}")
           writer.image(step, f"{prefix}samples", png)
+        if dynamics_due(config, step):
+          evals.update(_dynamics_program(config)(state.params))
       row = writer.write(step, {**row, **evals})
       if step % config.checkpoint_every == 0 or step == config.num_steps:
         ckpt.save(step, state)
       if bar is not None:
-        shown = {k: v for k, v in evals.items() if not k.endswith("_std")}
+        shown = {
+          k: v for k, v in evals.items() if not k.endswith("_std") and not k.startswith("dynamics/")
+        }
         bar.update(step, {"g_loss": row["g_loss"], "d_loss": row["d_loss"]}, shown)
       if on_log is not None:
         on_log(step, row)
@@ -415,7 +512,8 @@ def train(
     if bar is not None:
       bar.close()
     writer.close()
-    runner.save_metric_curves(workdir / "metrics.png", writer.rows)
+    # The dynamics (TensorBoard, metrics.jsonl) stay out: twice the panels, twice the seconds.
+    runner.save_metric_curves(workdir / "metrics.png", writer.rows, keys=_curve_keys(writer.rows))
   summary.update({"final": row, "steps": int(state.step)})
   (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
   return row

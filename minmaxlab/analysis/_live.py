@@ -133,7 +133,7 @@ def arnoldi_eigenvalues(
 
 
 class GameDynamics(NamedTuple):
-  """What :func:`game_dynamics` measures (JAX arrays; ``scalars()`` for logging).
+  """What :func:`game_dynamics` measures (JAX arrays; :meth:`row` for logging).
 
   Attributes:
     eigenvalues: ``(k,)`` complex Ritz values of the game Jacobian ``J``,
@@ -173,25 +173,34 @@ class GameDynamics(NamedTuple):
   spectral_radius_per_step: jax.Array
   operator_eigenvalues: jax.Array
 
-  def scalars(self, prefix: str = "dynamics/") -> dict[str, float]:
-    """Flat ``{name: float}`` for a metrics row: the scalars, ``|lambda_i|``,
-    ``Re``/``Im`` of the top eigenvalues and ``Im`` of the rotational ones."""
+  def row(self, prefix: str = "dynamics/") -> dict[str, Any]:
+    """A metrics row: the scalars as floats (``top_abs`` = :math:`|\\lambda_0|`; the
+    radius fields only with a scheme) and the eigenvalues as lists of real and
+    imaginary parts (TensorBoard and ``save_metric_curves`` take the scalars only)."""
     g = jax.device_get(self)
-    out = {
+    out: dict[str, Any] = {
       "rotation_share": g.rotation_share,
       "max_imag": g.max_imag,
+      "top_abs": np.abs(g.eigenvalues[0]),
       "frobenius_sq": g.frobenius_sq,
       "trace_jj": g.trace_jj,
-      "spectral_radius": g.spectral_radius,
-      "log_spectral_radius": g.log_spectral_radius,
-      "spectral_radius_per_step": g.spectral_radius_per_step,
     }
-    for i, (e, r) in enumerate(zip(g.eigenvalues, g.eigenvalue_residuals, strict=True)):
-      out[f"eig{i}_abs"], out[f"eig{i}_re"], out[f"eig{i}_im"] = abs(e), e.real, e.imag
-      out[f"eig{i}_residual"] = r
-    for i, e in enumerate(g.rotational_eigenvalues):
-      out[f"rot{i}_re"], out[f"rot{i}_im"] = e.real, e.imag
-    return {prefix + k: float(v) for k, v in out.items()}
+    if not np.isnan(g.spectral_radius):
+      out["spectral_radius"] = g.spectral_radius
+      out["log_spectral_radius"] = g.log_spectral_radius
+      out["spectral_radius_per_step"] = g.spectral_radius_per_step
+    out = {k: float(v) for k, v in out.items()}
+    lists = {
+      "eigenvalues": g.eigenvalues,
+      "rotational_eigenvalues": g.rotational_eigenvalues,
+      "operator_eigenvalues": g.operator_eigenvalues,
+    }
+    for name, vals in lists.items():
+      if not np.all(np.isnan(vals)):
+        out[name + "_re"] = [float(v) for v in np.real(vals)]
+        out[name + "_im"] = [float(v) for v in np.imag(vals)]
+    out["eigenvalue_residuals"] = [float(v) for v in g.eigenvalue_residuals]
+    return {prefix + k: v for k, v in out.items()}
 
 
 def _per_coordinate(step_size, params, n: int, dtype) -> jax.Array:

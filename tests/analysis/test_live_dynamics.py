@@ -48,6 +48,11 @@ def test_bilinear_and_regularised_bilinear_equal_closed_forms(x64):
     assert float(out.trace_jj) == pytest.approx(2 * N * mu**2 - a**2, rel=1e-12)
     assert float(out.frobenius_sq_stderr) == 0.0
     assert np.isnan(float(out.spectral_radius))  # no scheme, no radius
+    row = out.row()
+    assert row["dynamics/rotation_share"] == float(out.rotation_share)
+    assert row["dynamics/top_abs"] == pytest.approx(np.hypot(mu, sigma[0]), rel=1e-12)
+    assert row["dynamics/eigenvalues_im"] == [float(e.imag) for e in out.eigenvalues]
+    assert "dynamics/spectral_radius" not in row and "dynamics/operator_eigenvalues_re" not in row
 
 
 def test_library_bilinear_field_gives_the_same_numbers(x64):

@@ -53,6 +53,7 @@ def test_radius_equals_closed_form_and_the_real_transform(x64, scheme, max_steps
       max_steps=max_steps,
     )
     rho = analysis.spectral_radius(want)
+    assert out.row("d/")["d/spectral_radius"] == float(out.spectral_radius)
     assert float(out.spectral_radius) == pytest.approx(rho, rel=1e-10)
     assert float(out.log_spectral_radius) == pytest.approx(np.log(rho), rel=1e-8, abs=1e-12)
     assert float(out.spectral_radius_per_step) == pytest.approx(rho ** (1 / k), rel=1e-10)

@@ -46,6 +46,15 @@ def get_config() -> ml_collections.ConfigDict:
   c.classifier = ml_collections.ConfigDict()
   c.classifier.steps = 1500
   c.classifier.cache_dir = ""  # "" = ~/.cache/minmaxlab/classifiers (or $MINMAXLAB_CACHE)
+  # Game dynamics (minmaxlab.analysis.game_dynamics) at every dynamics_every-th evaluation
+  # (steps that are multiples of eval_every * dynamics_every, and the last step); 0 = off.
+  c.dynamics_every = 0
+  c.dynamics = ml_collections.ConfigDict()
+  c.dynamics.batch_size = 64  # the fixed batch's size; 0 = batch_size
+  c.dynamics.num_eigenvalues = 4
+  c.dynamics.eigen_iterations = 20  # Arnoldi steps on the game Jacobian
+  c.dynamics.num_probes = 8  # Hutchinson probes of the rotational share
+  c.dynamics.radius_iterations = 10  # Arnoldi steps on the update operator
   c.tensorboard = True
   c.progress = True
   return c
