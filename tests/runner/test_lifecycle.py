@@ -43,9 +43,13 @@ def _fake_finished(workdir: Path, config, total: int) -> None:
 
 
 def _snapshot(workdir: Path) -> dict:
+  """Every file's digest, except the workdir lock (``runner.lock_workdir``): the one file a
+  command that only reports takes, to keep a second process out while it reads; it is
+  never removed (an unlinked lock file would let two processes hold two locks)."""
   return {
     str(p.relative_to(workdir)): (hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "")
     for p in sorted(workdir.rglob("*"))
+    if p.name != ".lock"
   }
 
 
