@@ -15,7 +15,7 @@
 Needs only Python >= 3.11 with pip and venv. The environment lives in .venv and
 is reinstalled when pyproject.toml changes. `main` installs only the library's
 own dependencies (no MPI, tensorflow-datasets or dev tools); `test`, `bench` and
-`setup` add the dev and tfds extras and the MPI stack to the same .venv. As root
+`setup` add the dev, tfds and docs extras and the MPI stack to the same .venv. As root
 on Debian, `test` also installs the real Fashion-MNIST files (package
 dataset-fashion-mnist) when they are missing; tests that need them skip otherwise.
 """
@@ -36,7 +36,7 @@ VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 STAMP = VENV / ".minmaxlab-installed"  # the full environment (test, bench, setup)
 MAIN_STAMP = VENV / ".minmaxlab-main"  # the library's own dependencies only (main)
-EXTRAS = "dev,tfds"
+EXTRAS = "dev,tfds,docs"  # docs: tests/test_docs.py builds the site with --strict
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 
 
