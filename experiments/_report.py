@@ -192,9 +192,13 @@ SUMMARY = (
 
 def verdict_lines(block: str) -> list[str]:
   """The registered verdicts of a generated block: its ``**Incomplete:**`` line, if any,
-  and the bullets after its first ``**Primary**`` or ``**Verdicts**`` line."""
+  and the bullets after its first ``**Primary**`` or ``**Verdicts**`` line, or a one-line
+  ``**Verdict (...):** ...`` paragraph (as a bullet, without its bold label)."""
   lines = block.splitlines()
   out = [ln for ln in lines if ln.startswith("**Incomplete:**")]
+  for ln in lines:
+    if ln.startswith("**Verdict ") or ln.startswith("**Verdict:"):
+      return out + ["- " + ln.split(":**", 1)[1].strip()]
   start = next(
     (i for i, ln in enumerate(lines) if ln.startswith(("**Primary**", "**Verdicts**"))), None
   )

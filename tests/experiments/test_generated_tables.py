@@ -93,3 +93,16 @@ def test_family_applies_holm_and_says_no_difference():
   assert lines[0].startswith("- A beats B on FID") and "0.016 Holm-adjusted over 2" in lines[0]
   assert "0.0079 raw" in lines[0]
   assert lines[1].startswith("- No difference detected at n = 5/5: A 3.0 vs c 4.0")
+
+
+def test_verdict_lines_of_each_block_style():
+  listed = (
+    "**Incomplete:** x (3) of 6.\n\n| a |\n\n**Primary** (Holm):\n- A beats B.\n- No.\n\nrest\n- c"
+  )
+  assert _report.verdict_lines(listed) == ["**Incomplete:** x (3) of 6.", "- A beats B.", "- No."]
+  one = "| t |\n\n**Verdict (primary, at the endpoint):** No difference detected at n = 10/10.\n"
+  assert _report.verdict_lines(one) == ["- No difference detected at n = 10/10."]
+  assert _report.verdict_lines("| only a table |") == []
+  # every study of the summary has its verdicts in the README summary
+  summary = _report.read_block(REPO / "README.md", "summary")
+  assert "no registered verdict yet" not in summary
