@@ -137,6 +137,19 @@ STUDY_MODULES = (
 )
 
 
+def incomplete_note(by_arm: dict, labels: dict, registered: int, where: str = "") -> list[str]:
+  """The ``**Incomplete:**`` line (and a blank line) when an arm of ``by_arm`` (arm -> its
+  runs) has fewer than the ``registered`` seeds; ``[]`` when every arm is complete."""
+  short = [f"{labels.get(a, a)} ({len(rs)})" for a, rs in by_arm.items() if len(rs) < registered]
+  if not short:
+    return []
+  return [
+    f"**Incomplete:** {', '.join(short)} of {registered} registered seeds{where}; "
+    "the verdicts below use the arms and seeds present.",
+    "",
+  ]
+
+
 def family(
   groups: dict,
   comparisons,

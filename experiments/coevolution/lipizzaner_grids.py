@@ -340,16 +340,9 @@ def readme_table(version: int) -> str:
   scorer = _report.one_scorer(runs, lambda r: f"{r['grid']} s{r['seed']}")
   by_arm = {a: sorted((r for r in runs if r["grid"] == a), key=lambda r: r["seed"]) for a in arms}
   values = {k: {a: [_final(r, gen, k) for r in rs] for a, rs in by_arm.items()} for k in METRICS}
-  lines = []
-  short = [
-    f"{labels[a]} ({len(rs)})" for a, rs in by_arm.items() if len(rs) < len(protocol["seeds"])
-  ]
-  if short:
-    lines += [
-      f"**Incomplete:** {', '.join(short)} of {len(protocol['seeds'])} registered seeds reached "
-      f"generation {gen}; the verdicts below use the arms and seeds present.",
-      "",
-    ]
+  lines = _report.incomplete_note(
+    by_arm, labels, len(protocol["seeds"]), f" reached generation {gen}"
+  )
   lines += [
     f"| arm | seeds | class TVD, generation {gen} (every seed) | classifier-FID | IS |"
     f" collapsed (TVD > {COLLAPSE_TVD}) |",

@@ -310,16 +310,7 @@ def readme_table_v2() -> str:
     a: [_at(r, f"{_primary_point(arms[a])}/fid", steps) for r in rs] for a, rs in by_arm.items()
   }
   raw = {a: [_at(r, "slow/fid", steps) for r in rs] for a, rs in by_arm.items()}
-  lines = []
-  short = [
-    f"{labels[a]} ({len(rs)})" for a, rs in by_arm.items() if len(rs) < len(protocol["seeds"])
-  ]
-  if short:
-    lines += [
-      f"**Incomplete:** {', '.join(short)} of {len(protocol['seeds'])} registered seeds; "
-      "the verdicts below use the seeds present.",
-      "",
-    ]
+  lines = _report.incomplete_note(by_arm, labels, len(protocol["seeds"]))
   head = f"FID, mean of steps {steps[0]}-{steps[-1]}"
   lines += [
     f"| method | seeds | primary point | {head} (every seed, 0 first) | raw point: {head} |"

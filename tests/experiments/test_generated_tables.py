@@ -106,3 +106,9 @@ def test_verdict_lines_of_each_block_style():
   # every study of the summary has its verdicts in the README summary
   summary = _report.read_block(REPO / "README.md", "summary")
   assert "no registered verdict yet" not in summary
+
+
+def test_incomplete_note_names_the_short_arms():
+  note = _report.incomplete_note({"a": [1, 2], "b": [1]}, {"a": "A", "b": "B"}, 2, " at gen 3")
+  assert note[0].startswith("**Incomplete:** B (1) of 2 registered seeds at gen 3;")
+  assert _report.incomplete_note({"a": [1, 2]}, {}, 2) == []
