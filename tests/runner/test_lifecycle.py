@@ -422,7 +422,8 @@ def test_dev_py_main_installs_base_only_and_test_upgrades(tmp_path, monkeypatch)
   dev.ensure_venv(full=False)  # again: nothing to do
   assert calls == []
   dev.ensure_venv(full=True)  # test: extras and MPI added to the same venv
-  assert any("-e .[dev,tfds]" in c for c in calls) and any("mpi4jax" in c for c in calls)
+  assert dev.EXTRAS == "dev,tfds,docs"  # the docs extra: tests/test_docs.py builds the site
+  assert any("-e .[dev,tfds,docs]" in c for c in calls) and any("mpi4jax" in c for c in calls)
   calls.clear()
   dev.ensure_venv(full=False)  # a full environment serves main too
   dev.ensure_venv(full=True)
