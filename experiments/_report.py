@@ -150,6 +150,11 @@ def incomplete_note(by_arm: dict, labels: dict, registered: int, where: str = ""
   ]
 
 
+def tested(groups: dict, comparisons) -> list[tuple[str, str]]:
+  """The comparisons ``(a, b)`` whose two arms both have at least two values."""
+  return [(a, b) for a, b in comparisons if len(groups[a]) > 1 and len(groups[b]) > 1]
+
+
 def family(
   groups: dict,
   comparisons,
@@ -164,16 +169,26 @@ def family(
 ) -> list[str]:
   """Markdown bullets, one per comparison ``(a, b)`` of ``comparisons``: the verdict of
   ``experiments.stats.compare(groups[a], groups[b], test=test)`` at ``alpha`` on the
-  Holm-adjusted p-value of the family (both p-values shown)."""
+  Holm-adjusted p-value of the family (both p-values shown). A registered comparison
+  whose arms did not run (fewer than two values) stays in the family with p = 1 and is
+  reported as not tested, so an incomplete study is never corrected over fewer tests."""
   from experiments import stats
 
-  results = [
-    stats.compare(groups[a], groups[b], test=test, alternative=alternative) for a, b in comparisons
-  ]
-  raw = [r["p"] for r in results]
+  comparisons = [tuple(c) for c in comparisons]
+  ran = tested(groups, comparisons)
+  results = {
+    c: stats.compare(groups[c[0]], groups[c[1]], test=test, alternative=alternative) for c in ran
+  }
+  raw = [results[c]["p"] if c in results else 1.0 for c in comparisons]
   adjusted = stats.holm(raw) if len(raw) > 1 else raw
+  missing = " (the missing comparison counted as p = 1)" if len(ran) < len(comparisons) else ""
   lines = []
-  for (a, b), r, p in zip(comparisons, results, adjusted):
+  for c, p in zip(comparisons, adjusted):
+    a, b = c
+    if c not in results:
+      lines.append(f"- {labels.get(a, a)} vs {labels.get(b, b)}: not tested, an arm did not run.")
+      continue
+    r = results[c]
     text = stats.verdict(
       dict(r, p=p),
       alpha=alpha,
@@ -187,11 +202,23 @@ def family(
       label = stats.TEST_LABELS[test]
       text = text.replace(
         f"{label} p = {stats.fmt_p(p)}",
-        f"{label} p = {stats.fmt_p(p)} Holm-adjusted over {len(raw)}, {stats.fmt_p(r['p'])} raw",
+        f"{label} p = {stats.fmt_p(p)} Holm-adjusted over {len(raw)}{missing}, "
+        f"{stats.fmt_p(r['p'])} raw",
         1,
       )
     lines.append(f"- {text}")
   return lines
+
+
+def scorer_lines(scorer: dict | None) -> list[str]:
+  """A blank line and the sentence naming the one evaluation classifier of a study."""
+  if not scorer:
+    return []
+  return [
+    "",
+    f"Scored by one evaluation classifier: digest `{scorer['params_digest']}` "
+    f"({scorer['test_accuracy']:.2%} test accuracy, trained on {scorer['trained_on']}).",
+  ]
 
 
 # The top-level README's results summary: each pre-registered study's registered verdicts.

@@ -359,51 +359,24 @@ def readme_table(version: int) -> str:
       f" | {sum(t > COLLAPSE_TVD for t in tvd)} of {len(tvd)} |"
     )
   comps = [tuple(c) for c in prim["comparisons"]]
-  usable = [c for c in comps if len(by_arm[c[0]]) > 1 and len(by_arm[c[1]]) > 1]
-  missing = [c for c in comps if c not in usable]
   kw = dict(test=prim["test"], alpha=prim["alpha"], lower_is_better=True)
   lines += [
     "",
-    f"**Primary** (registered: class TVD at generation {gen}, alpha {prim['alpha']}, "
-    f"Holm over {len(comps)}):",
+    f"**Primary** (registered: class TVD of the best mixture at the endpoint, generation {gen}; "
+    f"{stats.TEST_LABELS[prim['test']]}, alpha {prim['alpha']}, Holm over {len(comps)}):",
   ]
-  fam = _report.family(values["class_tvd"], usable, labels, metric="class TVD", digits=3, **kw)
-  if missing and len(usable) == 1:  # Holm with the missing comparison's p taken as 1
-    r = stats.compare(*(values["class_tvd"][x] for x in usable[0]), test=prim["test"])
-    p_holm = min(1.0, len(comps) * r["p"])
-    fam = [
-      "- "
-      + stats.verdict(
-        dict(r, p=p_holm),
-        alpha=prim["alpha"],
-        name_a=labels[usable[0][0]],
-        name_b=labels[usable[0][1]],
-        metric="class TVD",
-        digits=3,
-      ).replace(
-        f"p = {stats.fmt_p(p_holm)}",
-        f"p = {stats.fmt_p(p_holm)} Holm-adjusted over {len(comps)} (the missing comparison "
-        f"counted as p = 1), {stats.fmt_p(r['p'])} raw",
-        1,
-      )
-    ]
-  lines += fam
-  lines += [f"- {labels[a]} vs {labels[b]}: not tested, an arm did not run." for a, b in missing]
+  tvd = values["class_tvd"]
+  lines += _report.family(tvd, comps, labels, metric="class TVD", digits=3, **kw)
   lines += ["", "Secondary, classifier-FID (Holm over the same comparisons):"]
-  lines += _report.family(values["fid"], usable, labels, metric="FID", **kw)
+  lines += _report.family(values["fid"], comps, labels, metric="FID", **kw)
   lines += ["", f"Secondary, collapse (class TVD > {COLLAPSE_TVD}), Fisher's exact test:"]
-  for a, b in usable:
-    ca = sum(t > COLLAPSE_TVD for t in values["class_tvd"][a])
-    cb = sum(t > COLLAPSE_TVD for t in values["class_tvd"][b])
+  for a, b in _report.tested(tvd, comps):
+    ca = sum(t > COLLAPSE_TVD for t in tvd[a])
+    cb = sum(t > COLLAPSE_TVD for t in tvd[b])
     na, nb = len(by_arm[a]), len(by_arm[b])
     p = stats.fisher_exact([[ca, na - ca], [cb, nb - cb]])
     lines.append(f"- {labels[a]} {ca} of {na} vs {labels[b]} {cb} of {nb}: p = {stats.fmt_p(p)}")
-  if scorer:
-    lines += [
-      "",
-      f"Scored by one evaluation classifier: digest `{scorer['params_digest']}` "
-      f"({scorer['test_accuracy']:.2%} test accuracy, trained on {scorer['trained_on']}).",
-    ]
+  lines += _report.scorer_lines(scorer)
   return "\n".join(lines)
 
 

@@ -330,30 +330,25 @@ def readme_table_v2() -> str:
       f"{stats.fmt_mean_sd(is_, 2)} | {stats.fmt_mean_sd(tvd, 3)} |"
     )
   comps = [tuple(c) for c in prim["comparisons"]]
-  usable = [c for c in comps if len(primary[c[0]]) > 1 and len(primary[c[1]]) > 1]
   kw = dict(test=prim["test"], alpha=prim["alpha"], lower_is_better=True, metric="FID")
   lines += [
     "",
-    f"**Primary** (registered: EMA of the slow weights vs EMA of the iterate, alpha "
+    f"**Primary** (registered: EMA of the slow weights vs EMA of the iterate, the endpoint "
+    f"mean of steps {steps[0]}-{steps[-1]}; {stats.TEST_LABELS[prim['test']]}, alpha "
     f"{prim['alpha']}, Holm over {len(comps)}):",
   ]
-  lines += _report.family(primary, usable, labels, **kw)
+  lines += _report.family(primary, comps, labels, **kw)
   lines += ["", "Secondary, the raw points (slow weights vs iterate; Holm over the same three):"]
-  lines += _report.family(raw, usable, labels, **kw)
+  lines += _report.family(raw, comps, labels, **kw)
   lines += ["", "Secondary, spread across seeds at the primary points (two-sided F-test, raw p):"]
-  for a, b in usable:
+  for a, b in _report.tested(primary, comps):
     p = stats.variance_ratio_test(primary[a], primary[b])
     sa, sb = stats.mean_sd(primary[a])[1], stats.mean_sd(primary[b])[1]
     lines.append(
       f"- {labels[a]} sd {sa:.1f} vs {labels[b]} sd {sb:.1f}: p = {stats.fmt_p(p)}"
       f" (n = {len(primary[a])}/{len(primary[b])})"
     )
-  scorer = _report.one_scorer(runs)
-  lines += [
-    "",
-    f"Scored by one evaluation classifier: digest `{scorer['params_digest']}` "
-    f"({scorer['test_accuracy']:.2%} test accuracy, trained on {scorer['trained_on']}).",
-  ]
+  lines += _report.scorer_lines(_report.one_scorer(runs))
   return "\n".join(lines)
 
 
