@@ -141,30 +141,33 @@ def run_search(config, workdir: Path, log=print) -> dict:
   return result
 
 
+def _offline_trial(**fields):
+  """A ``pbt.Trial`` run outside the controller (a replay or a re-score): no parent
+  checkpoint, one attempt, no fitness or checkpoint of its own yet."""
+  from minmaxlab import pbt
+
+  bookkeeping = dict(parent_ckpt=None, attempt=1, fitness=None, ckpt=None, ckpt_deleted=False)
+  return pbt.Trial(**bookkeeping, **fields)
+
+
 def replay(config, schedule: list[dict], seed: int, return_state: bool = False):
   """Train from scratch following ``schedule`` (one hyperparameter dict per trial of
   ``config.steps_per_trial`` steps) with fresh seeds; the FID after every trial (and the
   final training state when ``return_state``)."""
-  from minmaxlab import pbt
 
   task = _slow_eval_task(config)
   fids, state = [], None
   for i, h in enumerate(schedule):
-    trial = pbt.Trial(
+    trial = _offline_trial(
       id=i + 1,
       member=0,
       parent_id=None if i == 0 else i,
-      parent_ckpt=None,
       hparams=dict(h),
       start_step=i * config.steps_per_trial,
       steps=config.steps_per_trial,
       seed=1_000_003 * (seed + 1) + 7919 * i,
       status="running",
-      attempt=1,
       worker="replay",
-      fitness=None,
-      ckpt=None,
-      ckpt_deleted=False,
       processed=False,
     )
     if state is None:
@@ -441,21 +444,16 @@ def rescore_winner(task, config, run: dict, rescore_samples: int) -> dict:
   from minmaxlab import pbt
 
   best = next(t for t in run["trials"] if t["trial"] == run["best_trial"])
-  trial = pbt.Trial(
+  trial = _offline_trial(
     id=best["trial"],
     member=best["member"],
     parent_id=None,
-    parent_ckpt=None,
     hparams={},
     start_step=best["start_step"],
     steps=config.steps_per_trial,
     seed=0,
     status="done",
-    attempt=1,
     worker="rescore",
-    fitness=None,
-    ckpt=None,
-    ckpt_deleted=False,
     processed=True,
   )
   state = pbt.load_checkpoint(run["best_ckpt"], task.init(trial))
