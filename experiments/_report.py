@@ -24,6 +24,7 @@ Every results study of ``experiments/`` follows one discipline:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import re
@@ -51,6 +52,20 @@ BLOCKS: dict[str, tuple[str, str]] = {}
 def register(name: str, readme: str, maker: str) -> None:
   """Declare the generated block ``name`` of ``readme`` (made by ``maker``)."""
   BLOCKS[name] = (readme, maker)
+
+
+@contextlib.contextmanager
+def results_lock(path):
+  """Hold an exclusive lock for the results file ``path`` while a study merges its runs
+  into it: several processes may run different arms or seeds of one protocol."""
+  import fcntl
+  import hashlib
+  import tempfile
+
+  tag = hashlib.sha1(str(Path(path).resolve()).encode()).hexdigest()[:12]
+  with open(Path(tempfile.gettempdir()) / f"minmaxlab-results-{tag}.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    yield
 
 
 def load_protocol(path) -> dict:

@@ -166,13 +166,9 @@ def run_study(args, log=print) -> dict:
 def _merge_run(path: Path, data: dict, run: dict, registered) -> None:
   """Add ``run`` to ``path`` (replacing the same grid and seed), under a lock: several
   processes may run different seeds of one protocol."""
-  import fcntl
-  import hashlib
-  import tempfile
+  from experiments import _report
 
-  tag = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
-  with open(Path(tempfile.gettempdir()) / f"minmaxlab-results-{tag}.lock", "w") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
+  with _report.results_lock(path):
     if registered and path.exists():
       data.update(json.loads(path.read_text()))
     runs = [r for r in data["runs"] if (r["grid"], r["seed"]) != (run["grid"], run["seed"])]

@@ -119,14 +119,10 @@ def run_study(args, log=print) -> dict:
 def write_results(out_dir: Path, study: str, protocol: dict, runs: list[dict]) -> None:
   """Merge ``runs`` into ``<out>/<study>.json`` (runs of other arms or seeds already there
   are kept, so several processes can run different arms) and redraw the figure."""
-  import fcntl
-  import hashlib
-  import tempfile
+  from experiments import _report
 
   path = Path(out_dir) / f"{study}.json"
-  tag = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
-  with open(Path(tempfile.gettempdir()) / f"minmaxlab-results-{tag}.lock", "w") as lock:
-    fcntl.flock(lock, fcntl.LOCK_EX)
+  with _report.results_lock(path):
     mine = {(r["arm"], r["seed"]) for r in runs}
     old = json.loads(path.read_text())["runs"] if path.exists() else []
     merged = [r for r in old if (r["arm"], r["seed"]) not in mine] + runs
