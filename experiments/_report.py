@@ -238,10 +238,30 @@ def scorer_lines(scorer: dict | None) -> list[str]:
 
 # The top-level README's results summary: each pre-registered study's registered verdicts.
 SUMMARY = (
-  ("Lookahead-minmax vs its base method", "experiments/gan/README.md", "lookahead_v2"),
-  ("Lipizzaner grids", "experiments/coevolution/README.md", "lipizzaner_grids_v2"),
-  ("The 8-Gaussian ring", "experiments/coevolution/README.md", "ring_v1"),
-  ("PBT vs random search", "experiments/pbt/README.md", "pbt_vs_rs_v1"),
+  (
+    "Lookahead-minmax vs its base method",
+    "experiments/gan/README.md",
+    "lookahead_v2",
+    "experiments/gan/protocols/lookahead.v2.json",
+  ),
+  (
+    "Lipizzaner grids",
+    "experiments/coevolution/README.md",
+    "lipizzaner_grids_v2",
+    "experiments/coevolution/protocols/lipizzaner_grids.v2.json",
+  ),
+  (
+    "The 8-Gaussian ring",
+    "experiments/coevolution/README.md",
+    "ring_v1",
+    "experiments/coevolution/protocols/ring.v1.json",
+  ),
+  (
+    "PBT vs random search",
+    "experiments/pbt/README.md",
+    "pbt_vs_rs_v1",
+    "experiments/pbt/protocols/pbt_vs_rs.v1.json",
+  ),
 )
 
 
@@ -271,11 +291,19 @@ def verdict_lines(block: str) -> list[str]:
 def results_summary() -> str:
   """The README block ``summary``: per pre-registered study, its protocol's verdicts."""
   parts = []
-  for title, readme, block in SUMMARY:
+  for title, readme, block, protocol_file in SUMMARY:
     if block not in BLOCKS:
       continue
     anchor = readme.split("/")[-2] if "/" in readme else ""
-    parts.append(f"**{title}** ([{anchor} README]({readme}), block `{block}`):")
+    p = load_protocol(REPO / protocol_file)
+    from experiments import stats
+
+    test = stats.TEST_LABELS[p["primary"]["test"]]
+    parts.append(
+      f"**{title}** ([{anchor} README]({readme}), block `{block}`; protocol "
+      f"[`{Path(protocol_file).name}`]({protocol_file}): endpoint {p['endpoint'].split(':')[0]}, "
+      f"{test} test, alpha {p['primary']['alpha']}):"
+    )
     found = verdict_lines(make(block))
     parts += found if found else ["- no registered verdict yet"]
     parts.append("")
