@@ -30,8 +30,8 @@ PINS = {
     set_learning_rates slow_ema tree_all_finite tree_where uniform unrolled with_field_processing
   """,
   "analysis": """
-    DYNAMICS_SCHEMES GameDynamics JacobianSummary RadiusGrid RitzValues Trajectory UpdateOperator
-    altgda_eigenvalues arnoldi_eigenvalues game_dynamics
+    DYNAMICS_SCHEMES GameDynamics JacobianSummary RadiusGrid RitzValues StepSizes Trajectory
+    UpdateOperator altgda_eigenvalues contractive_step_sizes arnoldi_eigenvalues game_dynamics
     closed_form_eigenvalues decompose eg_eigenvalues eigenvalue_angles
     field_evaluations_per_step gda_eigenvalues jacobian jvp_operator lookahead_eigenvalues
     ogda_eigenvalues per_step_rate plot_distance_curves plot_eigenvalues plot_phase_portrait

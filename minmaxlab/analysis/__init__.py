@@ -7,7 +7,8 @@
 * :func:`update_operator` builds the update map of ANY transform by running
   it; :func:`closed_form_eigenvalues` (GDA, AltGDA, EG, OGDA and Lookahead
   over each) and :func:`spectral_radius_grid` give the exact spectra on
-  bilinear games.
+  bilinear games; :func:`contractive_step_sizes` the step sizes for which a
+  method contracts, from any game Jacobian.
 * :func:`game_dynamics` (jittable, JVPs only): a live model's outer Jacobian
   eigenvalues (:func:`arnoldi_eigenvalues`), Hutchinson rotational share and
   the update operator's spectral radius at its step sizes, for logging while
@@ -53,6 +54,7 @@ from minmaxlab.analysis._plot import (
   plot_radius_vs_step_size,
 )
 from minmaxlab.analysis._radius_grid import RadiusGrid, spectral_radius_grid
+from minmaxlab.analysis._step_sizes import StepSizes, contractive_step_sizes
 from minmaxlab.analysis._trajectory import (
   Trajectory,
   field_evaluations_per_step,
@@ -67,11 +69,13 @@ __all__ = [
   "JacobianSummary",
   "RadiusGrid",
   "RitzValues",
+  "StepSizes",
   "Trajectory",
   "UpdateOperator",
   "altgda_eigenvalues",
   "arnoldi_eigenvalues",
   "closed_form_eigenvalues",
+  "contractive_step_sizes",
   "decompose",
   "eg_eigenvalues",
   "eigenvalue_angles",
