@@ -27,9 +27,12 @@ _RESUME = flags.DEFINE_bool(
 flags.mark_flags_as_required(["config", "workdir"])
 
 MODULE = "experiments.gan.main"
-# Config fields a rerun may change (the loop's length and logging).
+# Config fields a rerun may change (the loop's length and logging, the dynamics action):
+# those of ``train.RESUME_MAY_CHANGE`` (tested).
 MAY_CHANGE = (
   "num_steps",
+  "dynamics_every",
+  "dynamics",
   "eval_every",
   "checkpoint_every",
   "keep_checkpoints",

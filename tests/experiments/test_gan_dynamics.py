@@ -66,3 +66,16 @@ def test_dynamics_config_checks():
     train.check_config(c)
   assert train.dynamics_due(config(2), 40) and not train.dynamics_due(config(2), 30)
   assert not train.dynamics_due(config(0), 40)
+
+
+def test_a_rerun_may_change_the_dynamics_action(tmp_path):
+  from experiments.gan import main
+
+  assert set(main.MAY_CHANGE) == set(train.RESUME_MAY_CHANGE)
+  saved = config(0)
+  (tmp_path / "config.json").write_text(saved.to_json())
+  now = config(3)
+  now.dynamics.num_probes = 4
+  assert runner.config_changes(tmp_path, now, main.MAY_CHANGE) == {}
+  now.seed = 5  # any other field still refuses the rerun
+  assert runner.config_changes(tmp_path, now, main.MAY_CHANGE) == {"seed": (0, 5)}
