@@ -44,7 +44,7 @@ def cached_baseline(config, workdir) -> dict | None:
   from minmaxlab import runner
 
   d = Path(workdir) / BASELINE_DIR
-  if not ((d / "summary.json").exists() and (d / "config.json").exists()):
+  if not (runner.is_finished(d, config.generations) and (d / "config.json").exists()):
     return None
   want = json.loads(baseline_config(config).to_json())
   if _comparable(json.loads((d / "config.json").read_text())) != _comparable(want):
@@ -132,6 +132,8 @@ def compare(config, workdir, row: dict, run_baseline: bool | None = None) -> lis
   base_row = cached_baseline(config, workdir)
   if base_row is None:
     if not run_baseline:
+      if "baseline" not in config:  # no such field in this config file: nothing to suggest
+        return [f"(no single-GAN baseline in {workdir / BASELINE_DIR})"]
       return [
         f"(no single-GAN baseline in {workdir / BASELINE_DIR}: add --config.baseline=True "
         "to run it and compare)"

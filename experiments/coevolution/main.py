@@ -85,19 +85,28 @@ def main(argv):
 
   if _is_rank_zero() and jax.process_index() == 0:  # the process that writes the workdir
     runner.lock_workdir(workdir)  # one process per workdir: a second run stops in one line
-  row = train.train(config, workdir, resume=_RESUME.value or run.resume, on_log=run.on_log)
+  # The main job is finished (runner.finish) after its baseline and comparison, below.
+  resume = _RESUME.value or run.resume
+  row = train.train(config, workdir, resume=resume, on_log=run.on_log, finish=False)
   summary = os.path.join(workdir, "summary.json")
   writer = _is_rank_zero() if run.status == "finished" else train.is_writer(config)
   if os.path.exists(summary) and writer:
     print(train.report(row, summary))
     from experiments.coevolution import compare  # the grid vs one GAN with its total steps
 
-    for line in compare.compare(config, _WORKDIR.value, row):
+    runner.fault_point("main:comparison")
+    lines = compare.compare(config, _WORKDIR.value, row)
+    for line in lines:
       print(line)
     from experiments.coevolution import ensembles  # config.ensembles: post-training ensembles
 
     for line in ensembles.after_training(config, workdir):
       print(line)
+    products = train.end_products(config)
+    if any(line.startswith("comparison picture:") for line in lines):
+      products += ["comparison.png", f"{compare.BASELINE_DIR}/summary.json"]
+    if not runner.is_finished(workdir, config.generations, products):
+      runner.finish(workdir, config.generations, products)
     print(f"pictures: {workdir}/samples/, curves: {workdir}/metrics.png")
 
 

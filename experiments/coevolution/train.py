@@ -174,6 +174,7 @@ def train(
   *,
   resume: bool = False,
   on_log: Callable[[int, dict], None] | None = None,
+  finish: bool = True,
 ) -> dict:
   """Coevolve the grid of ``config`` in ``workdir``; returns the last metrics row.
 
@@ -184,7 +185,10 @@ def train(
   orbax, generation 0, every ``checkpoint_every`` generations and the end),
   ``samples/cells_gen_<g>.png`` (every cell's best generator),
   ``samples/mixture_gen_<g>.png`` (the best cell's mixture), ``metrics.png``
-  and ``summary.json``.
+  and ``summary.json``, then (``finish``) the finish marker (``runner.finish``): a run cut
+  short before it completes these when resumed, without training again if its final
+  checkpoint is intact (the main job passes ``finish=False`` and finishes after its
+  comparison).
 
   Args:
     config: an ``ml_collections.ConfigDict`` (see ``configs/base.py``).
@@ -258,7 +262,7 @@ def train(
       rate_unit="cell-steps",
       work_per_unit=cell_steps,
     )
-  row: dict = {}
+  row: dict = dict(writer.rows[-1]) if writer is not None and writer.rows else {}
   seconds = []
   rows_written: list[dict] = []
   g = start
@@ -359,11 +363,13 @@ def train(
       )
       if any(k in r for r in rows_written)
     ]
+    runner.fault_point("finish:figures")
     if rows_written:
       runner.save_metric_curves(workdir / "metrics.png", rows_written, keys_plotted)
   backend.barrier()
   if not writes:
     return row
+  runner.fault_point("finish:summary")
   summary.update(
     final=row,
     generations=g,
@@ -371,8 +377,19 @@ def train(
     median_generation_seconds=float(np.median(seconds[1:])) if len(seconds) > 1 else None,
     wall_seconds=time.perf_counter() - t_build,
   )
-  (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+  if not seconds and (saved := runner.saved_summary(workdir, "generations", g)) is not None:
+    summary = saved  # a finish cut short after its summary: keep its timings
+  runner.write_json(workdir / "summary.json", summary)
+  if finish:
+    runner.finish(workdir, config.generations, end_products(config))
   return row
+
+
+def end_products(config) -> list[str]:
+  """What a finished run has (``runner.finish``): the final checkpoint's digest, the metrics,
+  their curves and the summary."""
+  final = runner.checkpoint_product(config.generations)
+  return [final, "metrics.jsonl", "metrics.png", "summary.json"]
 
 
 def report(row: dict, summary_path) -> str:

@@ -9,7 +9,6 @@ from a checkpoint therefore reproduces the uninterrupted run exactly.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -417,7 +416,9 @@ def train(
 
   Writes ``config.json``, ``metrics.jsonl``, ``tensorboard/``, ``checkpoints/step_<n>``
   (atomic orbax, every ``checkpoint_every`` steps, plus step 0 and the end),
-  ``samples/<prefix>step_<n>.png`` at evaluations, ``metrics.png`` and ``summary.json``.
+  ``samples/<prefix>step_<n>.png`` at evaluations, ``metrics.png``, ``summary.json`` and,
+  last, the finish marker (``runner.finish``; a run cut short before it completes these
+  when resumed, without training again if its final checkpoint is intact).
   With ``config.dynamics_every = N > 0``, every N-th evaluation's row also has the
   ``dynamics/`` estimates of :func:`make_dynamics` (``metrics.jsonl`` and TensorBoard).
 
@@ -467,7 +468,7 @@ def train(
   if start == 0:
     ckpt.save(0, state)
   bar = runner.ProgressBar(config.num_steps, start=start) if config.progress else None
-  row: dict = {}
+  row: dict = dict(writer.rows[-1]) if writer.rows else {}  # a finish cut short: the last row
   try:
     step = start
     while step < config.num_steps:
@@ -512,8 +513,18 @@ def train(
     if bar is not None:
       bar.close()
     writer.close()
+    runner.fault_point("finish:figures")
     # The dynamics (TensorBoard, metrics.jsonl) stay out: twice the panels, twice the seconds.
     runner.save_metric_curves(workdir / "metrics.png", writer.rows, keys=_curve_keys(writer.rows))
+  runner.fault_point("finish:summary")
   summary.update({"final": row, "steps": int(state.step)})
-  (workdir / "summary.json").write_text(json.dumps(summary, indent=2))
+  runner.write_json(workdir / "summary.json", summary)
+  runner.finish(workdir, config.num_steps, end_products(config))  # the finish rule
   return row
+
+
+def end_products(config) -> list[str]:
+  """What a finished run has (``runner.finish``): the final checkpoint's digest, the metrics,
+  their curves and the summary."""
+  final = runner.checkpoint_product(config.num_steps)
+  return [final, "metrics.jsonl", "metrics.png", "summary.json"]

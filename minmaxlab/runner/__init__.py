@@ -3,11 +3,21 @@
 Atomic orbax checkpoints (:class:`CheckpointManager`), metrics to JSONL and
 TensorBoard (:class:`MetricWriter`; :class:`EventFileWriter` over tensorboardX),
 a live :class:`ProgressBar`, and PNG plots (sample grids, 2-D scatter, metric
-curves). The library itself never touches disk except through this package.
+curves), the life of a run from the command line (reruns, Ctrl-C, the finish rule:
+:func:`finish`/:func:`is_finished`) and the workdir lock. The library itself never
+touches disk except through this package.
 """
 
 from minmaxlab.runner._checkpoint import CheckpointManager
 from minmaxlab.runner._compile_cache import program_cache
+from minmaxlab.runner._finish import (
+  checkpoint_product,
+  fault_point,
+  finish,
+  is_finished,
+  saved_summary,
+  write_json,
+)
 from minmaxlab.runner._host import cpu_has_avx512, cpu_model
 from minmaxlab.runner._lifecycle import (
   checkpoint_steps,
@@ -39,6 +49,7 @@ __all__ = [
   "MetricWriter",
   "ProgressBar",
   "Run",
+  "checkpoint_product",
   "checkpoint_steps",
   "compilation_cache_dir",
   "config_changes",
@@ -46,17 +57,22 @@ __all__ = [
   "cpu_model",
   "enable_compilation_cache",
   "exit_on_interrupt",
+  "fault_point",
+  "finish",
   "finished_run",
   "interrupted_line",
+  "is_finished",
   "load_run",
   "report_compilation",
   "rerun_command",
   "run_record",
   "run_status",
+  "saved_summary",
   "start_run",
   "stored_program",
   "StoredProgram",
   "write_config",
+  "write_json",
   "image_grid",
   "program_cache",
   "program_key",

@@ -16,6 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from minmaxlab.runner._finish import fault_point
+
 _STEP_PREFIX = "step"  # orbax names the step folders step_<n>
 _STEP_DIR = re.compile(r"^step_(\d+)$")
 _ORBAX_TMP = (
@@ -208,6 +210,7 @@ class CheckpointManager:
     final = self.path(step)
     if not saved or not final.is_dir():
       raise RuntimeError(f"orbax did not write checkpoint {final}")
+    fault_point("checkpoint:digest")  # tests: killed between orbax's commit and the digest
     _fsync_write(final / _DIGEST, json.dumps({"sha256": _digest(final, (_STATE, _META))}))
     return final
 

@@ -26,6 +26,8 @@ from typing import TextIO
 
 import jax
 
+from minmaxlab.runner._finish import FINISHED, is_finished
+
 CACHE_ENV = "MINMAXLAB_CACHE_DIR"  # the compilation cache folder ("off": none)
 RERUN_ENV = "MINMAXLAB_RERUN"  # the command a user typed (set by dev.py)
 
@@ -225,12 +227,12 @@ def checkpoint_steps(workdir: str | os.PathLike) -> list[int]:
 
 
 def finished_run(workdir: str | os.PathLike, total: int) -> dict | None:
-  """The last metrics row of the run in ``workdir`` if it has finished (a checkpoint at
-  step ``total`` or beyond), else ``None``. Reads only."""
+  """The last metrics row of the run in ``workdir`` if it has finished ``total`` steps
+  (:func:`~minmaxlab.runner.is_finished`: its end products and the finish marker exist),
+  else ``None``. Reads only."""
   from minmaxlab.runner._metrics_log import read_jsonl
 
-  steps = checkpoint_steps(workdir)
-  if not steps or steps[-1] < total:
+  if not is_finished(workdir, total):
     return None
   rows = read_jsonl(Path(workdir) / "metrics.jsonl")
   return rows[-1] if rows else {}
@@ -258,7 +260,8 @@ class Rerun:
   """What a command-line run does with its workdir (see :func:`start_run`).
 
   Attributes:
-    status: ``"new"``, ``"unfinished"`` (to be resumed) or ``"finished"`` (to be reported).
+    status: ``"new"``, ``"unfinished"`` (to be resumed), ``"finishing"`` (its last step is
+      saved, its end products are to be completed) or ``"finished"`` (to be reported).
     saved: the latest checkpoint's step, or ``None``.
     reached: the last step (generation) reported through :meth:`on_log`.
   """
@@ -289,7 +292,10 @@ def start_run(
 
   * nothing there: a new run;
   * a checkpoint before ``total``: the run resumes from it (``total`` may have grown);
-  * a checkpoint at ``total``: the run has finished; it is reported and nothing changes;
+  * a checkpoint at ``total`` and the finish marker (:func:`~minmaxlab.runner.is_finished`):
+    the run has finished; it is reported and nothing changes;
+  * a checkpoint at ``total`` without the marker (a run cut short in its finish): the run
+    completes its end products (an intact final checkpoint is not trained again);
   * a saved ``config.json`` that differs in a field outside ``may_change``: ``SystemExit``
     with one line (use another workdir).
 
@@ -301,6 +307,8 @@ def start_run(
   steps = checkpoint_steps(workdir)
   saved = steps[-1] if steps else None
   run = Rerun(run_status(saved, total), saved)
+  if run.status == "finished" and not is_finished(workdir, total):
+    run.status = "finishing"
 
   def interrupted() -> str:
     if quiet:
@@ -322,6 +330,8 @@ def start_run(
     say(f"{workdir}: finished earlier ({unit} {saved}/{total}); nothing changed")
   elif run.status == "unfinished":
     say(f"{workdir}: resuming from {unit} {saved}/{total}")
+  elif run.status == "finishing":
+    say(f"{workdir}: {unit} {saved}/{total} saved; completing the run's end products")
   if run.status != "finished" and cache:
     enable_compilation_cache()
     report_compilation(stream=open(os.devnull, "w") if quiet else None)
@@ -360,6 +370,7 @@ def run_record(module: str | None = None) -> dict:
     "command": " ".join(map(shlex.quote, sys.argv)),
     "module": module,
     "module_root": _module_root(module),
+    "finish_rule": FINISHED,  # finished when this marker exists (runner.is_finished)
   }
 
 

@@ -40,6 +40,7 @@ def _fake_finished(workdir: Path, config, total: int) -> None:
   (workdir / "config.json").write_text(config.to_json(indent=2))
   rows = [{"step": s, "g_loss": 0.5} for s in range(1, total + 1)]
   (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+  (workdir / "finished.json").write_text(json.dumps({"total": total, "products": []}))
 
 
 def _snapshot(workdir: Path) -> dict:
@@ -65,6 +66,8 @@ def test_run_status_and_finished_run_read_only(tmp_path):
   (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2, "x": 1}\n')
   assert runner.checkpoint_steps(tmp_path) == [2]
   assert runner.finished_run(tmp_path, 3) is None
+  assert runner.finished_run(tmp_path, 2) is None  # no summary, no finish marker
+  (tmp_path / "summary.json").write_text("{}")  # a run written before the marker existed
   assert runner.finished_run(tmp_path, 2) == {"step": 2, "x": 1}
 
 
