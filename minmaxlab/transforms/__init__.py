@@ -28,10 +28,10 @@ from minmaxlab.transforms._lookahead import (
   LookaheadMinmaxState,
   LookaheadTransformation,
   lookahead_minmax,
-  lookahead_scan,
   lookahead_slow_params,
   nested_lookahead_minmax,
 )
+from minmaxlab.transforms._lookahead_scan import lookahead_scan
 from minmaxlab.transforms._optimistic import OptimisticState, optimistic
 from minmaxlab.transforms._per_player import PerPlayerState, per_player
 from minmaxlab.transforms._step import (

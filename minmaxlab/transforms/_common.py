@@ -193,12 +193,22 @@ class PlayerTransforms(NamedTuple):
   max: optax.GradientTransformationExtraArgs
 
 
-class PerPlayerTransformation(optax.GradientTransformationExtraArgs):
+class _PerPlayerFields(NamedTuple):
+  init: optax.TransformInitFn
+  update: optax.TransformUpdateExtraArgsFn
+  players: PlayerTransforms
+
+
+class PerPlayerTransformation(_PerPlayerFields, optax.GradientTransformationExtraArgs):
   """A transform over :class:`Players` that knows each player's own transform,
   so schemes that step the players at different times (``alternating``) can
-  step one player alone."""
+  step one player alone.
 
-  players: PlayerTransforms
+  An ``optax.GradientTransformationExtraArgs`` whose third field is ``players`` (the
+  :class:`PlayerTransforms`): ``_replace`` and pytree maps keep it, and it unpacks into
+  three values (``init, update, players = tx``)."""
+
+  __slots__ = ()
 
 
 def player_transforms(inner: optax.GradientTransformation) -> PlayerTransforms:

@@ -21,7 +21,7 @@ from minmaxlab.transforms._common import (
   zeros_count,
 )
 
-_SLOW_INITS = ("params", "lazy")
+SLOW_INITS = ("params", "lazy")
 SYNC_LAYOUTS = ("auto", "cond", "select")
 
 
@@ -64,9 +64,16 @@ class LookaheadMinmaxState(NamedTuple):
   synced: jax.Array
 
 
-class LookaheadTransformation(optax.GradientTransformationExtraArgs):
+class _LookaheadFields(NamedTuple):
+  init: optax.TransformInitFn
+  update: optax.TransformUpdateExtraArgsFn
+  update_and_apply: Callable[..., tuple[Players, LookaheadMinmaxState]]
+
+
+class LookaheadTransformation(_LookaheadFields, optax.GradientTransformationExtraArgs):
   """The transform of :func:`lookahead_minmax` and :func:`nested_lookahead_minmax`: an
-  optax transform with one more method.
+  optax transform with one more field, a function (``_replace`` and pytree maps keep it;
+  the transform unpacks into three values, ``init, update, update_and_apply = tx``).
 
   ``update_and_apply(updates, state, params, **extra_args) -> (new_params, new_state)``
   is ``update`` followed by ``optax.apply_updates``, but the sync chooses between the
@@ -85,10 +92,10 @@ class LookaheadTransformation(optax.GradientTransformationExtraArgs):
   steps without a sync. :func:`minmaxlab.game_step` uses it; a hand-written loop can too.
   """
 
-  update_and_apply: Callable[..., tuple[Players, LookaheadMinmaxState]]
+  __slots__ = ()
 
 
-def _validate_level(i, sync_period, slow_step_size):
+def validate_level(i, sync_period, slow_step_size):
   check_int_at_least(f"sync_period[{i}]" if i else "sync_period", sync_period, 1)
   check_in(
     f"slow_step_size[{i}]" if i else "slow_step_size",
@@ -104,7 +111,7 @@ def _due(count, k):
   return jax.lax.rem(count, jnp.asarray(k, jnp.int32)) == 0
 
 
-def _synced_slows(slows, fast, count, sync_periods, slow_step_sizes, lazy):
+def synced_slows(slows, fast, count, sync_periods, slow_step_sizes, lazy):
   """The slow weights after the sync that ends step ``count`` (a multiple of the first
   period) at the fast weights ``fast``: every level due moves towards them and resets
   the fast weights and every faster level."""
@@ -125,20 +132,36 @@ def _synced_slows(slows, fast, count, sync_periods, slow_step_sizes, lazy):
   return tuple(slows)
 
 
-def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init, sync_layout):
-  inner = as_transform(inner)
-  if slow_init not in _SLOW_INITS:
-    raise ValueError(f"slow_init must be one of {_SLOW_INITS}, got {slow_init!r}")
+class _Config(NamedTuple):
+  """The static settings of a (nested) Lookahead, fastest level first."""
+
+  sync_periods: tuple
+  slow_step_sizes: tuple
+  reset_state: bool
+  lazy: bool
+  sync_layout: str
+
+
+def _check_config(sync_periods, slow_step_sizes, slow_init, sync_layout):
+  if slow_init not in SLOW_INITS:
+    raise ValueError(f"slow_init must be one of {SLOW_INITS}, got {slow_init!r}")
   if sync_layout not in SYNC_LAYOUTS:
     raise ValueError(f"sync_layout must be one of {SYNC_LAYOUTS}, got {sync_layout!r}")
   for i, (k, a) in enumerate(zip(sync_periods, slow_step_sizes)):
-    _validate_level(i, k, a)
+    validate_level(i, k, a)
   for i in range(1, len(sync_periods)):
     k0, k1 = sync_periods[i - 1], sync_periods[i]
     if not isinstance(k1, jax.core.Tracer) and not isinstance(k0, jax.core.Tracer):
       if int(k1) % int(k0):
         raise ValueError(f"sync_periods must each divide the next, got {tuple(sync_periods)}")
-  lazy = slow_init == "lazy"
+
+
+def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init, sync_layout):
+  inner = as_transform(inner)
+  _check_config(sync_periods, slow_step_sizes, slow_init, sync_layout)
+  config = _Config(
+    tuple(sync_periods), tuple(slow_step_sizes), reset_state, slow_init == "lazy", sync_layout
+  )
 
   def init_fn(params):
     params = require_params(params, "lookahead_minmax")
@@ -149,88 +172,100 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init, syn
       jnp.zeros([], bool),
     )
 
-  def step(updates, state, params, extra_args, apply):
-    """One update; with ``apply`` the sync selects the new params instead of the update."""
-    check_updates(updates, "lookahead_minmax")
-    params = require_params(params, "lookahead_minmax")
-    u, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
-    count = optax.safe_int32_increment(state.count)
-    # With `apply`, the fast weights are formed outside the `cond`, from the inner update
-    # itself: XLA then fuses that add with the inner optimizer's last kernel, or merges it
-    # with the identical add of a scheme that steps the params inside (alternating's max
-    # player, whose new params feed the min player's field), exactly as without Lookahead.
-    fast = optax.apply_updates(params, u) if apply else None
-
-    def sync():
-      at = fast if apply else optax.apply_updates(params, u)
-      slows = _synced_slows(state.slow, at, count, sync_periods, slow_step_sizes, lazy)
-      if apply:  # the params land exactly on the slow weights
-        new = jax.tree.map(lambda w, x: w.astype(x.dtype), slows[0], params)
-      else:  # the update onto them, in the dtype `jnp.where(synced, slow - params, u)` gives
-        new = jax.tree.map(
-          lambda d, x: d.astype(_merged_dtype(d, x)), tree_sub(slows[0], params), u
-        )
-      return new, slows, jnp.ones([], bool)
-
-    def keep():
-      if apply:
-        kept = fast
-      else:  # the dtype `sync`'s update has
-        kept = jax.tree.map(lambda x, d: x.astype(_merged_dtype(d, x)), u, params)
-      return kept, tuple(state.slow), jnp.zeros([], bool)
-
-    # Without `apply` (the optax `update`), the update goes through the `cond` with the slow
-    # weights (issue 11 item 4). On the k-1 steps out of k without a sync the false branch
-    # passes both on untouched: such a step of GDA, EG or optimistic adds at most one write
-    # and one read of `u` (the `cond`'s operand and result, which the caller's
-    # `apply_updates` can no longer fuse with the inner optimizer's last kernel);
-    # alternating, whose max-player update also feeds its field evaluations, materialises
-    # that update and adds it to the params twice (once inside for the min player's field,
-    # once in the caller): 3.0 MB more written and 4.1 MB more read per MLP-GAN step, about
-    # +5% of its time. `update_and_apply` (used by `game_step`) has neither cost. The former
-    # layout (only the slow weights through the `cond`, the update merged outside with
-    # `jnp.where(synced, slow - params, u)`) made every step materialise `u` for the true
-    # branch AND read the slow weights for the select. Same arithmetic in every layout:
-    # tests pin the updates and states bit for bit against the former layout.
-    # The scalar work of a step is the counter's increment, one `rem`+`eq`+`convert` fusion
-    # for the branch index and the copy of a constant in the branch taken: `synced` comes
-    # out of the branches. Compared outside, the `rem` had two consumers and XLA's CPU
-    # fusion kept it alone: `rem`, `eq` and `eq`+`convert`, three kernels (and `%`'s sign
-    # fix-ups) where there is now one (issue 11 item 4: 30 -> 29 kernels a bilinear GDA step).
-    # Under `vmap` with a batched counter the `cond` becomes a select, as a mask would.
-    layout = sync_layout
-    if layout == "auto":
-      layout = "cond" if _steps_inside(state.inner_state) else "select"
-    due = _due(count, sync_periods[0])
-    if apply and layout == "select":
-      # `update_and_apply` without a `cond`: the synced slow weights and params are computed
-      # on every step and selected (the same values bit for bit). It reads the slow weights
-      # and writes them back on every step (with the fast weights written once more for the
-      # selects: 2 more writes and 4 more reads of the params' size), where the `cond` costs
-      # none, but XLA's CPU runtime runs a step holding a `cond` with less parallelism: an
-      # MLP-GAN step of Lookahead-GDA took 5-8% longer than GDA's with the `cond` and 1-2%
-      # with the select (Intel Xeon, 2 cores, issue 11 item 4). Schemes that form params
-      # inside their step (alternating, extragradient, unrolled) keep the `cond` ("auto"):
-      # alternating took +3% with it and +7% with the select.
-      moved = _synced_slows(state.slow, fast, count, sync_periods, slow_step_sizes, lazy)
-      slows = tuple(tree_where(due, m, s) for m, s in zip(moved, state.slow))
-      new = jax.tree.map(lambda w, x: w.astype(x.dtype), slows[0], params)
-      out, synced = tree_where(due, new, fast), due
-    else:
-      out, slows, synced = jax.lax.cond(due, sync, keep)
-    if reset_state:
-      inner_state = jax.lax.cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
-    return out, LookaheadMinmaxState(count, slows, inner_state, synced)
-
   def update_fn(updates, state, params=None, **extra_args):
-    return step(updates, state, params, extra_args, apply=False)
+    return _step(inner, config, updates, state, params, extra_args, apply=False)
 
   def update_and_apply(updates, state, params, **extra_args):
-    return step(updates, state, params, extra_args, apply=True)
+    return _step(inner, config, updates, state, params, extra_args, apply=True)
 
-  tx = LookaheadTransformation(init_fn, update_fn)
-  tx.update_and_apply = update_and_apply
-  return tx
+  return LookaheadTransformation(init_fn, update_fn, update_and_apply)
+
+
+def _branches(config, state, params, u, fast, count, apply):
+  """The ``(sync, keep)`` branches of the ``cond``: each returns ``(out, slows, synced)``,
+  ``out`` the new params with ``apply``, else the update."""
+
+  def sync():
+    at = fast if apply else optax.apply_updates(params, u)
+    slows = synced_slows(
+      state.slow, at, count, config.sync_periods, config.slow_step_sizes, config.lazy
+    )
+    if apply:  # the params land exactly on the slow weights
+      new = jax.tree.map(lambda w, x: w.astype(x.dtype), slows[0], params)
+    else:  # the update onto them, in the dtype `jnp.where(synced, slow - params, u)` gives
+      new = jax.tree.map(lambda d, x: d.astype(_merged_dtype(d, x)), tree_sub(slows[0], params), u)
+    return new, slows, jnp.ones([], bool)
+
+  def keep():
+    if apply:
+      kept = fast
+    else:  # the dtype `sync`'s update has
+      kept = jax.tree.map(lambda x, d: x.astype(_merged_dtype(d, x)), u, params)
+    return kept, tuple(state.slow), jnp.zeros([], bool)
+
+  return sync, keep
+
+
+def _selected_sync(config, state, params, fast, count, due):
+  """``update_and_apply`` without a ``cond``: the synced slow weights and params are computed
+  on every step and selected (the same values bit for bit as the ``cond``'s)."""
+  # It reads the slow weights and writes them back on every step (with the fast weights
+  # written once more for the selects: 2 more writes and 4 more reads of the params' size),
+  # where the `cond` costs none, but XLA's CPU runtime runs a step holding a `cond` with less
+  # parallelism: an MLP-GAN step of Lookahead-GDA took 5-8% longer than GDA's with the `cond`
+  # and 1-2% with the select (Intel Xeon, 2 cores, issue 11 item 4). Schemes that form params
+  # inside their step (alternating, extragradient, unrolled) keep the `cond` ("auto"):
+  # alternating took +3% with it and +7% with the select.
+  moved = synced_slows(
+    state.slow, fast, count, config.sync_periods, config.slow_step_sizes, config.lazy
+  )
+  slows = tuple(tree_where(due, m, s) for m, s in zip(moved, state.slow))
+  new = jax.tree.map(lambda w, x: w.astype(x.dtype), slows[0], params)
+  return tree_where(due, new, fast), slows, due
+
+
+def _step(inner, config, updates, state, params, extra_args, apply):
+  """One update; with ``apply`` the sync selects the new params instead of the update."""
+  check_updates(updates, "lookahead_minmax")
+  params = require_params(params, "lookahead_minmax")
+  u, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
+  count = optax.safe_int32_increment(state.count)
+  # With `apply`, the fast weights are formed outside the `cond`, from the inner update
+  # itself: XLA then fuses that add with the inner optimizer's last kernel, or merges it
+  # with the identical add of a scheme that steps the params inside (alternating's max
+  # player, whose new params feed the min player's field), exactly as without Lookahead.
+  fast = optax.apply_updates(params, u) if apply else None
+  # Without `apply` (the optax `update`), the update goes through the `cond` with the slow
+  # weights (issue 11 item 4). On the k-1 steps out of k without a sync the false branch
+  # passes both on untouched: such a step of GDA, EG or optimistic adds at most one write
+  # and one read of `u` (the `cond`'s operand and result, which the caller's
+  # `apply_updates` can no longer fuse with the inner optimizer's last kernel);
+  # alternating, whose max-player update also feeds its field evaluations, materialises
+  # that update and adds it to the params twice (once inside for the min player's field,
+  # once in the caller): 3.0 MB more written and 4.1 MB more read per MLP-GAN step, about
+  # +5% of its time. `update_and_apply` (used by `game_step`) has neither cost. The former
+  # layout (only the slow weights through the `cond`, the update merged outside with
+  # `jnp.where(synced, slow - params, u)`) made every step materialise `u` for the true
+  # branch AND read the slow weights for the select. Same arithmetic in every layout:
+  # tests pin the updates and states bit for bit against the former layout.
+  # The scalar work of a step is the counter's increment, one `rem`+`eq`+`convert` fusion
+  # for the branch index and the copy of a constant in the branch taken: `synced` comes
+  # out of the branches. Compared outside, the `rem` had two consumers and XLA's CPU
+  # fusion kept it alone: `rem`, `eq` and `eq`+`convert`, three kernels (and `%`'s sign
+  # fix-ups) where there is now one (issue 11 item 4: 30 -> 29 kernels a bilinear GDA step).
+  # Under `vmap` with a batched counter the `cond` becomes a select, as a mask would.
+  layout = config.sync_layout
+  if layout == "auto":
+    layout = "cond" if _steps_inside(state.inner_state) else "select"
+  due = _due(count, config.sync_periods[0])
+  if apply and layout == "select":
+    out, slows, synced = _selected_sync(config, state, params, fast, count, due)
+  else:
+    sync, keep = _branches(config, state, params, u, fast, count, apply)
+    out, slows, synced = jax.lax.cond(due, sync, keep)
+  if config.reset_state:
+    inner_state = jax.lax.cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
+  return out, LookaheadMinmaxState(count, slows, inner_state, synced)
 
 
 def lookahead_minmax(
@@ -343,108 +378,6 @@ def nested_lookahead_minmax(
       f" length, got {sync_periods} and {slow_step_sizes}"
     )
   return _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init, sync_layout)
-
-
-_INT32_MAX = int(jnp.iinfo(jnp.int32).max)
-
-
-def lookahead_scan(
-  inner: optax.GradientTransformation,
-  field_fn: Callable[[Players, Any, int], Any],
-  params: Players,
-  opt_state: LookaheadMinmaxState,
-  xs: Any,
-  sync_period: int = 5,
-  slow_step_size: float = 0.5,
-  reset_state: bool = False,
-  slow_init: str = "params",
-  **extra_args: Any,
-) -> tuple[Players, LookaheadMinmaxState, Any]:
-  r"""Many game steps of :func:`lookahead_minmax` as blocks of ``sync_period`` steps.
-
-  Each block runs the inner scheme's ``k = sync_period`` steps in an inner
-  ``lax.scan`` (plain :func:`minmaxlab.game_step` of ``inner``: no counter, no
-  ``cond``, nothing more than the inner scheme per step), then the sync: for
-  loops whose steps are so short (tens of microseconds) that the transform's
-  per-step counter and ``cond`` show. It does the operations of a ``lax.scan``
-  of ``game_step`` with ``lookahead_minmax(inner, sync_period, slow_step_size,
-  reset_state, slow_init)`` over ``xs`` in the same order (params and updates
-  of one dtype, counts below ``2**31 - 1``): op by op the params, state and
-  values are equal bit for bit (compiled, XLA may fuse the two programs
-  differently: the last bits can differ). A sync sets the params to the slow
-  weights exactly, as ``update_and_apply`` does.
-
-  Example:
-    >>> tx = lookahead_minmax(optax.adam(1e-3), 5, 0.5)
-    >>> state = tx.init(params)
-    >>> params, state, losses = lookahead_scan(
-    ...     optax.adam(1e-3), lambda p, batch, i: vaf(p, batch[i]), params, state, batches,
-    ...     sync_period=5, slow_step_size=0.5)
-
-  Args:
-    inner: the inner optax transform or game scheme (as given to
-      :func:`lookahead_minmax`).
-    field_fn: ``field_fn(params, x, i)``: the field (or ``(value, field)``) for
-      the ``i``-th evaluation of the step whose slice of ``xs`` is ``x``.
-    params: the fast weights.
-    opt_state: the state of ``lookahead_minmax(inner, sync_period, ...)`` at a
-      sync boundary (its count a multiple of ``sync_period``, as after ``init``
-      or any sync; checked when the count is concrete).
-    xs: a pytree of arrays with a leading step axis, its length a multiple of
-      ``sync_period``.
-    sync_period: ``k >= 1``, a Python int (the block length).
-    slow_step_size: ``alpha`` in ``(0, 1]``.
-    reset_state: reinitialise the inner state at the slow weights after a sync.
-    slow_init: ``"params"`` or ``"lazy"``, as in :func:`lookahead_minmax`.
-    **extra_args: passed to ``game_step`` (e.g. ``unrolled``'s ``loss_fn``).
-
-  Returns:
-    ``(params, opt_state, values)``: ``values`` stacks every step's value of
-    evaluation 0 (``None`` when ``field_fn`` returns the field alone).
-  """
-  from minmaxlab.transforms._step import game_step  # noqa: PLC0415 (_step builds on this layer)
-
-  inner = as_transform(inner)
-  if isinstance(sync_period, jax.core.Tracer) or not isinstance(sync_period, int):
-    raise ValueError(f"sync_period must be a Python int (the block length), got {sync_period!r}")
-  _validate_level(0, sync_period, slow_step_size)
-  if slow_init not in _SLOW_INITS:
-    raise ValueError(f"slow_init must be one of {_SLOW_INITS}, got {slow_init!r}")
-  if not isinstance(opt_state, LookaheadMinmaxState) or len(opt_state.slow) != 1:
-    raise ValueError("opt_state must be the state of lookahead_minmax(inner, ...) (one level)")
-  k = sync_period
-  lengths = {jnp.shape(x)[0] if jnp.ndim(x) else None for x in jax.tree.leaves(xs)}
-  if len(lengths) != 1 or None in lengths or next(iter(lengths)) % k:
-    raise ValueError(
-      f"xs must be arrays with one leading step axis whose length is a multiple of"
-      f" sync_period={k}, got leading lengths {sorted(lengths, key=str)}"
-    )
-  n = lengths.pop()
-  if not isinstance(opt_state.count, jax.core.Tracer) and int(opt_state.count) % k:
-    raise ValueError(
-      f"opt_state.count must be a multiple of sync_period={k} (a sync boundary),"
-      f" got {int(opt_state.count)}"
-    )
-  lazy = slow_init == "lazy"
-
-  def step(carry, x):
-    p, s = carry
-    p, s, value = game_step(inner, lambda q, i: field_fn(q, x, i), p, s, **extra_args)
-    return (p, s), value
-
-  def block(carry, xb):
-    p, state = carry
-    (fast, s), values = jax.lax.scan(step, (p, state.inner_state), xb)
-    count = jnp.where(state.count <= _INT32_MAX - k, state.count + k, _INT32_MAX)
-    slows = _synced_slows(state.slow, fast, count, (k,), (slow_step_size,), lazy)
-    p = jax.tree.map(lambda a, x: a.astype(x.dtype), slows[0], fast)  # as update_and_apply
-    if reset_state:
-      s = inner.init(slows[0])
-    return (p, LookaheadMinmaxState(count, slows, s, jnp.ones([], bool))), values
-
-  blocks = jax.tree.map(lambda a: a.reshape(n // k, k, *a.shape[1:]), xs)
-  (params, opt_state), values = jax.lax.scan(block, (params, opt_state), blocks)
-  return params, opt_state, jax.tree.map(lambda a: a.reshape(n, *a.shape[2:]), values)
 
 
 def _find_states(tree, kind):

@@ -45,7 +45,8 @@ def per_player(
     max: transform of the maximising player.
 
   Returns:
-    An ``optax.GradientTransformationExtraArgs`` over ``Players`` trees.
+    A :class:`PerPlayerTransformation` (an ``optax.GradientTransformationExtraArgs``
+    over ``Players`` trees whose ``players`` field holds the two transforms).
   """
   parts = PlayerTransforms(as_transform(min, "min"), as_transform(max, "max"))
 
@@ -62,6 +63,4 @@ def per_player(
     u_max, s_max = parts.max.update(updates.max, state.max, p_max, **extra_args)
     return Players(u_min, u_max), PerPlayerState(s_min, s_max)
 
-  tx = PerPlayerTransformation(init_fn, update_fn)
-  tx.players = parts
-  return tx
+  return PerPlayerTransformation(init_fn, update_fn, parts)
