@@ -149,6 +149,7 @@ STUDY_MODULES = (
   "experiments.coevolution.ring_study",
   "experiments.pbt.results",
   "experiments.coevolution.lipizzaner_config",
+  "experiments.gan.dynamics_report",
 )
 
 

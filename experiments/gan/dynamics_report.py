@@ -1,0 +1,162 @@
+"""The figure and the generated README block of the game-dynamics study
+(``dynamics_study.py``, protocol ``protocols/dynamics.v1.json``), made from the committed
+per-seed JSON only; the verdicts come from ``experiments.stats``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from experiments.gan.dynamics_study import FIGURE, PROTOCOL, RESULTS, load_runs
+
+# metrics.jsonl key -> (label, digits in the table)
+METRICS = {
+  "dynamics/rotation_share": ("rotational share", 3),
+  "dynamics/max_imag": ("top |Im λ|", 2),
+  "fid": ("FID", 1),
+  "dynamics/spectral_radius_per_step": ("update-operator radius per step", 5),
+  "dynamics/top_abs": ("|λ_0|", 1),
+}
+PANELS = (
+  "dynamics/rotation_share",
+  "dynamics/max_imag",
+  "fid",
+  "dynamics/spectral_radius_per_step",
+)
+
+
+def endpoint(run: dict, key: str, steps) -> float:
+  """The mean of ``run``'s ``key`` over its evaluations at ``steps`` (``nan`` if it has
+  none of that key; ``ValueError`` naming the run if a step is missing)."""
+  by_step = {row["step"]: row for row in run["curves"]}
+  missing = [s for s in steps if s not in by_step]
+  if missing:
+    raise ValueError(f"{run['arm']} seed {run['seed']} has no evaluation at steps {missing}")
+  values = [by_step[s].get(key, np.nan) for s in steps]
+  return float(np.mean(values))
+
+
+def plot(runs: list[dict], path: Path = FIGURE) -> Path:
+  """Rotational share, top |Im λ|, FID and the update operator's radius per step against
+  generator steps: every seed faint, the median over seeds bold, one colour per arm."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  fig, axes = plt.subplots(1, len(PANELS), figsize=(3.6 * len(PANELS), 3.2))
+  colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+  arms = list(dict.fromkeys(r["arm"] for r in runs))
+  for ax, key in zip(axes, PANELS):
+    for color, arm in zip(colors, arms):
+      mine = [r for r in runs if r["arm"] == arm]
+      curves = [[(row["step"], row[key]) for row in r["curves"] if key in row] for r in mine]
+      curves = [c for c in curves if c]
+      for c in curves:
+        ax.plot(*zip(*c), color=color, alpha=0.25, lw=0.8)
+      if curves:
+        n = min(len(c) for c in curves)
+        steps = [s for s, _ in curves[0][:n]]
+        median = np.median([[v for _, v in c[:n]] for c in curves], axis=0)
+        ax.plot(steps, median, color=color, lw=2, label=f"{mine[0]['label']} ({len(curves)})")
+    ax.set_title(METRICS[key][0], fontsize=9)
+    ax.set_xlabel("generator steps")
+  axes[2].set_yscale("log")
+  axes[0].legend(fontsize=7)
+  fig.tight_layout()
+  path = Path(path)
+  path.parent.mkdir(parents=True, exist_ok=True)
+  fig.savefig(path, dpi=70)
+  plt.close(fig)
+  return path
+
+
+def _verdict(stats, values, a, b, labels, key, alpha, test, p=None) -> str:
+  r = stats.compare(values[a], values[b], test=test)
+  raw = r["p"]
+  text = stats.verdict(
+    dict(r, p=raw if p is None else p),
+    alpha=alpha,
+    name_a=labels[a],
+    name_b=labels[b],
+    lower_is_better=True,
+    metric=METRICS[key][0],
+    digits=METRICS[key][1],
+  )
+  if p is not None:
+    label = stats.TEST_LABELS[test]
+    text = text.replace(
+      f"{label} p = {stats.fmt_p(p)}",
+      f"{label} p = {stats.fmt_p(p)} Holm-adjusted over 2, {stats.fmt_p(raw)} raw",
+      1,
+    )
+  return f"- {METRICS[key][0]}: {text}"
+
+
+def readme_table(protocol_path=PROTOCOL, out=RESULTS) -> str:
+  """The README block ``dynamics_v1``: every seed's endpoint means, the co-primary
+  verdicts (Holm over the two metrics), the secondary ones (raw p), the CPU seconds."""
+  from experiments import _report, stats
+
+  protocol = _report.load_protocol(protocol_path)
+  prim, steps = protocol["primary"], protocol["endpoint_steps"]
+  labels = {a: spec["label"] for a, spec in protocol["arms"].items()}
+  runs = [r for r in load_runs(out) if r["arm"] in labels and r["seed"] in protocol["seeds"]]
+  by_arm = {a: [r for r in runs if r["arm"] == a] for a in labels}
+  lines = _report.incomplete_note(by_arm, labels, len(protocol["seeds"]))
+  lines += [
+    f"Endpoint: the mean of each run's evaluations at steps {steps[0]}-{steps[-1]}.",
+    "",
+    "| method | seed | steps | "
+    + " | ".join(label.replace("|", "\\|") for label, _ in METRICS.values())
+    + " |",
+    "|---|---|---|" + "---|" * len(METRICS),
+  ]
+  values: dict[str, dict[str, list[float]]] = {k: {a: [] for a in labels} for k in METRICS}
+  for a, rs in by_arm.items():
+    for r in rs:
+      cells = [
+        labels[a],
+        str(r["seed"]),
+        str(r["steps"]) + (" (diverged)" if r["diverged"] else ""),
+      ]
+      for key, (_, digits) in METRICS.items():
+        v = endpoint(r, key, steps) if not r["diverged"] else np.nan
+        if np.isfinite(v):
+          values[key][a].append(v)
+        cells.append(f"{v:.{digits}f}" if np.isfinite(v) else "-")
+      lines.append("| " + " | ".join(cells) + " |")
+  (a, b), test, alpha = prim["comparisons"][0], prim["test"], prim["alpha"]
+  ran = {k: len(values[k][a]) > 1 and len(values[k][b]) > 1 for k in METRICS}
+  lines += [
+    "",
+    f"**Primary** (registered: {labels[a]} vs {labels[b]}, endpoint means; "
+    f"{stats.TEST_LABELS[test]}, alpha {alpha}, Holm over the two co-primary metrics):",
+  ]
+  raw = [
+    stats.compare(values[k][a], values[k][b], test=test)["p"] if ran[k] else 1.0
+    for k in prim["metrics"]
+  ]
+  for key, p in zip(prim["metrics"], stats.holm(raw)):
+    if not ran[key]:
+      lines.append(f"- {METRICS[key][0]}: not tested, an arm has fewer than two runs.")
+      continue
+    lines.append(_verdict(stats, values[key], a, b, labels, key, alpha, test, p))
+  lines += ["", "Secondary (same test, raw p):"]
+  for key in ("fid", "dynamics/spectral_radius_per_step"):
+    if ran[key]:
+      lines.append(_verdict(stats, values[key], a, b, labels, key, alpha, test))
+  cpu = sum(r["cpu_s_last_process"] for r in runs)
+  lines += ["", f"CPU time of the runs' last processes: {cpu / 60:.1f} CPU-minutes."]
+  lines += _report.scorer_lines(_report.one_scorer(runs, lambda r: f"{r['arm']} s{r['seed']}"))
+  return "\n".join(lines)
+
+
+def _register() -> None:
+  from experiments import _report
+
+  _report.register("dynamics_v1", "experiments/gan/README.md", f"{__name__}:readme_table")
+
+
+_register()
