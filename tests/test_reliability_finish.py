@@ -240,3 +240,25 @@ def test_main_job_killed_before_its_comparison_completes_it_when_rerun(tmp_path)
   assert {"comparison.png", "baseline_1x1/summary.json"} <= set(marker["products"])
   assert runner.is_finished(wd, 2) and runner.is_finished(wd / "baseline_1x1", 2)
 
+
+def test_pbt_campaign_finish_interrupted_at_each_point_is_completed(tmp_path, fault):
+  from experiments.pbt import train
+  from experiments.pbt.configs import smoke
+
+  config = smoke.get_config()
+  for point in ("finish:figures", "finish:summary", "finish:marker"):
+    wd = tmp_path / point.replace(":", "_")
+    fault(point)
+    with pytest.raises(Killed):
+      train.train(config, wd, workers=0, timeout=_procs.scaled(600), log=lambda text: None)
+    assert not runner.is_finished(wd, config.num_trials), point
+    fault(None)
+    s = train.train(config, wd, workers=0, timeout=_procs.scaled(120), log=lambda text: None)
+    assert s["done"] == config.num_trials and runner.is_finished(wd, config.num_trials)
+    products = json.loads((wd / "finished.json").read_text())["products"]
+    assert {"lineage.jsonl", "lineages.png", "summary.json"} <= set(products)
+    assert any(p.startswith("checkpoints/trial_") for p in products)  # the best trial's
+    logs = []
+    again = train.train(config, wd, workers=0, timeout=_procs.scaled(120), log=logs.append)
+    assert again == json.loads((wd / "summary.json").read_text())
+    assert logs == [f"{wd}: finished earlier ({config.num_trials} trials); nothing changed"]

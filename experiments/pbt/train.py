@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -393,40 +394,59 @@ def train(
     controller = _controller(config, workdir, task, workers)
     status = None
   try:
-    if status is None:
-      status = controller.run(
-        timeout=timeout,
-        on_progress=_Progress(controller, config.num_trials, task, log),
-        budget_s=budget_s,
-      )
-    rows = _lineage_rows(controller.store, task)
-    with open(workdir / "lineage.jsonl", "w") as f:
-      for r in rows:
-        f.write(json.dumps(r) + "\n")
-    best = controller.store.best(controller.ranking)
-    chain = [] if best is None else controller.store.lineage(best.id)  # none: budget spent
-    plot_lineages(workdir / "lineages.png", controller.store, task)
-    population = {m: controller.store.trial(t) for m, t in controller.store.population().items()}
-    summary = {
-      **status,
-      "workers": workers,
-      "wall_seconds": time.monotonic() - start,
-      "best_lineage": [
-        {
-          "trial": c.id,
-          "start_step": c.start_step,
-          "fitness": c.fitness,
-          **c.hparams,
-          **task.describe(c.hparams),
-        }
-        for c in chain
-      ],
-      "population": [
-        {"member": m, "trial": t.id, "fitness": t.fitness, **task.describe(t.hparams)}
-        for m, t in sorted(population.items())
-      ],
-    }
+    with runner.workdir_lock(workdir):  # held until the outputs and the finish marker are written
+      if status is None:
+        if runner.is_finished(workdir, config.num_trials):
+          log(f"{workdir}: finished earlier ({config.num_trials} trials); nothing changed")
+          return json.loads((workdir / "summary.json").read_text())
+        status = controller.run(
+          timeout=timeout,
+          on_progress=_Progress(controller, config.num_trials, task, log),
+          budget_s=budget_s,
+        )
+      return _finish(config, workdir, controller, task, status, workers, start)
   finally:
     controller.close()
-  (workdir / "summary.json").write_text(json.dumps(summary, indent=1))
+
+
+def _finish(config, workdir: Path, controller, task, status, workers, start) -> dict:
+  """Write the campaign's outputs (``lineage.jsonl``, ``lineages.png``, ``summary.json``)
+  and, when every trial is done (not a spent budget), the finish marker
+  (``runner.finish``) last; returns the summary. A campaign cut short anywhere in here is
+  completed by the same command."""
+  rows = _lineage_rows(controller.store, task)
+  tmp = workdir / ".tmp-lineage.jsonl"
+  tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+  tmp.replace(workdir / "lineage.jsonl")
+  best = controller.store.best(controller.ranking)
+  chain = [] if best is None else controller.store.lineage(best.id)  # none: budget spent
+  runner.fault_point("finish:figures")
+  plot_lineages(workdir / "lineages.png", controller.store, task)
+  population = {m: controller.store.trial(t) for m, t in controller.store.population().items()}
+  summary = {
+    **status,
+    "workers": workers,
+    "wall_seconds": time.monotonic() - start,
+    "best_lineage": [
+      {
+        "trial": c.id,
+        "start_step": c.start_step,
+        "fitness": c.fitness,
+        **c.hparams,
+        **task.describe(c.hparams),
+      }
+      for c in chain
+    ],
+    "population": [
+      {"member": m, "trial": t.id, "fitness": t.fitness, **task.describe(t.hparams)}
+      for m, t in sorted(population.items())
+    ],
+  }
+  runner.fault_point("finish:summary")
+  runner.write_json(workdir / "summary.json", summary, indent=1)
+  if not status.get("budget_ended"):
+    products = ["pbt.sqlite", "lineage.jsonl", "lineages.png", "summary.json"]
+    if best is not None and best.ckpt and not best.ckpt_deleted:  # the best checkpoint
+      products.append(os.path.relpath(best.ckpt, workdir.resolve()))
+    runner.finish(workdir, config.num_trials, products)
   return summary
