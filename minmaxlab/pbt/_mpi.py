@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import os
 import sys
 import time
 import traceback
@@ -233,7 +234,8 @@ def mpi_worker(comm=None) -> int:
   try:
     proxy = _RankStore(comm)
     task = proxy._call("task")
-    init_fn, train_fn = resolve_task(task_spec(task["task"]["target"], task["task"]["args"]))
+    spec = task_spec(task["task"]["target"], task["task"]["args"])
+    init_fn, train_fn = resolve_task(spec, os.path.dirname(task["ckpt_root"]))
     return serve_trials(
       lambda: proxy,
       task["ckpt_root"],

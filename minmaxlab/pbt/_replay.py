@@ -44,7 +44,7 @@ def replay(
   if init_fn is None or train_fn is None:
     if stored is None:
       raise ValueError(f"{workdir}: no named task recorded; pass init_fn and train_fn")
-    init_fn, train_fn = resolve_task(task_spec(stored["target"], stored["args"]))
+    init_fn, train_fn = resolve_task(task_spec(stored["target"], stored["args"]), workdir)
   state = init_fn(chain[0])
   fitness = None
   for t in chain:

@@ -9,16 +9,22 @@ installed where it runs. ``function(**args)`` returns either an object with
 
 Only functions marked with :func:`named_task` can be named: a store written by
 someone else can make a worker import an installed module, but it cannot make
-it call ``os.system`` or any other function that is not declared a PBT task.
+it call ``os.system`` or any other function that is not declared a PBT task, and a
+worker never imports a module from the run's folder (:func:`resolve_task`).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import math
+import os
 import re
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NamedTuple
 
 _MARK = "__minmaxlab_pbt_task__"
@@ -84,13 +90,58 @@ def task_spec(target: str, args: Mapping[str, Any] | None = None) -> TaskSpec:
   return TaskSpec(target, json.loads(json.dumps(args)))
 
 
-def resolve_task(spec: TaskSpec) -> tuple[Callable, Callable]:
-  """Import ``spec.target``, call it with ``spec.args``; return ``(init_fn, train_fn)``."""
-  module_name, _, attr = spec.target.partition(":")
+def _inside(path: str | os.PathLike, folder: Path) -> bool:
+  p = Path(path or os.curdir).resolve()
+  return p == folder or folder in p.parents
+
+
+@contextmanager
+def _path_without(folder: Path | None) -> Iterator[None]:
+  """``sys.path`` without its entries inside ``folder`` (``""``: the current directory) for
+  the block."""
+  saved = list(sys.path)
+  if folder is not None:
+    sys.path[:] = [p for p in saved if not _inside(p, folder)]
   try:
-    obj: Any = importlib.import_module(module_name)
-  except ImportError as e:
-    raise ValueError(f"PBT task {spec.target!r}: cannot import {module_name!r}: {e}") from e
+    yield
+  finally:
+    sys.path[:] = saved
+
+
+def _import(target: str, module_name: str, workdir: str | os.PathLike | None):
+  """Import ``module_name``; with ``workdir``, never from inside it (see :func:`resolve_task`)."""
+  folder = None if workdir is None else Path(workdir).expanduser().resolve()
+  with _path_without(folder):
+    try:
+      if folder is not None:  # locate the top-level module without running it
+        found = importlib.util.find_spec(module_name.split(".")[0])
+        where = (
+          None
+          if found is None
+          else (found.origin or next(iter(found.submodule_search_locations or ()), None))
+        )
+        if where and _inside(where, folder):
+          raise ValueError(
+            f"PBT task {target!r}: {module_name} lies in the run's folder {folder} (data, not"
+            " code); refusing to import it"
+          )
+      return importlib.import_module(module_name)
+    except ImportError as e:
+      raise ValueError(f"PBT task {target!r}: cannot import {module_name!r}: {e}") from e
+
+
+def resolve_task(
+  spec: TaskSpec, workdir: str | os.PathLike | None = None
+) -> tuple[Callable, Callable]:
+  """Import ``spec.target``, call it with ``spec.args``; return ``(init_fn, train_fn)``.
+
+  ``workdir``: the run's folder, which holds data that anyone with access to the store may
+  have written: the module is imported with every ``sys.path`` entry inside that folder left
+  out (the current directory too, when a worker starts there), and a top-level module that
+  would still be found inside it is refused before any of its code runs.
+  """
+  module_name, _, attr = spec.target.partition(":")
+  obj: Any = _import(spec.target, module_name, workdir)
   for part in attr.split("."):
     if not hasattr(obj, part):
       raise ValueError(f"PBT task {spec.target!r}: {module_name} has no {attr!r}")

@@ -390,7 +390,8 @@ def join_run(
     time.sleep(0.1)
   if not isinstance(task, dict) or not isinstance(task.get("task"), dict):
     raise ValueError(f"{store_path}: no named task in the store (functions run inline only)")
-  init_fn, train_fn = resolve_task(task_spec(task["task"]["target"], task["task"]["args"]))
+  spec = task_spec(task["task"]["target"], task["task"]["args"])
+  init_fn, train_fn = resolve_task(spec, workdir)  # never a module of the workdir
   return worker_loop(
     str(store_path),
     str(workdir / "checkpoints"),
