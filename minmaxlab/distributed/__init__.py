@@ -29,7 +29,6 @@ from minmaxlab.distributed._mpi import MPIExchange, mpi_blocks
 __all__ = [
   "Backend",
   "BlockExchange",
-  "make_backend",
   "MPIExchange",
   "MeshExchange",
   "check_grid_fits",
@@ -37,6 +36,7 @@ __all__ = [
   "grid_mesh",
   "grid_shardings",
   "initialize",
+  "make_backend",
   "mpi_blocks",
   "shard_grid",
   "sharded_step",

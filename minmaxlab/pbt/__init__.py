@@ -19,6 +19,8 @@ wall-clock budget (``run(budget_s=...)``) and early stopping
 are local processes, external processes joining through the store
 (``python -m minmaxlab.pbt worker``) or MPI ranks (:func:`run_mpi` under
 ``mpirun -n P``: rank 0 the controller).
+
+``set_hyperparams`` is an alias of :func:`minmaxlab.transforms.set_hyperparams` (its one home).
 """
 
 from minmaxlab.pbt._controller import (
@@ -55,7 +57,6 @@ from minmaxlab.pbt._vectorized import (
   PBTState,
   VectorizedPBT,
   gather_members,
-  set_hyperparams,
   tournament_exploit,
   truncation_exploit,
   truncation_size,
@@ -63,50 +64,55 @@ from minmaxlab.pbt._vectorized import (
 )
 from minmaxlab.pbt._worker import join_run, load_checkpoint, run_trial, serve_trials, worker_loop
 
+# An alias, not a second definition: the setter of hyperparameters in ``inject_hyperparams``
+# states lives in ``minmaxlab.transforms``; vectorized PBT's explore step uses it, so ``pbt``
+# re-exports the same function (``pbt.set_hyperparams is transforms.set_hyperparams``).
+from minmaxlab.transforms import set_hyperparams
+
 __all__ = [
   "CampaignFailed",
-  "ConfigMismatch",
-  "ControllerGone",
-  "TaskSpec",
-  "named_task",
-  "resolve_task",
-  "task_spec",
   "Categorical",
+  "ConfigMismatch",
   "Continuous",
   "Controller",
+  "ControllerGone",
   "EarlyStop",
-  "Ranking",
-  "comparator_ranking",
-  "key_ranking",
-  "pareto_fronts",
-  "pareto_rank",
-  "scalar",
-  "weighted_sum",
-  "Store",
-  "Trial",
   "PBTState",
+  "Ranking",
+  "Store",
+  "TaskSpec",
+  "Trial",
   "VectorizedPBT",
+  "comparator_ranking",
   "explore",
-  "exponential_decay",
   "explore_values",
+  "exponential_decay",
   "gather_members",
   "join_run",
+  "key_ranking",
   "load_checkpoint",
   "mpi_worker",
   "mpi_world",
+  "named_task",
   "needed_trials",
+  "pareto_fronts",
+  "pareto_rank",
   "piecewise_constant",
   "replay",
+  "resolve_task",
   "run_mpi",
   "run_trial",
   "sample_prior",
   "sample_values",
+  "scalar",
   "serve_trials",
   "set_hyperparams",
+  "task_spec",
   "tournament_exploit",
   "truncation_exploit",
   "truncation_size",
   "validate_space",
   "vectorized_pbt",
+  "weighted_sum",
   "worker_loop",
 ]

@@ -23,9 +23,9 @@ from minmaxlab.gan.models._pair import make_pair
 from minmaxlab.gan.models._resnet import resnet_discriminator, resnet_generator
 
 __all__ = [
+  "BatchStatNorm",
   "DCGANDiscriminator",
   "DCGANGenerator",
-  "BatchStatNorm",
   "GANPair",
   "Model",
   "dcgan_discriminator",
