@@ -8,13 +8,6 @@ from minmaxlab.transforms._averaging import (
   slow_ema,
   uniform,
 )
-from minmaxlab.transforms._by_player import (
-  count_learning_rates,
-  merge_by_player,
-  player_labels,
-  set_hyperparams,
-  set_learning_rates,
-)
 from minmaxlab.transforms._common import (
   FieldFn,
   PerPlayerTransformation,
@@ -32,6 +25,13 @@ from minmaxlab.transforms._lookahead import (
   nested_lookahead_minmax,
 )
 from minmaxlab.transforms._lookahead_scan import lookahead_scan
+from minmaxlab.transforms._opt_state import (
+  count_learning_rates,
+  merge_by_player,
+  player_labels,
+  set_hyperparams,
+  set_learning_rates,
+)
 from minmaxlab.transforms._optimistic import OptimisticState, optimistic
 from minmaxlab.transforms._per_player import PerPlayerState, per_player
 from minmaxlab.transforms._step import (

@@ -1,4 +1,5 @@
-"""Split and merge optimizer states by player, and write hyperparameters into them."""
+"""Optimizer states by player: label, split and merge them, and write hyperparameters into
+them (``inject_hyperparams`` states)."""
 
 from __future__ import annotations
 
