@@ -224,6 +224,10 @@ def main(argv: list[str]) -> int:
     return rc
   ensure_fashion_mnist()
   workers = ["-n", "2"] if "-n" not in rest else []
+  if not any(a.startswith("--dist") for a in rest):
+    # one test file per unit of work (its module fixtures and compiled programs are shared
+    # by its tests), in the order of tests/conftest.py (files with slow tests first)
+    workers += ["--dist", "loadfile", "--no-loadscope-reorder"]
   # the slowest tests, printed at the end of every run: where CI's 20 minutes go
   durations = [] if any(a.startswith("--durations") for a in rest) else ["--durations=20"]
   rc = run_child([str(PY), "-m", "pytest", "-q", *workers, *durations, *rest])

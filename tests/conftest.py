@@ -1,5 +1,14 @@
-"""Test set-up: 4 fake CPU devices before JAX starts, shared fixtures, and a
-session-end check that no test left a process behind.
+"""Test set-up: 4 fake CPU devices before JAX starts, one compilation cache per session,
+shared fixtures, the order of the tests, and a session-end check that no test left a
+process behind.
+
+The first pytest process (the xdist controller, or the only process) makes a fresh folder
+for JAX's persistent compilation cache and the stored programs
+(``MINMAXLAB_CACHE_DIR``, unless already set) and removes it at the end: every worker and
+every process a test starts (the experiments' ``main``, benchmarks) shares it, so a program
+compiled by one is loaded by the next, on any host as in CI, and the user's own cache
+(``~/.cache/minmaxlab``) is neither read nor filled. Tests that time or count cold
+compiles set a folder of their own.
 
 Every pytest process (the xdist workers included) marks the environment its
 children inherit with ``MINMAXLAB_TEST_OWNER=<its pid>``; at the end of the
@@ -8,14 +17,20 @@ orphaned grandchild re-parented to init) is listed, killed, and fails the run.
 """
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "4")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
 OWNER = "MINMAXLAB_TEST_OWNER"
 os.environ[OWNER] = str(os.getpid())
+CACHE = "MINMAXLAB_CACHE_DIR"  # runner.compilation_cache_dir()
+_SESSION_CACHE = None  # the folder this process made (and removes at the end)
+if CACHE not in os.environ:
+  _SESSION_CACHE = os.environ[CACHE] = tempfile.mkdtemp(prefix="minmaxlab-test-cache-")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -35,6 +50,15 @@ def key():
   return jax.random.key(0)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+  """The files holding a ``slow`` test first, each file's tests kept together and in
+  order: with ``dev.py test`` (xdist, one file per unit of work) the longest files start
+  first and the workers finish together."""
+  slow = {item.path for item in items if item.get_closest_marker("slow")}
+  items.sort(key=lambda item: item.path not in slow)  # stable: the order within a file stays
+
+
 def leftover_processes() -> list[int]:
   """Live processes started (directly or not) by this pytest process."""
   if not sys.platform.startswith("linux"):
@@ -51,6 +75,8 @@ def pytest_testnodedown(node, error):  # xdist: a worker finished
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
+  if _SESSION_CACHE is not None:
+    shutil.rmtree(_SESSION_CACHE, ignore_errors=True)
   config = session.config
   if not hasattr(config, "workerinput") and getattr(config.option, "numprocesses", None):
     if _WORKER_LEFTOVERS:  # the xdist controller: its workers checked their own children
