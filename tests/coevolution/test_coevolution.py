@@ -99,6 +99,7 @@ def test_nan_cell_is_repaired_and_run_continues(coev_map):
   assert len(traces) == 1
 
 
+@pytest.mark.slow  # a whole generation compiled for the mesh
 @pytest.mark.parametrize("mesh_shape", [(2, 2)])  # row blocks: tests/distributed/
 def test_sharded_vmap_matches_single_device_map(coev_map, mesh_shape):
   """The cells batched by vmap and sharded over 2 or 4 devices give the numbers of the

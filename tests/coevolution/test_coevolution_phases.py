@@ -122,6 +122,7 @@ def test_fresh_fitness_noise_against_a_loop_over_the_pairs():
   )
 
 
+@pytest.mark.slow  # two whole generations compiled
 def test_fresh_fitness_noise_runs_a_generation_and_is_validated():
   from tests._coevolution_case import PAIR as MLP
   from tests._coevolution_case import RING, ring_coevolution

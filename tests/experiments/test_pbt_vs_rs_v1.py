@@ -72,6 +72,7 @@ def test_registered_protocol_is_complete():
   assert results.lineage_trials(c) * c.steps_per_trial > 0
 
 
+@pytest.mark.slow  # its fixture runs every arm and seed at a tiny size
 def test_study_runs_every_arm_and_seed_of_the_protocol(study):
   from experiments.pbt import results
 

@@ -109,6 +109,7 @@ def test_pbt_vs_random_search_study_writes_json_figure_and_table(tmp_path):
   assert again["runs"] == data["runs"] and again["replays"] == data["replays"]
 
 
+@pytest.mark.slow  # the study's arms run end to end
 def test_lipizzaner_grids_study_writes_json_figure_and_table(tmp_path):
   from experiments.coevolution import lipizzaner_grids as study
   from experiments.coevolution.configs import fashion_mnist_3x3

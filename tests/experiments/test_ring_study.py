@@ -65,6 +65,7 @@ def test_arm_configs_have_the_registered_operators(protocol):
   assert ref.seed == 3 and ref.generations == 40 and ref.dataset == "ring8"
 
 
+@pytest.mark.slow  # two arms' generation programs compiled
 def test_reference_and_plain_gan_keep_their_learning_rates(tmp_path, protocol):
   """One tiny generation of the reference arm and of the plain GAN: no cell's learning rate
   moved (mutation off), every trained individual was kept (no replacement test), the plain
