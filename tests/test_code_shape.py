@@ -27,7 +27,6 @@ ALLOWED_LONG_FUNCTIONS = frozenset(
     "minmaxlab/analysis/_jacobian.py::top_eigenvalues",
     "minmaxlab/analysis/_step_sizes.py::contractive_step_sizes",  # new (issue 35), to split
     "minmaxlab/analysis/_live.py::game_dynamics",
-    "minmaxlab/analysis/_update_operator.py::update_operator",
     # Coevolution (issue 33 is editing these files this session; refactored after it lands).
     "minmaxlab/coevolution/_coevolution.py::Coevolution._cell",
     "minmaxlab/coevolution/_ensembles.py::ga_ensemble",
@@ -43,13 +42,6 @@ ALLOWED_LONG_FUNCTIONS = frozenset(
     # Transformations: the builder and its closures (init/update) in one function.
     "minmaxlab/transforms/_alternating.py::alternating",
     "minmaxlab/transforms/_unrolled.py::unrolled",
-    # Benchmarks (issue 36's shared harness will shorten them).
-    "experiments/benchmarks/_floor_program.py::reference_program",
-    "experiments/benchmarks/coevolution_throughput.py::floor",
-    "experiments/benchmarks/coevolution_throughput.py::main",
-    "experiments/benchmarks/compile_time.py::main",
-    "experiments/benchmarks/dynamics_overhead.py::main",
-    "experiments/benchmarks/transform_overhead.py::measure",
     # Experiments' train loops and tables (the shared run lifecycle will shorten the loops).
     "experiments/gan/lookahead_study.py::run_arm",
     "experiments/gan/train.py::train",
@@ -70,10 +62,6 @@ ALLOWED_LONG_FILES = frozenset(
     "experiments/coevolution/ring_study.py",
     # The PBT store: one class per storage concern, not yet split into modules.
     "minmaxlab/pbt/_store.py",
-    # Benchmarks (issue 36's shared harness will shorten them).
-    "experiments/benchmarks/compile_time.py",
-    "experiments/benchmarks/lipizzaner_side_by_side.py",
-    "experiments/benchmarks/transform_overhead.py",
     # Study tables and the statistics module: one function per table or test.
     "experiments/gan/results.py",
     "experiments/gan/train.py",

@@ -21,7 +21,25 @@ from jax.flatten_util import ravel_pytree
 
 
 class UpdateOperator(NamedTuple):
-  """The linear part of an update map (see :func:`update_operator`).
+  r"""The linear part of an update map (see :func:`update_operator`).
+
+  What :math:`w` is:
+
+  * ``augment_state=False``: :math:`w = z`, the parameters, and every
+    evaluation starts from a fresh ``tx.init(z)``. Right for memoryless
+    schemes (GDA = any plain optax transform, ``alternating``,
+    ``extragradient``) and for one lookahead cycle from the slow point:
+    ``lookahead_minmax(inner, k, alpha)`` with ``num_steps=k`` starts with the
+    slow weights at ``z`` and ends at the new slow weights, so ``M`` is
+    :math:`(1-\alpha) I + \alpha F^k`.
+  * ``augment_state=True``: :math:`w = (z, m)` with ``m`` every floating-point
+    leaf of the transform's state (the scheme's memory: the previous update
+    of ``optimistic``, the slow weights of lookahead, a momentum trace),
+    taken from ``tx.init(params)`` advanced by ``warmup_steps`` updates (so
+    the integer counters are past any first-step special case) and
+    perturbed together with ``z``. For ``optimistic`` this is the map of the
+    two-step recursion on :math:`(z_t, u_{t-1})`; for lookahead it adds
+    ``n`` zero eigenvalues to the cycle spectrum.
 
   Attributes:
     matrix: ``M`` (numpy, ``(d, d)``) with ``w' - w0' = M (w - w0)``.
@@ -67,27 +85,11 @@ def update_operator(
     M e_j = (\Phi(w_0 + s e_j) - \Phi(w_0)) / s .
 
   (For a nonlinear game or an adaptive inner this is a finite-difference
-  linearisation with step ``scale``.) What :math:`w` is:
-
-  * ``augment_state=False``: :math:`w = z`, the parameters, and every
-    evaluation starts from a fresh ``tx.init(z)``. Right for memoryless
-    schemes (GDA = any plain optax transform, ``alternating``,
-    ``extragradient``) and for one lookahead cycle from the slow point:
-    ``lookahead_minmax(inner, k, alpha)`` with ``num_steps=k`` starts with the
-    slow weights at ``z`` and ends at the new slow weights, so ``M`` is
-    :math:`(1-\alpha) I + \alpha F^k`.
-  * ``augment_state=True``: :math:`w = (z, m)` with ``m`` every floating-point
-    leaf of the transform's state (the scheme's memory: the previous update
-    of ``optimistic``, the slow weights of lookahead, a momentum trace),
-    taken from ``tx.init(params)`` advanced by ``warmup_steps`` updates (so
-    the integer counters are past any first-step special case) and
-    perturbed together with ``z``. For ``optimistic`` this is the map of the
-    two-step recursion on :math:`(z_t, u_{t-1})`; for lookahead it adds
-    ``n`` zero eigenvalues to the cycle spectrum.
-
-  ``augment_state=None`` (default) augments iff the initial state has
-  floating-point leaves and the transform is not a lookahead (whose memory,
-  the slow weights, is synced to ``z`` at the start of a cycle).
+  linearisation with step ``scale``.) :math:`w` is the parameters, or the
+  parameters and the scheme's memory with ``augment_state`` (see
+  :class:`UpdateOperator`). ``augment_state=None`` (default) augments iff the
+  initial state has floating-point leaves and the transform is not a lookahead
+  (whose memory, the slow weights, is synced to ``z`` at the start of a cycle).
 
   Args:
     tx: any optax transform over ``Players`` (plain optax = GDA, or a
@@ -121,6 +123,24 @@ def update_operator(
     raise ValueError(f"num_steps must be >= 1, got {num_steps}")
   num_steps = int(num_steps)
   tx = optax.with_extra_args_support(tx)
+  run = _runner(tx, field, args)
+  maybe_jit = jax.jit if jit else (lambda f: f)
+  state0 = tx.init(params)
+  if augment_state is None:
+    augment_state = bool(_split_state(state0)[2]) and not _has_lookahead(state0)
+  if augment_state:
+    warm = num_steps if warmup_steps is None else int(warmup_steps)
+    phi, w0 = _augmented_map(run, params, state0, num_steps, warm, maybe_jit)
+  else:
+    phi, w0 = _params_map(tx, run, params, num_steps)
+  M = np.asarray(_linear_part(phi, w0, scale, maybe_jit))
+  eigs = np.linalg.eigvals(M)
+  return UpdateOperator(M, eigs, float(np.abs(eigs).max()), int(ravel_pytree(params)[0].shape[0]))
+
+
+def _runner(tx, field, args):
+  """``run(z, state, n)``: ``n`` steps of ``tx`` on ``field`` (``update`` then
+  ``apply_updates``), the field at the current point passed as ``vector_field`` too."""
 
   def vf(p, i):
     del i
@@ -135,44 +155,55 @@ def update_operator(
       z, state = step(z, state)
     return z, state
 
-  maybe_jit = jax.jit if jit else (lambda f: f)
+  return run
+
+
+def _has_lookahead(state) -> bool:
+  from minmaxlab.transforms import LookaheadMinmaxState  # noqa: PLC0415
+
+  return any(
+    isinstance(s, LookaheadMinmaxState)
+    for s in jax.tree.leaves(state, is_leaf=lambda s: isinstance(s, LookaheadMinmaxState))
+  )
+
+
+def _augmented_map(run, params, state0, num_steps, warm, maybe_jit):
+  """``(phi, w0)`` over ``w = (z, m)``: ``m`` the floating-point leaves of the state after
+  ``warm`` steps from ``state0``, ``w0`` that point."""
   z0, unravel_z = ravel_pytree(params)
   n = int(z0.shape[0])
-  state0 = tx.init(params)
-  leaves, treedef, inexact = _split_state(state0)
-  if augment_state is None:
-    from minmaxlab.transforms import LookaheadMinmaxState  # noqa: PLC0415
+  p_w, state_w = maybe_jit(lambda p, s: run(p, s, warm))(params, state0)
+  leaves, treedef, inexact = _split_state(state_w)
+  m0, unravel_m = ravel_pytree([leaves[i] for i in inexact])
+  w0 = jnp.concatenate([ravel_pytree(p_w)[0], m0])
 
-    is_la = any(
-      isinstance(s, LookaheadMinmaxState)
-      for s in jax.tree.leaves(state0, is_leaf=lambda s: isinstance(s, LookaheadMinmaxState))
-    )
-    augment_state = bool(inexact) and not is_la
+  def phi(w):
+    mem = unravel_m(w[n:])
+    new = list(leaves)
+    for i, x in zip(inexact, mem, strict=True):
+      new[i] = x
+    z, state = run(unravel_z(w[:n]), jax.tree.unflatten(treedef, new), num_steps)
+    _, _, idx = _split_state(state)
+    m, _ = ravel_pytree([jax.tree.leaves(state)[i] for i in idx])
+    return jnp.concatenate([ravel_pytree(z)[0], m])
 
-  if augment_state:
-    warm = num_steps if warmup_steps is None else int(warmup_steps)
-    p_w, state_w = maybe_jit(lambda p, s: run(p, s, warm))(params, state0)
-    leaves, treedef, inexact = _split_state(state_w)
-    m0, unravel_m = ravel_pytree([leaves[i] for i in inexact])
-    w0 = jnp.concatenate([ravel_pytree(p_w)[0], m0])
+  return phi, w0
 
-    def phi(w):
-      mem = unravel_m(w[n:])
-      new = list(leaves)
-      for i, x in zip(inexact, mem, strict=True):
-        new[i] = x
-      z, state = run(unravel_z(w[:n]), jax.tree.unflatten(treedef, new), num_steps)
-      _, _, idx = _split_state(state)
-      m, _ = ravel_pytree([jax.tree.leaves(state)[i] for i in idx])
-      return jnp.concatenate([ravel_pytree(z)[0], m])
-  else:
-    w0 = z0
 
-    def phi(w):
-      z = unravel_z(w)
-      z, _ = run(z, tx.init(z), num_steps)
-      return ravel_pytree(z)[0]
+def _params_map(tx, run, params, num_steps):
+  """``(phi, w0)`` over the parameters alone, each application from a fresh ``tx.init``."""
+  w0, unravel_z = ravel_pytree(params)
 
+  def phi(w):
+    z = unravel_z(w)
+    z, _ = run(z, tx.init(z), num_steps)
+    return ravel_pytree(z)[0]
+
+  return phi, w0
+
+
+def _linear_part(phi, w0, scale, maybe_jit):
+  """``M`` with ``M e_j = (phi(w0 + scale e_j) - phi(w0)) / scale``, all columns at once."""
   d = int(w0.shape[0])
 
   @maybe_jit
@@ -182,9 +213,7 @@ def update_operator(
     images = jax.vmap(phi)(w0 + scale * eye)
     return (images - base).T / scale
 
-  M = np.asarray(columns(w0))
-  eigs = np.linalg.eigvals(M)
-  return UpdateOperator(M, eigs, float(np.abs(eigs).max()), n)
+  return columns(w0)
 
 
 # ----------------------------------------------------------------------------
