@@ -129,6 +129,15 @@ def _remove_if_empty(path: Path) -> None:
   path.rmdir()
 
 
+def _parse_flags(argv: list[str]) -> list[str]:
+  """absl's flag parsing, a malformed flag (``--timeout=abc``) one line and exit status 2."""
+  try:
+    return flags.FLAGS(argv)
+  except flags.Error as e:
+    print(f"ERROR: {e} (see --help)", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
 def run(main: Callable[[list[str]], None]) -> None:
   """``absl.app.run(main)`` with one-line user errors (see the module docstring)."""
   debug = debug_requested()
@@ -142,10 +151,16 @@ def run(main: Callable[[list[str]], None]) -> None:
 
   def wrapped(argv):
     started.append(True)
-    return main(argv)
+    try:
+      return main(argv)
+    except app.UsageError as e:  # one line, not absl's usage text
+      if debug:
+        raise
+      print(f"ERROR: {e} (see --help)", file=sys.stderr, flush=True)
+      sys.exit(2)
 
   try:
-    app.run(wrapped)
+    app.run(wrapped, flags_parser=_parse_flags)
   except (SystemExit, KeyboardInterrupt):
     raise
   except Exception as e:

@@ -40,9 +40,64 @@ class Experiment(NamedTuple):
 
 
 def coevolution_config(config) -> co.CoevolutionConfig:
-  """The library's :class:`~minmaxlab.coevolution.CoevolutionConfig` of an experiment config."""
+  """The library's :class:`~minmaxlab.coevolution.CoevolutionConfig` of an experiment config
+  (also refused: Adam's betas outside ``[0, 1)``, a neighbourhood beyond the grid)."""
+  for name in ("b1", "b2"):
+    value = config.get(name, 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+      raise ValueError(f"config.{name} must be in [0, 1) (Adam's beta), got {value!r}")
   names = [f.name for f in co.CoevolutionConfig.__dataclass_fields__.values()]
-  return co.CoevolutionConfig(**{n: config[n] for n in names if n in config})
+  cfg = co.CoevolutionConfig(**{n: config[n] for n in names if n in config})
+  reach = max(max(abs(dr), abs(dc)) for dr, dc in co.neighbour_offsets(cfg.neighbourhood))
+  if reach > max(cfg.rows, cfg.cols):  # farther offsets only wrap onto cells already in it
+    raise ValueError(
+      f"config.neighbourhood={config.neighbourhood!r} reaches {reach} cells away, beyond the"
+      f" {cfg.rows}x{cfg.cols} grid (at most {max(cfg.rows, cfg.cols)})"
+    )
+  return cfg
+
+
+# Example shapes of the image data sets (the memory estimate needs no download).
+_IMAGE_SHAPES = {"mnist": (28, 28, 1), "fashion_mnist": (28, 28, 1), "cifar10": (32, 32, 3)}
+
+
+def available_memory() -> int | None:
+  """Bytes of memory available to a new allocation (Linux ``MemAvailable``), or ``None``."""
+  try:
+    with open("/proc/meminfo") as f:
+      for line in f:
+        if line.startswith("MemAvailable:"):
+          return int(line.split()[1]) * 1024
+  except (OSError, ValueError, IndexError):
+    pass
+  return None
+
+
+def memory_estimate(config) -> int | None:
+  """A lower bound of the bytes the grid holds: every cell's generator and discriminator
+  parameters with Adam's two moments and a copy per neighbourhood member
+  (``cells * (members + 3) * (P_g + P_d) * 4``); ``None`` for data of unknown shape."""
+  shape = (2,) if config.dataset in MIXTURES else _IMAGE_SHAPES.get(config.dataset)
+  if shape is None:
+    return None
+  cfg = coevolution_config(config)
+  pair = pair_from_config(config, shape)
+  key = jax.random.key(0)
+  sizes = [jax.eval_shape(net.init, key) for net in (pair.generator, pair.discriminator)]
+  params = sum(int(np.prod(x.shape)) for x in jax.tree.leaves(sizes))
+  return cfg.num_cells * (cfg.num_members + 3) * params * 4
+
+
+def check_fits(config) -> None:
+  """``ValueError`` (one line) when the grid's :func:`memory_estimate` exceeds the memory
+  available here: refused before anything is written, not out of memory later."""
+  need, have = memory_estimate(config), available_memory()
+  if need is not None and have is not None and need > have:
+    raise ValueError(
+      f"config.rows x config.cols = {config.rows}x{config.cols} with"
+      f" neighbourhood={config.neighbourhood!r} needs at least {need / 2**30:.1f} GiB, more"
+      f" than the {have / 2**30:.1f} GiB of memory available"
+    )
 
 
 def make_backend(config, name: str) -> distributed.Backend:

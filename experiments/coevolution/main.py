@@ -83,6 +83,7 @@ def main(argv):
 
   from experiments.coevolution import train  # after flag parsing: JAX starts here
 
+  train.check_config(config)  # a bad value, or a grid too large here: before anything is written
   if _is_rank_zero() and jax.process_index() == 0:  # the process that writes the workdir
     runner.lock_workdir(workdir)  # one process per workdir: a second run stops in one line
   # The main job is finished (runner.finish) after its baseline and comparison, below.

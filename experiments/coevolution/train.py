@@ -29,6 +29,7 @@ from experiments.coevolution.experiment import (  # noqa: F401  (the experiment'
   Programs,
   _whole_grid_shapes,
   build,
+  check_fits,
   checkpoint_target,
   coevolution_config,
   is_writer,
@@ -60,6 +61,7 @@ def check_config(config) -> None:
   except ValueError as e:  # "compile must be one of ..."
     raise ValueError(f"config.{e}") from None
   coevolution_config(config)  # validates the grid fields
+  check_fits(config)  # the grid's memory against this machine's, before anything is written
 
 
 class AllCellsDiverged(RuntimeError):

@@ -97,13 +97,25 @@ def check_config(config) -> None:
     raise ValueError(
       f"config.exploit must be tournament, truncation or none, got {config.exploit!r}"
     )
+  need("b1", lambda v: 0 <= v < 1, "in [0, 1) (Adam's beta1)")
+  if "loss" in config and config.loss not in losses.LOSSES:
+    raise ValueError(f"config.loss must be one of {sorted(losses.LOSSES)}, got {config.loss!r}")
+  hidden = config.get("hidden", (1,))
+  if not (
+    isinstance(hidden, (tuple, list))
+    and hidden
+    and all(isinstance(h, int) and not isinstance(h, bool) and h >= 1 for h in hidden)
+  ):
+    raise ValueError(f"config.hidden must be layer widths, integers >= 1, got {hidden!r}")
   for name in ("lr_min_bounds", "lr_max_bounds", "lr_decay_bounds"):
     if name not in config:
       continue
-    low, high = config[name]
-    if not 0 < low < high:
+    value = config[name]
+    pair = isinstance(value, (tuple, list)) and len(value) == 2
+    numbers = pair and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    if not (numbers and all(map(math.isfinite, value)) and 0 < value[0] < value[1]):
       raise ValueError(
-        f"config.{name} must be (low, high) with 0 < low < high, got {config[name]!r}"
+        f"config.{name} must be (low, high), finite numbers with 0 < low < high, got {value!r}"
       )
 
 

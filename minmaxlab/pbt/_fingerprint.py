@@ -26,17 +26,31 @@ def space_json(space: Space) -> dict:
   return {k: {"type": type(d).__name__, **d._asdict()} for k, d in sorted(space.items())}
 
 
+def _differences(name: str, old: Any, new: Any) -> list[str]:
+  """``"name old -> new"`` for ``old != new``, nested dictionaries field by field (dotted
+  names, ``unset`` for a field only one side has), long values by name only."""
+  if isinstance(old, Mapping) and isinstance(new, Mapping):
+    out = []
+    for k in sorted(set(old) | set(new)):
+      out += _differences(f"{name}.{k}", old.get(k, _UNSET), new.get(k, _UNSET))
+    return out
+  a = "unset" if old is _UNSET else json.dumps(old, sort_keys=True)
+  b = "unset" if new is _UNSET else json.dumps(new, sort_keys=True)
+  if a == b:
+    return []
+  return [name if len(a) + len(b) > 80 else f"{name} {a} -> {b}"]
+
+
+_UNSET = object()
+
+
 def config_changes(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-  """``"field old -> new"`` for every field that differs (fields only one side
-  has are compared too: a store written by an older version lacks some)."""
+  """``"field old -> new"`` for every field that differs, nested ones by their dotted name
+  (``task.args.loss "bogus" -> "ns"``); top-level fields only one side has are not compared
+  (a store written by an older version lacks some)."""
   out = []
   for k in sorted(set(stored) & set(current)):
-    if json.dumps(stored[k], sort_keys=True) != json.dumps(current[k], sort_keys=True):
-      old, new = json.dumps(stored[k], sort_keys=True), json.dumps(current[k], sort_keys=True)
-      if len(old) + len(new) > 80:
-        out.append(k)
-      else:
-        out.append(f"{k} {old} -> {new}")
+    out += _differences(k, stored[k], current[k])
   return out
 
 

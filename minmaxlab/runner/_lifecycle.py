@@ -248,12 +248,26 @@ def config_changes(workdir: str | os.PathLike, config, may_change=()) -> dict[st
   path = Path(workdir) / "config.json"
   if not path.exists():
     return {}
-  saved = json.loads(path.read_text())
+  saved = read_config_json(path)
   now = json.loads(config.to_json() if hasattr(config, "to_json") else json.dumps(dict(config)))
   # Fields the saved config lacks were added to the code since: not a change of this run.
   skip = {"run", *may_change}
   keys = set(saved) - skip
   return {k: (saved.get(k), now.get(k)) for k in sorted(keys) if saved.get(k) != now.get(k)}
+
+
+def read_config_json(path: str | os.PathLike) -> dict:
+  """A run's ``config.json`` as a dict; ``ValueError`` naming the file when it is not one
+  (a damaged or foreign file: the run cannot be compared, resumed or loaded)."""
+  import json
+
+  try:
+    saved = json.loads(Path(path).read_text())
+  except (OSError, UnicodeDecodeError, ValueError) as e:
+    raise ValueError(f"{path} is not a readable run config ({type(e).__name__}: {e})") from None
+  if not isinstance(saved, dict):
+    raise ValueError(f"{path} is not a run config (a JSON object), got {type(saved).__name__}")
+  return saved
 
 
 class Rerun:

@@ -69,13 +69,14 @@ def load_run(workdir: str | os.PathLike, step: int | None = None, module: str | 
   import ml_collections
 
   from minmaxlab.runner._checkpoint import CheckpointManager
+  from minmaxlab.runner._lifecycle import read_config_json
   from minmaxlab.runner._metrics_log import read_jsonl
 
   workdir = Path(workdir)
   path = workdir / "config.json"
   if not path.exists():
     raise FileNotFoundError(f"{workdir} holds no run (no config.json)")
-  saved = json.loads(path.read_text())
+  saved = read_config_json(path)
   record = saved.pop("run", {}) or {}
   name = module or record.get("module")
   if not name:
