@@ -74,7 +74,8 @@ PINS = {
   """,
   "pbt": """
     CampaignFailed Categorical ConfigMismatch Continuous Controller ControllerGone EarlyStop
-    PBTState Ranking Store TaskSpec Trial VectorizedPBT comparator_ranking explore
+    PBTState Ranking Store StoreError TaskSpec Trial TrialTimeout VectorizedPBT comparator_ranking
+    explore
     explore_values exponential_decay gather_members join_run key_ranking load_checkpoint
     mpi_worker mpi_world named_task needed_trials pareto_fronts pareto_rank piecewise_constant
     replay resolve_task run_mpi run_trial sample_prior sample_values scalar serve_trials

@@ -186,3 +186,20 @@ def test_coevolution_hint_names_no_field_its_config_lacks(tmp_path):
   assert compare.compare(config, tmp_path, {}) == [
     f"(no single-GAN baseline in {tmp_path}/baseline_1x1)"
   ]
+
+
+def test_trial_timeout_s_is_a_config_field_that_reaches_the_controller(tmp_path):
+  from experiments.pbt import train
+
+  config = _pbt_config()
+  assert config.trial_timeout_s == 0.0 and "trial_timeout_s" not in train.task_args(config)
+  task = train.make_task(config)
+  c = train._controller(config, tmp_path / "a", task, 0)
+  assert c.trial_timeout_s is None  # 0: no limit
+  c.close()
+  c = train._controller(_pbt_config(trial_timeout_s=30.0), tmp_path / "b", task, 0)
+  assert c.trial_timeout_s == 30.0
+  c.close()
+  with pytest.raises(ValueError, match=r"config.trial_timeout_s must be seconds >= 0"):
+    train.check_config(_pbt_config(trial_timeout_s=-1.0))
+  assert issubclass(pbt.StoreError, ValueError) and issubclass(pbt.TrialTimeout, RuntimeError)

@@ -49,7 +49,7 @@ def make_task(config):
 
 TASK = "experiments.pbt.train:task_from_config"
 # config fields that do not change what a campaign computes (not part of the task's arguments)
-NOT_RUN_DEFINING = ("lease_s", "top_k", "max_attempts", "max_failed_trials")
+NOT_RUN_DEFINING = ("lease_s", "top_k", "max_attempts", "max_failed_trials", "trial_timeout_s")
 
 
 def task_args(config) -> dict:
@@ -88,6 +88,7 @@ def check_config(config) -> None:
   need("top_k", integer(0), "an integer >= 0")
   need("lease_s", lambda v: v > 0, "> 0")
   need("max_attempts", integer(1), "an integer >= 1")
+  need("trial_timeout_s", lambda v: v >= 0 and math.isfinite(v), "seconds >= 0 (0: no limit)")
   if config.get("max_failed_trials") is not None:
     need("max_failed_trials", integer(1), "an integer >= 1 or None")
   need("slow_step_size", lambda v: 0 < v <= 1, "in (0, 1]")
@@ -346,6 +347,7 @@ def _controller(config, workdir, task, workers: int) -> pbt.Controller:
     max_attempts=config.get("max_attempts", 3),
     max_failed_trials=config.get("max_failed_trials", None),
     early_stop=early_stop(config),
+    trial_timeout_s=config.get("trial_timeout_s", 0.0) or None,  # 0: no limit
   )
 
 

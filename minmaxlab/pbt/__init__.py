@@ -51,7 +51,7 @@ from minmaxlab.pbt._space import (
   sample_values,
   validate_space,
 )
-from minmaxlab.pbt._store import ControllerGone, Store, Trial
+from minmaxlab.pbt._store import ControllerGone, Store, StoreError, Trial
 from minmaxlab.pbt._task import TaskSpec, named_task, resolve_task, task_spec
 from minmaxlab.pbt._vectorized import (
   PBTState,
@@ -62,7 +62,14 @@ from minmaxlab.pbt._vectorized import (
   truncation_size,
   vectorized_pbt,
 )
-from minmaxlab.pbt._worker import join_run, load_checkpoint, run_trial, serve_trials, worker_loop
+from minmaxlab.pbt._worker import (
+  TrialTimeout,
+  join_run,
+  load_checkpoint,
+  run_trial,
+  serve_trials,
+  worker_loop,
+)
 
 # An alias, not a second definition: the setter of hyperparameters in ``inject_hyperparams``
 # states lives in ``minmaxlab.transforms``; vectorized PBT's explore step uses it, so ``pbt``
@@ -80,8 +87,10 @@ __all__ = [
   "PBTState",
   "Ranking",
   "Store",
+  "StoreError",
   "TaskSpec",
   "Trial",
+  "TrialTimeout",
   "VectorizedPBT",
   "comparator_ranking",
   "explore",
