@@ -16,6 +16,7 @@ session any live process still carrying this process's mark (a child, or an
 orphaned grandchild re-parented to init) is listed, killed, and fails the run.
 """
 
+import collections
 import os
 import shutil
 import signal
@@ -52,11 +53,14 @@ def key():
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-  """The files holding a ``slow`` test first, each file's tests kept together and in
-  order: with ``dev.py test`` (xdist, one file per unit of work) the longest files start
-  first and the workers finish together."""
+  """The files holding a ``slow`` test first, then the others, each group from the file
+  with the most tests down; each file's tests kept together and in order. With ``dev.py
+  test`` (xdist, one file per unit of work) the longest files start first and the last
+  units are short, so the workers finish together."""
   slow = {item.path for item in items if item.get_closest_marker("slow")}
-  items.sort(key=lambda item: item.path not in slow)  # stable: the order within a file stays
+  count = collections.Counter(item.path for item in items)
+  # a stable sort: files with equal keys keep their order, and a file's tests theirs
+  items.sort(key=lambda item: (item.path not in slow, -count[item.path]))
 
 
 def leftover_processes() -> list[int]:
