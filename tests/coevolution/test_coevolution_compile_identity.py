@@ -17,6 +17,7 @@ recording, keeps the others).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import json
@@ -42,12 +43,20 @@ CASES = {
 }
 
 
-def _config(name):
+def _config(name, **changes):
   module, overrides = CASES[name]
   config = importlib.import_module(f"experiments.coevolution.configs.{module}").get_config()
-  for k, v in overrides.items():
+  for k, v in {**overrides, **changes}.items():
     config[k] = v
   return config
+
+
+@functools.cache
+def _case_run(name: str, flat_params: bool = False):
+  """Two generations of case ``name`` (its parameters flat or as trees of layers), once per
+  process: the fingerprint test and the flat-parameters test share the layered run of the
+  two-population case (one whole-generation compile fewer; one file is one xdist unit)."""
+  return _two_generations(_config(name, flat_params=flat_params))
 
 
 def _two_generations(config):
@@ -64,7 +73,7 @@ def _two_generations(config):
 
 def fingerprint(name: str) -> dict:
   """sha256 and float64 sum of every state leaf (and the metrics) after two generations."""
-  leaves = jax.tree_util.tree_leaves_with_path(_two_generations(_config(name)))
+  leaves = jax.tree_util.tree_leaves_with_path(_case_run(name))
   out = {}
   for path, leaf in leaves:
     a = np.asarray(leaf)
@@ -116,13 +125,8 @@ def test_flat_parameters_give_the_structured_results():
   the vectors read in the trees' leaf order. Equal to float rounding, not bits: XLA's CPU
   kernels round an elementwise op on a 450-element vector and on its 16-element pieces
   differently (Adam alone differs by 1 ulp)."""
-  config = importlib.import_module("experiments.coevolution.configs.smoke").get_config()
-  config.update(POP2)
-  runs = {}
-  for flat in (False, True):
-    config.flat_params = flat
-    runs[flat] = _two_generations(config)
-  (tree, tree_metrics), (flat, flat_metrics) = runs[False], runs[True]
+  tree, tree_metrics = _case_run("smoke_pop2_lipizzaner")
+  flat, flat_metrics = _case_run("smoke_pop2_lipizzaner", flat_params=True)
   lead = tree.fitness.min.ndim  # (rows, cols, P)
   n_tree = len(jax.tree.leaves(tree.params)) + len(jax.tree.leaves(tree.opt_state))
   assert len(jax.tree.leaves(flat.params)) + len(jax.tree.leaves(flat.opt_state)) < n_tree / 2
