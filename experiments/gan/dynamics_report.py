@@ -148,7 +148,11 @@ def readme_table(protocol_path=PROTOCOL, out=RESULTS) -> str:
     if ran[key]:
       lines.append(_verdict(stats, values[key], a, b, labels, key, alpha, test))
   cpu = sum(r["cpu_s_last_process"] for r in runs)
-  lines += ["", f"CPU time of the runs' last processes: {cpu / 60:.1f} CPU-minutes."]
+  lines += [
+    "",
+    f"CPU time of the runs: {cpu / 60:.1f} CPU-minutes (each run's last process: a run resumed"
+    " after an interruption counts only the process that finished it).",
+  ]
   lines += _report.scorer_lines(_report.one_scorer(runs, lambda r: f"{r['arm']} s{r['seed']}"))
   return "\n".join(lines)
 
