@@ -66,6 +66,7 @@ PINS = {
     EnsembleSearch MixtureOptimization SAMPLING_MODES class_tvd_score exact_proportion_counts
     exact_proportion_score ga_ensemble greedy_ensemble mixture_assignment optimize_mixture
     sample_mixture weight_grid CoevolutionParams Phases diet_indices diet_rows diet_size
+    lineage_id lineage_origin
   """,
   "distributed": """
     Backend BlockExchange MPIExchange MeshExchange check_grid_fits grid_mesh grid_shardings

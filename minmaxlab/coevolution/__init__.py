@@ -27,6 +27,7 @@ from minmaxlab.coevolution._grid import (
   neighbour_offsets,
   net_weights_dist,
 )
+from minmaxlab.coevolution._lineage import lineage_id, lineage_origin
 from minmaxlab.coevolution._operators import (
   aggregate_fitness,
   mixture_es_step,
@@ -73,6 +74,8 @@ __all__ = [
   "CoevolutionState",
   "default_scheme",
   "gather_neighbours",
+  "lineage_id",
+  "lineage_origin",
   "member_mask",
   "net_weights_dist",
   "neighbour_indices",

@@ -14,6 +14,7 @@ from minmaxlab.coevolution import _phases as phases_lib
 from minmaxlab.coevolution._config import MUSTANGS_LOSSES, CoevolutionConfig
 from minmaxlab.coevolution._exchange import WholeGrid
 from minmaxlab.coevolution._grid import gather_neighbours, member_mask
+from minmaxlab.coevolution._lineage import MAX_CELLS, lineage_id
 from minmaxlab.coevolution._operators import INF
 from minmaxlab.coevolution._phases import CoevolutionParams, Individuals, Phases
 from minmaxlab.coevolution._training import CellSpec, indexed_loss, take
@@ -46,6 +47,9 @@ class CoevolutionState(NamedTuple):
     loss_index: with ``loss="mustangs"``, ``Players`` of ``(rows, cols, P)`` int32
       indices into ``MUSTANGS_LOSSES`` (each individual's loss, drawn at creation
       and inherited); ``None`` otherwise.
+    lineage: ``Players`` of ``(rows, cols, P)`` int32 lineage ids, ``cell * 2**16 +
+      generation`` of birth (``minmaxlab.coevolution.lineage_origin`` decodes them);
+      every operator that moves an individual moves its id.
   """
 
   params: Players
@@ -56,6 +60,7 @@ class CoevolutionState(NamedTuple):
   mixture_score: jax.Array
   generation: jax.Array
   loss_index: Any = None
+  lineage: Any = None
 
 
 # Mustangs' creation draws: fold_in(init key, MUSTANGS_SALT) (the networks' keys untouched).
@@ -188,6 +193,10 @@ class Coevolution:
         f"exchange is for a {exchange.rows}x{exchange.cols} grid, config for"
         f" {config.rows}x{config.cols}"
       )
+    if config.num_cells > MAX_CELLS:
+      raise ValueError(
+        f"a grid of at most {MAX_CELLS} cells has lineage ids, got {config.num_cells}"
+      )
     self.exchange = exchange
     self.config = config
     self.pair = pair
@@ -261,9 +270,12 @@ class Coevolution:
     shape = (c.rows, c.cols, c.population_size)
     keys = jax.random.split(key, int(np.prod(shape))).reshape(shape)
     mask = self._mask
+    born = np.broadcast_to(np.arange(c.num_cells).reshape(c.rows, c.cols, 1), shape)
     if self.exchange.local_block is not None:
       (r0, c0), (nr, nc) = self.exchange.local_block, self.exchange.block_shape
       keys, mask = keys[r0 : r0 + nr, c0 : c0 + nc], mask[r0 : r0 + nr, c0 : c0 + nc]
+      born = born[r0 : r0 + nr, c0 : c0 + nc]
+    lineage = lineage_id(born, 0)  # every individual: its own cell, generation 0
     params, opt = jax.vmap(jax.vmap(jax.vmap(self._init_pair)))(keys)
     loss_index = None
     if self.mustangs:  # each individual's loss, drawn at its creation (both modes)
@@ -284,6 +296,7 @@ class Coevolution:
       jnp.full(keys.shape[:2], INF, jnp.float32),
       jnp.zeros([], jnp.int32),
       loss_index,
+      Players(lineage, lineage),
     )
 
   # ----------------------------------------------------------------- step
@@ -304,14 +317,14 @@ class Coevolution:
       ``(state, metrics)``: per-cell ``(rows, cols)`` arrays (``g_loss``,
       ``d_loss``, ``g_fitness``, ``d_fitness``, ``lr_g``, ``lr_d``,
       ``mixture_score``, ``mixture_accepted``, ``replaced_g``, ``replaced_d``,
-      ``diverged``) and grid scalars ``best_cell`` (flat index), ``best_score``
-      and ``divergences``.
+      ``diverged``), per-individual ``(rows, cols, P)`` lineage ids ``lineage_g`` and
+      ``lineage_d`` (after the generation; -1 without ``state.lineage``) and grid scalars
+      ``best_cell`` (flat index), ``best_score`` and ``divergences``.
     """
     c, ex = self.config, self.exchange
     lr, lc = ex.block_shape
     individuals = (state.params, state.opt_state, state.learning_rates, state.fitness)
-    if self.mustangs:
-      individuals += (state.loss_index,)
+    individuals += (state.loss_index if self.mustangs else None, state.lineage)
     # Global cell ids key every random choice: the numbers do not depend on the backend.
     r0, c0 = ex.block_start()
     r, col = jnp.meshgrid(jnp.arange(lr) + r0, jnp.arange(lc) + c0, indexing="ij")
@@ -320,7 +333,7 @@ class Coevolution:
     mask = jax.lax.dynamic_slice(jnp.asarray(self._mask), (r0, c0, 0), (lr, lc, c.num_members))
     if params is None:
       params = CoevolutionParams(*(getattr(c, f) for f in _PARAMS))
-    cell = lambda args: self._cell(*args, data, params)
+    cell = lambda args: self._cell(*args, data, params, state.generation)
     if self.cell_strategy == "vmap":
       neighbourhood = ex.gather(individuals, c.neighbourhood)
       inputs = (keys, ids, neighbourhood, state.mixture_weights, mask)
@@ -333,7 +346,7 @@ class Coevolution:
       flat = jax.tree.map(lambda x: x.reshape((lr * lc,) + x.shape[2:]), inputs)
       out = jax.lax.map(lambda a: cell((a[0], a[1], take(source, a[2]), *a[3:])), flat)
       out = jax.tree.map(lambda x: x.reshape((lr, lc) + x.shape[1:]), out)
-    (params, opt, lrs, fitness, weights, score, loss_index), metrics = out
+    (params, opt, lrs, fitness, weights, score, loss_index, lineage), metrics = out
     new_state = CoevolutionState(
       params,
       opt,
@@ -343,6 +356,7 @@ class Coevolution:
       score,
       optax.safe_int32_increment(state.generation),
       loss_index,
+      lineage,
     )
     # Grid-wide read-outs: the best (lowest, first by cell id on ties) finite score.
     finite_score = jnp.where(jnp.isfinite(score), score, INF)
@@ -354,8 +368,9 @@ class Coevolution:
     return new_state, metrics
 
   # ------------------------------------------------------- one cell's step
-  def _cell(self, key, cell_id, neighbourhood, weights, mask, data, params: CoevolutionParams):
-    """One cell's generation: the phases of :class:`Phases` in order."""
+  def _cell(self, key, cell_id, neighbourhood, weights, mask, data, params, generation):
+    """One cell's generation: the phases of :class:`Phases` in order (``params`` the
+    :class:`CoevolutionParams`, ``generation`` the generations taken before this one)."""
     if self.cell_data is not None:
       data = self.cell_data(data, cell_id)
     c, ph, spec = self.config, self.phases, self._spec
@@ -412,10 +427,14 @@ class Coevolution:
       Players(pool.learning_rates.min[:P], pool.learning_rates.max[:P]),
       Players(fit.min[:P], fit.max[:P]),
       None if pool.loss_index is None else own(pool.loss_index),
+      None if pool.lineage is None else own(pool.lineage),
+    )
+    trained_ones = Individuals(
+      trained, opt, selected.learning_rates, fit_tr, selected.loss_index, selected.lineage
     )
     new, src = ph.replace(
       local,
-      Individuals(trained, opt, selected.learning_rates, fit_tr, selected.loss_index),
+      trained_ones,
       c.n_replacements,
       c.selection,
       self._labels,
@@ -451,7 +470,13 @@ class Coevolution:
           jax.random.fold_in(keys[8], MUSTANGS_SALT), (2, P), 0, len(self._losses), jnp.int32
         )
         fresh_li = Players(li[0], li[1])
-      fresh = Individuals(fresh_params, fresh_opt, Players(lr0, lr0), Players(inf, inf), fresh_li)
+      fresh_lineage = None  # fresh networks: new lineages, born here and now
+      if pool.lineage is not None:
+        born = jnp.full(P, lineage_id(cell_id, generation), jnp.int32)
+        fresh_lineage = Players(born, born)
+      fresh = Individuals(
+        fresh_params, fresh_opt, Players(lr0, lr0), Players(inf, inf), fresh_li, fresh_lineage
+      )
       return ph.repair(diverged, new, pool, fit, fresh, M)
 
     new = jax.lax.cond(diverged, repaired, lambda new: new, new)
@@ -477,8 +502,11 @@ class Coevolution:
         else jnp.zeros([], jnp.int32)
       ),
     }
+    no_lineage = Players(*(jnp.full(P, -1, jnp.int32),) * 2)
+    lineage = no_lineage if new.lineage is None else new.lineage
+    metrics.update(lineage_g=lineage.min, lineage_d=lineage.max)
     out = (new.params, new.opt, new.learning_rates, new.fitness, weights_out, score_out)
-    out += (new.loss_index,)
+    out += (new.loss_index, new.lineage)
     return out, metrics
 
   # ------------------------------------------------------------ read-out

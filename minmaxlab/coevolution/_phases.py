@@ -60,6 +60,8 @@ class Pool(NamedTuple):
     valid: ``Players`` of ``[N]`` bool: a distinct member with finite parameters
       (a diverged individual takes part in nothing).
     loss_index: ``None``, or Mustangs' ``Players`` of ``[N]`` int32 loss indices.
+    lineage: ``Players`` of ``[N]`` int32 lineage ids (``minmaxlab.coevolution._lineage``),
+      or ``None`` (a pool built by hand).
   """
 
   params: Players
@@ -67,18 +69,21 @@ class Pool(NamedTuple):
   learning_rates: Players
   valid: Players
   loss_index: Any = None
+  lineage: Any = None
 
 
 class Individuals(NamedTuple):
   """``P`` individuals of a cell: ``Players`` params, scheme states, ``Players``
   learning rates and ``Players`` fitness, each with a leading ``[P]`` axis; with
-  Mustangs also ``Players`` of ``[P]`` loss indices (else ``None``)."""
+  Mustangs also ``Players`` of ``[P]`` loss indices (else ``None``); ``lineage``:
+  ``Players`` of ``[P]`` int32 lineage ids, moved with the individuals (or ``None``)."""
 
   params: Players
   opt: Any
   learning_rates: Players
   fitness: Players
   loss_index: Any = None
+  lineage: Any = None
 
 
 class FitnessBatch(NamedTuple):
@@ -95,8 +100,9 @@ class FitnessBatch(NamedTuple):
 
 def pool(neighbourhood: tuple, mask: jax.Array, population_size: int) -> Pool:
   """Flatten a cell's gathered neighbourhood ``(params, opt, learning_rates,
-  fitness[, loss_index])`` (leaves ``[M, P, ...]``) into the pool of ``N = M * P``
-  individuals; ``mask [M]`` marks the distinct members."""
+  fitness[, loss_index[, lineage]])`` (leaves ``[M, P, ...]``; ``loss_index`` may be
+  ``None``) into the pool of ``N = M * P`` individuals; ``mask [M]`` marks the distinct
+  members."""
   params_nb, opt_nb, lr_nb = neighbourhood[:3]
   n = mask.shape[0] * population_size
   flat = lambda t: jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), t)
@@ -105,8 +111,9 @@ def pool(neighbourhood: tuple, mask: jax.Array, population_size: int) -> Pool:
   member_valid = jnp.repeat(mask, population_size)
   valid_g = member_valid & jax.vmap(tree_all_finite)(g_all)
   valid_d = member_valid & jax.vmap(tree_all_finite)(d_all)
-  loss_index = flat(neighbourhood[4]) if len(neighbourhood) > 4 else None
-  return Pool(Players(g_all, d_all), opt_all, lr, Players(valid_g, valid_d), loss_index)
+  optional = lambda i: flat(neighbourhood[i]) if len(neighbourhood) > i else None
+  valid = Players(valid_g, valid_d)
+  return Pool(Players(g_all, d_all), opt_all, lr, valid, optional(4), optional(5))
 
 
 def _losses_with(per_logit: Callable, g_index: Any, d_index: Any) -> Callable:
@@ -292,9 +299,11 @@ def select_and_mutate(
   lr_d = mutate(jax.random.fold_in(keys[2], 1), pool.learning_rates.max[idx_d])
   opt = jax.vmap(set_learning_rates)(opt, lr_g, lr_d)
   fit = Players(fitness.min[idx_g], fitness.max[idx_d])
-  li = pool.loss_index
-  li = None if li is None else Players(li.min[idx_g], li.max[idx_d])
-  return Individuals(chosen, opt, Players(lr_g, lr_d), fit, li), Players(idx_g, idx_d)
+  by_side = lambda t: None if t is None else Players(t.min[idx_g], t.max[idx_d])
+  # Mustangs' losses and the lineage ids go with the chosen individuals.
+  li, lineage = by_side(pool.loss_index), by_side(pool.lineage)
+  selected = Individuals(chosen, opt, Players(lr_g, lr_d), fit, li, lineage)
+  return selected, Players(idx_g, idx_d)
 
 
 def replace(
@@ -329,13 +338,15 @@ def replace(
     pick(src_g, trained.fitness.min, local.fitness.min),
     pick(src_d, trained.fitness.max, local.fitness.max),
   )
-  new_li = None
-  if local.loss_index is not None:  # Mustangs: the loss moves with its individual
-    new_li = Players(
-      pick(src_g, trained.loss_index.min, local.loss_index.min),
-      pick(src_d, trained.loss_index.max, local.loss_index.max),
-    )
-  new = Individuals(Players(new_g, new_d), new_opt, new_lr, new_fit, new_li)
+  # Mustangs' loss and the lineage id move with their individual.
+  tag = lambda tr, lo: (
+    None if lo is None else Players(pick(src_g, tr.min, lo.min), pick(src_d, tr.max, lo.max))
+  )
+  new_li, new_lineage = (
+    tag(trained.loss_index, local.loss_index),
+    tag(trained.lineage, local.lineage),
+  )
+  new = Individuals(Players(new_g, new_d), new_opt, new_lr, new_fit, new_li, new_lineage)
   return new, Players(src_g, src_d)
 
 
@@ -413,8 +424,9 @@ def repair(
   num_members: int,
 ) -> Individuals:
   """A diverged cell takes a copy of its best neighbour's individuals (the
-  member, other than the cell, with the lowest finite generator fitness), or
-  ``fresh`` ones when no neighbour is finite; a healthy cell keeps ``new``.
+  member, other than the cell, with the lowest finite generator fitness; their
+  lineage ids too), or ``fresh`` ones when no neighbour is finite (``fresh.lineage``:
+  new lineages); a healthy cell keeps ``new``.
 
   The step calls it under ``lax.cond(is_diverged, ...)`` (a healthy cell keeps ``new``
   without building ``fresh``), so a replacement must keep the same pytree and dtypes."""
@@ -431,6 +443,7 @@ def repair(
     Players(donor_slice(pool.learning_rates.min), donor_slice(pool.learning_rates.max)),
     Players(donor_slice(fitness.min), donor_slice(fitness.max)),
     None if pool.loss_index is None else donor_slice(pool.loss_index),
+    None if pool.lineage is None else donor_slice(pool.lineage),
   )
   return tree_where(is_diverged, tree_where(has_donor, donated, fresh), new)
 
