@@ -222,7 +222,9 @@ def note_load(load_1min: float, cpus: int | None = None) -> str:
   return f"quiet host: 1-minute load {load_1min:.1f} on {cpus} cores"
 
 
-def run_child(cmd: list[str], timeout: float, env: Mapping | None = None) -> tuple[int, str, str]:
+def run_child(
+  cmd: list[str], timeout: float, env: Mapping | None = None, cwd: str | Path | None = None
+) -> tuple[int, str, str]:
   """Run ``cmd`` in its own process group; on timeout or any exception the whole group
   (e.g. ``mpirun`` and its ranks) is killed. Returns ``(returncode, stdout, stderr)``;
   a timeout returns ``(-9, stdout so far, "timeout after ...")``."""
@@ -232,6 +234,7 @@ def run_child(cmd: list[str], timeout: float, env: Mapping | None = None) -> tup
   proc = subprocess.Popen(
     cmd,
     env=None if env is None else dict(env),
+    cwd=cwd,
     stdout=subprocess.PIPE,
     stderr=subprocess.PIPE,
     stdin=subprocess.DEVNULL,

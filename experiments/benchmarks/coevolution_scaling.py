@@ -34,9 +34,7 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 if "--mpi-worker" not in sys.argv:
@@ -44,11 +42,14 @@ if "--mpi-worker" not in sys.argv:
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from minmaxlab import coevolution as co
-from minmaxlab import distributed
-from minmaxlab.gan import data, models
+if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
+  sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from experiments.benchmarks import _harness as h  # noqa: E402
+from minmaxlab import coevolution as co  # noqa: E402
+from minmaxlab import distributed  # noqa: E402
+from minmaxlab.gan import data, models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,12 +83,9 @@ def _images():
 
 
 def _median_seconds(fn, repeats):
-  out = []
-  for _ in range(repeats + 1):  # the first call warms caches; not counted
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    out.append(time.perf_counter() - t0)
-  return float(np.median(out[1:]))
+  """Median wall seconds of ``repeats`` calls after an untimed warm-up (the harness's)."""
+  reps = h.interleave({"fn": lambda r: fn()}, repeats, warmup=1)["fn"]
+  return h.summary(reps, 6)["wall_s_median"]
 
 
 def _individuals(state):
@@ -117,9 +115,8 @@ def device_case(n, rows, cols, steps, repeats, exchange, strategy, images):
   state = distributed.shard_grid(jax.jit(coev.init)(key), mesh, rows, cols)
   data_r = jax.device_put(images, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec()))
   step = distributed.sharded_step(coev, mesh, state)
-  t0 = time.perf_counter()
-  jax.block_until_ready(step(key, state, data_r))
-  compile_s = time.perf_counter() - t0
+  first, _ = h.timed(lambda: step(key, state, data_r))
+  compile_s = first.wall_s
   generation_s = _median_seconds(lambda: step(key, state, data_r), repeats)
   spec = distributed.grid_shardings(_individuals(state), mesh, rows, cols)
   if ex is not None:
@@ -139,22 +136,23 @@ def device_case(n, rows, cols, steps, repeats, exchange, strategy, images):
 
 def mpi_worker(rows, cols, steps, repeats):
   """One rank of ``mpirun -n P``; rank 0 prints ``RESULT <json>``."""
+  from mpi4py import MPI
+
   ex = distributed.MPIExchange(rows, cols)
   coev = _coevolution(rows, cols, steps, "auto", ex)
   images = _images()
   key = jax.random.key(0)
   state = jax.jit(coev.init)(key)
   step = jax.jit(coev.step)
-  t0 = time.perf_counter()
-  jax.block_until_ready(step(key, state, images))
-  compile_s = time.perf_counter() - t0
+  first, _ = h.timed(lambda: step(key, state, images))
+  compile_s = first.wall_s
   ex.comm.Barrier()
   generation_s = _median_seconds(lambda: step(key, state, images), repeats)
   gather = jax.jit(lambda t: ex.gather(t, "von_neumann"))
   exchange_s = _median_seconds(lambda: gather(_individuals(state)), max(repeats, 5))
   # The slowest rank sets the pace.
   generation_s, exchange_s, compile_s = (
-    ex.comm.allreduce(v, op=ex._MPI.MAX) for v in (generation_s, exchange_s, compile_s)
+    ex.comm.allreduce(v, op=MPI.MAX) for v in (generation_s, exchange_s, compile_s)
   )
   if ex.rank == 0:
     print(
@@ -177,11 +175,8 @@ def mpi_case(p, rows, cols, steps, repeats):
     f"--generations={repeats}",
   ]
   env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_NUM_CPU_DEVICES="1")
-  r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-  for line in r.stdout.splitlines():
-    if line.startswith("RESULT "):
-      return json.loads(line[len("RESULT ") :])
-  return {"error": (r.stdout + r.stderr)[-800:]}
+  _, out, err = h.run_child(cmd, 1800, env)
+  return h.result_line(out) or {"error": (out + err)[-800:]}
 
 
 def _plot(result, path):
@@ -240,6 +235,7 @@ def main():
     "model": "Lipizzaner MNIST MLP pair, batch 100, Adam, 1000 fitness samples",
     "steps_per_generation": args.steps,
     "cpus": os.cpu_count(),
+    "host": h.host(),
     "backend": jax.default_backend(),
     "jax": jax.__version__,
     "python": platform.python_version(),
@@ -276,7 +272,7 @@ def main():
   if args.plot:
     _plot(result, args.plot)
     result["plot"] = args.plot
-  print(json.dumps(result))
+  h.emit(result)
 
 
 if __name__ == "__main__":

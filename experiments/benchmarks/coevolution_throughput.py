@@ -49,9 +49,7 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
-import platform
 import resource
 import sys
 import time
@@ -65,6 +63,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
   sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from experiments.benchmarks import _harness as h  # noqa: E402
 from experiments.benchmarks._floor_program import reference_program  # noqa: E402
 from experiments.benchmarks._kernel_profile import profile_call  # noqa: E402
 from experiments.benchmarks._matmul_flops import (  # noqa: E402
@@ -73,7 +72,6 @@ from experiments.benchmarks._matmul_flops import (  # noqa: E402
   xla_cost_flops,
 )
 from minmaxlab import coevolution as co  # noqa: E402
-from minmaxlab import runner  # noqa: E402
 from minmaxlab.gan import data, metrics, models  # noqa: E402
 
 
@@ -119,32 +117,20 @@ def _compile(coev, images):
   return compiled, state, compile_s, temp_mib
 
 
-def _time_generations(run, generations):
-  out = []
-  for g in range(generations + 1):  # the first call warms caches; not counted
-    t0 = time.perf_counter()
-    run(g)
-    out.append(time.perf_counter() - t0)
-  return out[1:]
-
-
 def _generation(prog, key, images):
-  """One generation of a ``floor`` program entry ``[compiled, state, compile_s, temp_mib,
-  seconds, cpu seconds]``, its state replaced by the new one (blocks until done). The floor program
-  (``temp_mib`` None) takes ``(key, cells)``, the library's step ``(key, state, data)``."""
+  """One generation of a ``floor`` program entry ``[compiled, state, compile_s, temp_mib]``,
+  its state replaced by the new one. The floor program (``temp_mib`` None) takes
+  ``(key, cells)``, the library's step ``(key, state, data)``."""
   if prog[3] is None:
     prog[1], _ = prog[0](key, prog[1])
   else:
     prog[1], _ = prog[0](key, prog[1], images)
-  jax.block_until_ready(prog[1])
+  return prog[1]
 
 
-def floor(args, pair, images):
-  """2x2, ``--floor-steps`` batches per cell with Lipizzaner's schedule: seconds per
-  generation of the library's programs and of the equal-work plain-JAX floor, repeats
-  interleaved; matmul FLOPs of each compiled program; GFLOP/s; XLA's per-shape matmul
-  throughput. A 2-step program of each strategy gives the per-generation overhead (fitness,
-  selection, replacement, ES), so training = t(S) - t(2)."""
+def _floor_programs(args, pair, images) -> dict:
+  """``{(name, steps, d_every): [compiled, state, compile_s, temp_mib]}``: each strategy's
+  full and 2-step programs (and d_every=1 with ``--with-d1``), then the plain-JAX floor's."""
   programs = {}
   full = args.floor_steps
   for strategy in args.strategies.split(","):
@@ -153,106 +139,183 @@ def floor(args, pair, images):
         continue
       coev = _coevolution(2, 2, steps, strategy, pair, d_every=d_every, schedule=args.schedule)
       compiled, state, compile_s, temp_mib = _compile(coev, images)
-      programs[(strategy, steps, d_every)] = [compiled, state, compile_s, temp_mib, [], []]
+      programs[(strategy, steps, d_every)] = [compiled, state, compile_s, temp_mib]
       print(f"# compiled {strategy} steps={steps} d_every={d_every}: {compile_s:.1f} s", flush=True)
   if args.reference:
     for steps in (full, 2):
       ref, cells, compile_s = reference_program(images, steps)
-      programs[("floor", steps, 2)] = [ref, cells, compile_s, None, [], []]
+      programs[("floor", steps, 2)] = [ref, cells, compile_s, None]
       print(f"# compiled the plain-JAX floor, steps={steps}: {compile_s:.1f} s", flush=True)
+  return programs
+
+
+def _program_entry(prog, steps, d_every, reps) -> dict:
+  """One program's JSON: every repeat, medians, compile, XLA temp and its matmul FLOPs."""
+  compiled, _, compile_s, temp_mib = prog
+  secs = np.asarray([r.wall_s for r in reps])
+  hlo = hlo_matmul_flops(compiled)
+  xla_flops = xla_cost_flops(compiled)
+  return {
+    "steps": steps,
+    "d_every": d_every,
+    "seconds": [round(float(x), 3) for x in secs],
+    "median_s": round(float(np.median(secs)), 3),
+    "cpu_s": [round(r.cpu_s, 2) for r in reps],
+    "cpu_s_median": round(float(np.median([r.cpu_s for r in reps])), 2),
+    "min_s": round(float(secs.min()), 3),
+    "compile_s": round(compile_s, 1),
+    "xla_temp_mib": temp_mib and round(temp_mib, 1),
+    "matmul_gflop_per_generation": round(hlo["flops"] / 1e9, 2),
+    "dots_executed": hlo["dots"],
+    "loops_without_trip_count": hlo["unknown_trip_counts"],
+    "xla_cost_analysis_flops_loop_bodies_once_g": xla_flops and round(xla_flops / 1e9, 2),
+    "matmul_gflops_per_s_median": round(hlo["flops"] / 1e9 / float(np.median(secs)), 1),
+  }
+
+
+def _train_ratios(P, strategies, full, mix) -> None:
+  """Adds to each full program of ``P`` its training phase (full minus the 2-step program:
+  seconds, ms per batch and cell, GFLOP/s and fraction of XLA's matmul mix) and its ratios to
+  the floor, repeat by repeat (same round)."""
+  floor_key = f"floor_s{full}_d2"
+  for strategy in strategies:
+    key, short = f"{strategy}_s{full}_d2", f"{strategy}_s2_d2"
+    if key not in P:
+      continue
+    e, secs = P[key], np.asarray(P[key]["seconds"])
+    train_s = float(np.median(secs - np.asarray(P[short]["seconds"])))
+    train_flops = P[key]["matmul_gflop_per_generation"] - P[short]["matmul_gflop_per_generation"]
+    e["train_s_median"] = round(train_s, 3)
+    e["train_ms_per_batch_per_cell"] = round(train_s / (full - 2) / 4 * 1000, 2)
+    e["train_matmul_gflops_per_s"] = round(train_flops / train_s, 1)
+    e["train_fraction_of_xla_matmul_mix"] = round(train_flops / train_s / mix, 3)
+    if floor_key not in P:
+      continue
+    fsecs = np.asarray(P[floor_key]["seconds"])
+    ratios = h.paired_ratios(
+      [h.Repeat(x, 0, 0) for x in secs], [h.Repeat(x, 0, 0) for x in fsecs], 3
+    )
+    e["ratio_to_floor_same_rep"] = ratios["ratios"]
+    e["ratio_to_floor_median"] = ratios["median"]
+    e["matmul_flops_over_floor"] = round(
+      P[key]["matmul_gflop_per_generation"] / P[floor_key]["matmul_gflop_per_generation"], 4
+    )
+    f_train = float(np.median(fsecs - np.asarray(P["floor_s2_d2"]["seconds"])))
+    f_flops = (
+      P[floor_key]["matmul_gflop_per_generation"] - P["floor_s2_d2"]["matmul_gflop_per_generation"]
+    )
+    P[floor_key]["train_matmul_gflops_per_s"] = round(f_flops / f_train, 1)
+    P[floor_key]["train_fraction_of_xla_matmul_mix"] = round(f_flops / f_train / mix, 3)
+
+
+def floor(args, pair, images):
+  """2x2, ``--floor-steps`` batches per cell with Lipizzaner's schedule: seconds per
+  generation of the library's programs and of the equal-work plain-JAX floor, repeats
+  interleaved; matmul FLOPs of each compiled program; GFLOP/s; XLA's per-shape matmul
+  throughput. A 2-step program of each strategy gives the per-generation overhead (fitness,
+  selection, replacement, ES), so training = t(S) - t(2)."""
+  programs = _floor_programs(args, pair, images)
+  cases = {
+    k: (lambda r, p=p: _generation(p, jax.random.key(r), images)) for k, p in programs.items()
+  }
   loads = [list(os.getloadavg())]
   cpu0 = time.process_time()
-  for rep in range(args.generations + 1):  # rep 0 warms caches, not counted
-    for prog in programs.values():
-      t0, c0 = time.perf_counter(), time.process_time()
-      _generation(prog, jax.random.key(rep), images)
-      if rep:
-        prog[4].append(time.perf_counter() - t0)
-        prog[5].append(time.process_time() - c0)  # this process's CPU seconds (all threads)
-    loads.append(list(os.getloadavg()))
-    print(
-      f"# rep {rep}: "
-      + ", ".join(f"{k[0]}/{k[1]}/d{k[2]} {v[4][-1]:.2f}s" for k, v in programs.items() if v[4]),
-      flush=True,
-    )
+  reps = h.interleave(cases, args.generations, warmup=1, progress=lambda t: print("#", t))
   cpu_s = time.process_time() - cpu0
+  loads += [[round(r.load_1min, 2)] for r in reps[next(iter(reps))]]
   per_shape, mix = matmul_throughput()
   print(f"# XLA matmul GFLOP/s per shape: {per_shape}; per-batch mix {mix}", flush=True)
+  full = args.floor_steps
   out = {
     "benchmark": "coevolution_throughput --floor",
     "grid": "2x2",
     "work": f"{full} batches per cell, schedule={args.schedule}, d_every=2, plain Adam, "
     "5x5 fitness on 1000 samples + the replacement's re-scoring, trivial mixture score (no FID)",
-    "machine": {
-      "cpu_model": runner.cpu_model(),
-      "cpus": os.cpu_count(),
-      "jax": jax.__version__,
-      "python": platform.python_version(),
-    },
+    "machine": h.host(),
     "load_average_per_rep": loads,
     "process_cpu_seconds_timed_loop": round(cpu_s, 1),
     "xla_matmul_gflops_per_shape": per_shape,
     "xla_matmul_gflops_train_mix": mix,
-    "programs": {},
+    "programs": {
+      f"{n}_s{st}_d{d}": _program_entry(programs[(n, st, d)], st, d, reps[(n, st, d)])
+      for n, st, d in programs
+    },
   }
-  for (name, steps, d_every), (compiled, _, compile_s, temp_mib, secs, cpus) in programs.items():
-    secs = np.asarray(secs)
-    hlo = hlo_matmul_flops(compiled)
-    e = {
-      "steps": steps,
-      "d_every": d_every,
-      "seconds": [round(float(x), 3) for x in secs],
-      "median_s": round(float(np.median(secs)), 3),
-      "cpu_s_median": round(float(np.median(cpus)), 2),
-      "min_s": round(float(secs.min()), 3),
-      "compile_s": round(compile_s, 1),
-      "xla_temp_mib": temp_mib and round(temp_mib, 1),
-      "matmul_gflop_per_generation": round(hlo["flops"] / 1e9, 2),
-      "dots_executed": hlo["dots"],
-      "loops_without_trip_count": hlo["unknown_trip_counts"],
-      "xla_cost_analysis_flops_loop_bodies_once_g": xla_cost_flops(compiled)
-      and round(xla_cost_flops(compiled) / 1e9, 2),
-      "matmul_gflops_per_s_median": round(hlo["flops"] / 1e9 / float(np.median(secs)), 1),
-    }
-    out["programs"][f"{name}_s{steps}_d{d_every}"] = e
   if args.profile:  # after the timed loop: the profiler does not disturb the timings
     for (name, steps, d_every), prog in programs.items():
-      if steps != full:
-        continue
-      profile = profile_call(lambda p=prog: _generation(p, jax.random.key(99), images), prog[0])
-      out["programs"][f"{name}_s{steps}_d{d_every}"]["profile"] = profile
-      print(f"# profile {name}: {profile['kernel_ms_by_kind']}", flush=True)
-  P = out["programs"]
-  floor_key = f"floor_s{full}_d2"
-  for strategy in args.strategies.split(","):
-    key, short = f"{strategy}_s{full}_d2", f"{strategy}_s2_d2"
-    if key not in P:
-      continue
-    e, secs = P[key], np.asarray(P[key]["seconds"])
-    over = np.asarray(P[short]["seconds"])
-    train_s = np.median(secs - over)
-    train_flops = P[key]["matmul_gflop_per_generation"] - P[short]["matmul_gflop_per_generation"]
-    e["train_s_median"] = round(float(train_s), 3)
-    e["train_ms_per_batch_per_cell"] = round(float(train_s) / (full - 2) / 4 * 1000, 2)
-    e["train_matmul_gflops_per_s"] = round(train_flops / float(train_s), 1)
-    e["train_fraction_of_xla_matmul_mix"] = round(train_flops / float(train_s) / mix, 3)
-    if floor_key in P:
-      fsecs = np.asarray(P[floor_key]["seconds"])
-      ratios = secs / fsecs
-      e["ratio_to_floor_same_rep"] = [round(float(x), 3) for x in ratios]
-      e["ratio_to_floor_median"] = round(float(np.median(ratios)), 3)
-      e["matmul_flops_over_floor"] = round(
-        P[key]["matmul_gflop_per_generation"] / P[floor_key]["matmul_gflop_per_generation"], 4
-      )
-      fover = np.asarray(P["floor_s2_d2"]["seconds"])
-      f_train = float(np.median(fsecs - fover))
-      f_flops = (
-        P[floor_key]["matmul_gflop_per_generation"]
-        - P["floor_s2_d2"]["matmul_gflop_per_generation"]
-      )
-      P[floor_key]["train_matmul_gflops_per_s"] = round(f_flops / f_train, 1)
-      P[floor_key]["train_fraction_of_xla_matmul_mix"] = round(f_flops / f_train / mix, 3)
-  print(json.dumps(out))
+      if steps == full:
+        run = lambda p=prog: h.block(_generation(p, jax.random.key(99), images))  # noqa: E731
+        profile = profile_call(run, prog[0])
+        out["programs"][f"{name}_s{steps}_d{d_every}"]["profile"] = profile
+        print(f"# profile {name}: {profile['kernel_ms_by_kind']}", flush=True)
+  _train_ratios(out["programs"], args.strategies.split(","), full, mix)
+  h.emit(out)
+
+
+def _grid_entry(grid, strategies, args, pair, images, single) -> dict:
+  """One grid's generation seconds per strategy (``loop``: the 1x1 program ``single`` called
+  once per cell), every repeat listed, compile seconds, XLA temp and the peak RSS so far."""
+  rows, cols = (int(x) for x in grid.split("x"))
+  cells = rows * cols
+  entry = {}
+  for strategy in strategies:
+    if strategy == "loop":
+      compiled1, state1 = single["program"]
+      states = [state1] * cells
+
+      def run(g, states=states, compiled1=compiled1):
+        for i in range(cells):
+          states[i], _ = compiled1(jax.random.fold_in(jax.random.key(g), i), states[i], images)
+        return states
+
+      compile_s, temp_mib = single["compile_s"], single["temp_mib"]  # one program for every grid
+    elif grid == "1x1" and (strategy == "vmap" or single is not None):
+      continue  # one cell: vmap, map and loop run the same single-cell program
+    else:
+      coev = _coevolution(rows, cols, args.steps, strategy, pair)
+      compiled, state, compile_s, temp_mib = _compile(coev, images)
+      holder = [state]
+
+      def run(g, holder=holder, compiled=compiled):
+        holder[0], _ = compiled(jax.random.key(g), holder[0], images)
+        return holder[0]
+
+    reps = h.interleave({strategy: run}, args.generations, warmup=1)[strategy]
+    secs = [r.wall_s for r in reps]
+    med = float(np.median(secs))
+    entry[strategy] = {
+      "seconds_per_generation": round(med, 3),
+      "all_seconds": [round(s, 3) for s in secs],
+      "all_cpu_seconds": [round(r.cpu_s, 3) for r in reps],
+      "cell_steps_per_second": round(cells * args.steps / med, 1),
+      "compile_seconds": round(compile_s, 2),
+      "xla_temp_mib": None if temp_mib is None else round(temp_mib, 1),
+      "max_rss_mib_so_far": round(_rss_mib(), 1),
+    }
+    print(f"# {grid} {strategy}: {entry[strategy]}", flush=True)
+  return entry
+
+
+def _fid_score_seconds() -> float:
+  """Seconds of the in-step mixture FID: 5 generators x 1000 samples through the evaluation
+  CNN (random weights: the same cost), median of 3 calls after a warm-up."""
+  net = metrics.cnn_classifier((28, 28, 1), 10)
+  params = net.init(jax.random.key(2))
+  score = metrics.fid_score(lambda d, x: net.apply(d.clf, x)[0])
+  d = FidData(params, jnp.zeros(net.feature_dim), jnp.eye(net.feature_dim))
+  samples = jax.random.uniform(jax.random.key(3), (5, 1000, 28, 28, 1), jnp.float32, -1, 1)
+  w = jnp.full(5, 0.2)
+  f = functools.partial(jax.jit(score).lower(d, samples, w).compile(), d)
+  reps = h.interleave({"fid": lambda r: f(samples, w)}, 3, warmup=1)["fid"]
+  return round(h.summary(reps)["wall_s_median"], 3)
+
+
+def _single_cell(args, pair, images, strategies) -> dict | None:
+  """The 1x1 program reused by every grid's ``loop`` strategy (``None`` without ``loop``)."""
+  if "loop" not in strategies:
+    return None
+  compiled1, state1, c1, t1 = _compile(_coevolution(1, 1, args.steps, "map", pair), images)
+  return {"program": (compiled1, state1), "compile_s": c1, "temp_mib": t1}
 
 
 def main():
@@ -293,92 +356,26 @@ def main():
       args.strategies = "map,vmap"
     return floor(args, pair, images)
   strategies = args.strategies.split(",")
+  host = h.host()
   result = {
     "benchmark": "coevolution_throughput",
     "model": "Lipizzaner MNIST MLP (G 64-256-256-784, D 784-256-256-1), batch 100, Adam",
     "steps_per_generation": args.steps,
     "fitness_samples": 1000,
-    "machine": {
-      "cpus": os.cpu_count(),
-      "backend": jax.default_backend(),
-      "load_average_at_start": list(os.getloadavg()),
-      "python": platform.python_version(),
-      "jax": jax.__version__,
-    },
-    "note": (
-      "other jobs were running (1-minute load average > 1.5 at start): numbers may vary 2x"
-      if os.getloadavg()[0] > 1.5
-      else "quiet machine at start (1-minute load average <= 1.5)"
-    ),
+    "machine": host | {"load_average_at_start": host["load_average"]},
+    "note": h.note_load(host["load_average"][0]),
     "grids": {},
   }
-
-  # The single-cell program (1x1), reused by every grid's "loop" strategy.
-  single = None
-  if "loop" in strategies:
-    coev1 = _coevolution(1, 1, args.steps, "map", pair)
-    compiled1, state1, c1, t1 = _compile(coev1, images)
-    single = (compiled1, state1)
-    result["single_cell_compile_seconds"] = round(c1, 2)
-    result["single_cell_temp_mib"] = t1
-
+  single = _single_cell(args, pair, images, strategies)
+  if single is not None:
+    result["single_cell_compile_seconds"] = round(single["compile_s"], 2)
+    result["single_cell_temp_mib"] = single["temp_mib"]
   for grid in args.grids.split(","):
-    rows, cols = (int(x) for x in grid.split("x"))
-    cells = rows * cols
-    entry = {}
-    for strategy in strategies:
-      if strategy == "loop":
-        compiled1, state1 = single
-        states = [state1] * cells
-
-        def run(g, states=states, compiled1=compiled1):
-          for i in range(cells):
-            states[i], m = compiled1(jax.random.fold_in(jax.random.key(g), i), states[i], images)
-          jax.block_until_ready(states)
-
-        compile_s = result["single_cell_compile_seconds"]  # one program for every grid
-        temp_mib = result["single_cell_temp_mib"]
-      elif grid == "1x1" and (strategy == "vmap" or single is not None):
-        continue  # one cell: vmap, map and loop run the same single-cell program
-      else:
-        coev = _coevolution(rows, cols, args.steps, strategy, pair)
-        compiled, state, compile_s, temp_mib = _compile(coev, images)
-        holder = [state]
-
-        def run(g, holder=holder, compiled=compiled):
-          holder[0], m = compiled(jax.random.key(g), holder[0], images)
-          jax.block_until_ready(holder[0])
-
-      secs = _time_generations(run, args.generations)
-      med = float(np.median(secs))
-      entry[strategy] = {
-        "seconds_per_generation": round(med, 3),
-        "all_seconds": [round(s, 3) for s in secs],
-        "cell_steps_per_second": round(cells * args.steps / med, 1),
-        "compile_seconds": round(compile_s, 2),
-        "xla_temp_mib": None if temp_mib is None else round(temp_mib, 1),
-        "max_rss_mib_so_far": round(_rss_mib(), 1),
-      }
-      print(f"# {grid} {strategy}: {entry[strategy]}", flush=True)
-    result["grids"][grid] = entry
-
-  # The in-step mixture FID: 5 generators x 1000 samples through the evaluation CNN.
-  net = metrics.cnn_classifier((28, 28, 1), 10)
-  params = net.init(jax.random.key(2))
-  score = metrics.fid_score(lambda d, x: net.apply(d.clf, x)[0])
-  d = FidData(params, jnp.zeros(net.feature_dim), jnp.eye(net.feature_dim))
-  samples = jax.random.uniform(jax.random.key(3), (5, 1000, 28, 28, 1), jnp.float32, -1, 1)
-  w = jnp.full(5, 0.2)
-  f = jax.jit(score).lower(d, samples, w).compile()
-  f = functools.partial(f, d)
-  f(samples, w).block_until_ready()
-  t0 = time.perf_counter()
-  for _ in range(3):
-    f(samples, w).block_until_ready()
-  result["fid_score_seconds"] = round((time.perf_counter() - t0) / 3, 3)
+    result["grids"][grid] = _grid_entry(grid, strategies, args, pair, images, single)
+  result["fid_score_seconds"] = _fid_score_seconds()
   result["max_rss_mib"] = round(_rss_mib(), 1)
   result["load_average_at_end"] = list(os.getloadavg())
-  print(json.dumps(result))
+  h.emit(result)
 
 
 if __name__ == "__main__":

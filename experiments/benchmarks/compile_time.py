@@ -48,20 +48,17 @@ imported). A change's compile-time claim is this A/B on one host, not two separa
 ``first_generation`` in the JSON (``experiments/benchmarks/first_generation.py``: three
 runs of the main job in subprocesses; wall and CPU seconds).
 
-Load matters: compilation is mostly single-threaded, but other jobs on the same cores slow
-it by their share; the JSON carries the load average before and after each config, the CPU
-model and the process CPU seconds of each compile (robust to load).
+Load matters: other jobs on the same cores slow a compile by their share; the JSON carries
+the host (``_harness.host``), the load before and after each config and each compile's CPU s.
 """
 
 from __future__ import annotations
 
 import argparse
-import collections
 import importlib
+import importlib.util
 import json
 import os
-import platform
-import re
 import signal
 import subprocess
 import sys
@@ -74,63 +71,28 @@ import jax
 jax.config.update("jax_enable_compilation_cache", False)
 CODE_ROOT = "MINMAXLAB_BENCHMARK_CODE_ROOT"  # where a child process imports the code from
 
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
   # (the library and configs of this checkout, or of the one ``--against`` measures)
   sys.path.insert(0, os.environ.get(CODE_ROOT, str(Path(__file__).resolve().parents[2])))
 
-from experiments.coevolution import experiment, train  # noqa: E402
+
+def _here(name: str):
+  """A helper module of this file's folder, loaded from there: the code ``--against``
+  imports (``CODE_ROOT``) may be a revision from before the helper existed."""
+  spec = importlib.util.spec_from_file_location(f"_ct_{name}", Path(__file__).with_name(name))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+h = _here("_harness.py")
+_census, _configs = _here("_compile_census.py"), _here("_compile_configs.py")
+hlo_census, stub_threefry = _census.hlo_census, _census.stub_threefry
+build, load_config, _parse = _configs.build, _configs.load_config, _configs._parse
 from minmaxlab import coevolution as co  # noqa: E402
 from minmaxlab import distributed, runner  # noqa: E402
-from minmaxlab.gan import metrics  # noqa: E402
-
-
-def _image_experiment(config):
-  """The image config's ``Coevolution`` (as ``train.build`` makes it) and random data of
-  the real shapes: images uniform in [-1, 1], an untrained evaluation CNN, identity
-  feature covariance (the data set and the trained classifier are not loaded)."""
-  shape = (28, 28, 1)
-  clf = metrics.cnn_classifier(shape, 10)
-  k_img, k_clf = jax.random.split(jax.random.key(1))
-  feature = clf.feature_dim
-  data = train.ImageData(
-    jax.random.uniform(k_img, (60000,) + shape, jnp.float32, -1.0, 1.0),
-    clf.init(k_clf),
-    jnp.zeros((feature,), jnp.float32),
-    jnp.eye(feature, dtype=jnp.float32),
-  )
-  pair = experiment.pair_from_config(config, shape)
-  from minmaxlab.gan import data as gan_data
-
-  coev = co.Coevolution(
-    train.coevolution_config(config),
-    pair,
-    sample_real=lambda d, k, n: gan_data.sample_batch(k, d.images, n),
-    score_fn=metrics.fid_score(lambda d, x: clf.apply(d.classifier_params, x)[0]),
-    scheme=experiment.scheme_from_config(config),
-  )
-  return coev, data
-
-
-def load_config(name: str, overrides: dict):
-  config = importlib.import_module(f"experiments.coevolution.configs.{name}").get_config()
-  for k, v in overrides.items():
-    config[k] = _parse(config[k], v)
-  return config
-
-
-def _parse(current, text: str):
-  """``text`` (a ``--set`` value) as the type of the config field's ``current`` value: a
-  bool from ``1``/``True``, a tuple (e.g. ``hidden``) from comma-separated values of its
-  first entry's type (``""``: empty), else ``type(current)(text)``."""
-  if isinstance(current, bool):
-    return text in ("1", "True")
-  if isinstance(current, tuple):
-    kind = type(current[0]) if current else int
-    return tuple(kind(x) for x in text.split(",") if x)
-  return type(current)(text)
 
 
 def time_compile(coev, data, mode: str) -> tuple[dict, object, object]:
@@ -168,100 +130,32 @@ def time_compile(coev, data, mode: str) -> tuple[dict, object, object]:
   return out, compiled, state
 
 
-_INSTRUCTION = re.compile(r"^\s+(?:ROOT )?\S+ = .*? ([a-z][\w-]*)\(")
-_OP_NAME = re.compile(r'op_name="([^"]*)"')
-
-
-def _origin(op_name: str) -> str:
-  """The function a fused instruction was traced in: the innermost ``jit(...)`` of its
-  ``op_name`` below the program's own (``jit(_where)``, ``jit(_threefry_split)``), else
-  the named frame above its primitive (``vmap(MLPGenerator)``), else the primitive."""
-  parts = [p for p in op_name.split("/")[1:] if p not in ("while", "body", "cond", "closed_call")]
-  parts = [p for p in parts if not p.startswith("branch_")]
-  jits = [p for p in parts if "jit(" in p]
-  if jits:
-    return jits[-1]
-  return parts[-2] if len(parts) > 1 else (parts[-1] if parts else "?")
-
-
-def hlo_census(text: str, top: int = 12) -> dict:
-  """What a compiled program is made of (its optimized HLO text): the counts of
-  instructions, fusions, copies and while loops (XLA CPU emits one kernel per fusion and
-  per unfused instruction, so these are what its codegen seconds scale with), and the
-  ``top`` origins of the fusions (:func:`_origin`; e.g. ``jit(_where)``: a per-leaf
-  select of a pytree, one fusion per leaf)."""
-  ops: collections.Counter = collections.Counter()
-  origins: collections.Counter = collections.Counter()
-  for line in text.splitlines():
-    m = _INSTRUCTION.match(line)
-    if not m:
-      continue
-    ops[m.group(1)] += 1
-    if m.group(1) == "fusion":
-      name = _OP_NAME.search(line)
-      origins[_origin(name.group(1)) if name else "?"] += 1
-  return {
-    "instructions": sum(ops.values()),
-    "fusions": ops["fusion"],
-    "copies": ops["copy"],
-    "while_loops": ops["while"],
-    "fusions_by_origin": dict(origins.most_common(top)),
-  }
-
-
 def interleaved_generations(programs: dict, data, generations: int, base="default") -> dict:
-  """Seconds per generation of each mode's compiled step, the modes interleaved (the
-  first call of each is a warm-up, not counted), with each one's ratios to ``base``'s."""
+  """Seconds per generation of each mode's compiled step, the modes interleaved by
+  ``_harness.interleave`` (one untimed warm-up round), with each one's ratios to ``base``'s."""
   states = {m: state for m, (_, state) in programs.items()}
-  secs = {m: [] for m in programs}
-  for g in range(generations + 1):
-    key = jax.random.fold_in(jax.random.key(2), g)
-    for mode, (step, _) in programs.items():
-      t0 = time.perf_counter()
-      states[mode], _ = step(key, states[mode], data)
-      jax.block_until_ready(states[mode])
-      if g:
-        secs[mode].append(time.perf_counter() - t0)
+
+  def generation(mode, g):
+    states[mode], _ = programs[mode][0](
+      jax.random.fold_in(jax.random.key(2), g), states[mode], data
+    )
+    return states[mode]
+
+  cases = {m: (lambda g, m=m: generation(m, g)) for m in programs}
+  reps = h.interleave(cases, generations, warmup=1)
+  secs = {m: [r.wall_s for r in rs] for m, rs in reps.items()}
   out = {}
   ref = np.asarray(secs[base]) if base in secs else None
   for mode, s in secs.items():
     s = np.asarray(s)
     e = {"seconds": [round(float(x), 4) for x in s], "median_s": round(float(np.median(s)), 4)}
+    e["cpu_s"] = [round(r.cpu_s, 4) for r in reps[mode]]
     if ref is not None and mode != base:
       r = s / ref
       e[f"ratio_to_{base}_median"] = round(float(np.median(r)), 3)
       e[f"ratio_to_{base}_quartiles"] = [round(float(x), 3) for x in np.percentile(r, [25, 75])]
     out[mode] = e
   return out
-
-
-def build(name: str, overrides: dict):
-  """``(config, coev, data)`` of a config as ``train.py`` builds it (random image data)."""
-  config = load_config(name, overrides)
-  if config.dataset in train.MIXTURES:
-    exp = train.build(config)
-    return config, exp.coev, exp.data
-  return (config, *_image_experiment(config))
-
-
-def stub_threefry() -> None:
-  """A diagnostic (``--stub_threefry``): JAX's threefry2x32 hash, which every ``jax.random``
-  call runs (a rolled loop per call site on the CPU), lowered as two integer operations, so
-  that a cold compile shows how many of its seconds random number generation costs. The
-  program's random numbers are then wrong: only its compile is timed. Private JAX API
-  (checked on 0.10.2)."""
-  from jax._src.interpreters import mlir
-
-  try:
-    from jax._src.random.threefry2x32 import threefry2x32_p
-  except ImportError:  # older JAX
-    from jax._src.prng import threefry2x32_p
-
-  def two_ops(k1, k2, x1, x2):
-    return (x1 ^ k1) + k2, (x2 ^ k2) + x1
-
-  lowering = mlir.lower_fun(two_ops, multiple_results=True)
-  mlir.register_lowering(threefry2x32_p, lowering, platform="cpu")
 
 
 def _fresh_process_compile(
@@ -284,10 +178,10 @@ def _fresh_process_compile(
   if generations:
     cmd += ["--generations", str(generations)]
   env = dict(os.environ, PYTHONPATH=str(root), **{CODE_ROOT: str(root)})
-  out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
-  if out.returncode != 0:
-    raise RuntimeError(f"{name}:{mode} failed: {out.stderr.strip().splitlines()[-1:]}")
-  return json.loads(out.stdout.strip().splitlines()[-1])
+  code, out, err = h.run_child(cmd, 3600, env, cwd=root)
+  if code != 0:
+    raise RuntimeError(f"{name}:{mode} failed: {err.strip().splitlines()[-1:]}")
+  return json.loads(out.strip().splitlines()[-1])
 
 
 def time_config(
@@ -330,13 +224,8 @@ def time_layouts(name: str, overrides: dict, sets: list, mode: str, generations:
 
 
 def _machine() -> dict:
-  return {
-    "cpu_model": runner.cpu_model(),
-    "avx512": runner.cpu_has_avx512(),
-    "cpus": os.cpu_count(),
-    "jax": jax.__version__,
-    "python": platform.python_version(),
-  }
+  """The harness's host description, and whether the CPU has AVX-512."""
+  return h.host() | {"avx512": runner.cpu_has_avx512()}
 
 
 def time_against(name: str, sets: list, rev: str, repeats: int, generations: int) -> dict:
@@ -444,55 +333,13 @@ def main():
     " trees of layers and as flat vectors (config.flat_params), generations interleaved",
   )
   args = ap.parse_args()
-  modes = args.modes.split(",")
-  if args.one:  # one cold compile in this fresh process: its timings as a JSON line
-    name, mode, *stub = args.one.split(":")
-    if stub:
-      stub_threefry()
-    _, coev, data = build(name, _overrides(args.set, name))
-    timings, step, state = time_compile(coev, data, mode)
-    if args.generations:
-      timings["generations"] = interleaved_generations(
-        {mode: (step, state)}, data, args.generations
-      )[mode]
-    timings["code_root"] = str(Path(co.__file__).resolve().parents[2])  # minmaxlab/coevolution/
-    print(json.dumps(timings))
-    return
+  if args.one:
+    return _one(args)
   if args.against:
-    # A SIGTERM (timeout, kill) exits through the ``finally`` that removes the worktree.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    result = {"benchmark": "compile_time_against", "machine": _machine(), "configs": {}}
-    for name in args.configs.split(","):
-      result["configs"][name] = time_against(
-        name, args.set, args.against, args.repeats, args.generations
-      )
-      print(f"# {name}: {json.dumps(result['configs'][name])}", flush=True)
-    print(json.dumps(result))
-    return
+    return _against(args)
   result = {"benchmark": "compile_time", "machine": _machine(), "configs": {}}
   for name in args.configs.split(","):
-    overrides = _overrides(args.set, name)
-    runs = []
-    for _ in range(args.repeats):
-      runs.append(
-        time_config(name, overrides, args.set, modes, args.generations, args.stub_threefry)
-      )
-      print(f"# {name}: {json.dumps(runs[-1])}", flush=True)
-    own = runs[0]["config_compile"]
-    entry = {"config_compile": own}
-    for mode in modes:
-      entry[f"{mode}_step_total_s"] = [r["modes"][mode]["step"]["total_s"] for r in runs]
-      entry[f"{mode}_step_cpu_s"] = [r["modes"][mode]["step"]["cpu_s"] for r in runs]
-      if args.stub_threefry:
-        stubbed = [r["threefry_stub"][mode]["step"]["total_s"] for r in runs]
-        entry[f"{mode}_step_total_s_threefry_stub"] = stubbed
-    if own in modes:
-      entry["step_total_s"] = entry[f"{own}_step_total_s"]
-    entry["runs"] = runs
-    if args.layouts:
-      entry["layouts"] = time_layouts(name, overrides, args.set, own, args.generations)
-      print(f"# {name} layouts: {json.dumps(entry['layouts'])}", flush=True)
-    result["configs"][name] = entry
+    result["configs"][name] = _config_entry(name, args, args.modes.split(","))
   if args.first_generation:
     from experiments.benchmarks import first_generation
 
@@ -500,7 +347,58 @@ def main():
       "experiments/coevolution/configs/ring8_3x3.py"
     )
     result["first_generation"]["load_average_after"] = list(os.getloadavg())
-  print(json.dumps(result))
+  h.emit(result)
+
+
+def _one(args) -> None:
+  """One cold compile in this fresh process: its timings as a JSON line."""
+  name, mode, *stub = args.one.split(":")
+  if stub:
+    stub_threefry()
+  _, coev, data = build(name, _overrides(args.set, name))
+  timings, step, state = time_compile(coev, data, mode)
+  if args.generations:
+    timings["generations"] = interleaved_generations({mode: (step, state)}, data, args.generations)[
+      mode
+    ]
+  timings["code_root"] = str(Path(co.__file__).resolve().parents[2])  # minmaxlab/coevolution/
+  h.emit(timings)
+
+
+def _against(args) -> None:
+  # A SIGTERM (timeout, kill) exits through the ``finally`` that removes the worktree.
+  signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+  result = {"benchmark": "compile_time_against", "machine": _machine(), "configs": {}}
+  for name in args.configs.split(","):
+    result["configs"][name] = time_against(
+      name, args.set, args.against, args.repeats, args.generations
+    )
+    print(f"# {name}: {json.dumps(result['configs'][name])}", flush=True)
+  h.emit(result)
+
+
+def _config_entry(name: str, args, modes: list) -> dict:
+  """A config's ``--repeats`` runs of every mode, each mode's step seconds, and the layouts."""
+  overrides = _overrides(args.set, name)
+  runs = []
+  for _ in range(args.repeats):
+    runs.append(time_config(name, overrides, args.set, modes, args.generations, args.stub_threefry))
+    print(f"# {name}: {json.dumps(runs[-1])}", flush=True)
+  own = runs[0]["config_compile"]
+  entry = {"config_compile": own}
+  for mode in modes:
+    entry[f"{mode}_step_total_s"] = [r["modes"][mode]["step"]["total_s"] for r in runs]
+    entry[f"{mode}_step_cpu_s"] = [r["modes"][mode]["step"]["cpu_s"] for r in runs]
+    if args.stub_threefry:
+      stubbed = [r["threefry_stub"][mode]["step"]["total_s"] for r in runs]
+      entry[f"{mode}_step_total_s_threefry_stub"] = stubbed
+  if own in modes:
+    entry["step_total_s"] = entry[f"{own}_step_total_s"]
+  entry["runs"] = runs
+  if args.layouts:
+    entry["layouts"] = time_layouts(name, overrides, args.set, own, args.generations)
+    print(f"# {name} layouts: {json.dumps(entry['layouts'])}", flush=True)
+  return entry
 
 
 if __name__ == "__main__":

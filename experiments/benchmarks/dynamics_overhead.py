@@ -26,9 +26,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib
-import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -38,10 +35,9 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
   sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import jax  # noqa: E402
 
+from experiments.benchmarks import _harness as h  # noqa: E402
 from experiments.gan import train  # noqa: E402
-from minmaxlab import runner  # noqa: E402
 
 TARGET = 0.05  # the action should cost under 5% of training at the stated interval (issue 39)
 
@@ -69,15 +65,11 @@ def timed_run(config) -> tuple[float, float]:
 
 
 def median_call(fn, *args, n=5) -> float:
-  out = []
-  for _ in range(n):
-    t = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    out.append(time.perf_counter() - t)
-  return statistics.median(out)
+  reps = h.interleave({"call": lambda r: fn(*args)}, n, warmup=0)["call"]
+  return statistics.median(r.wall_s for r in reps)
 
 
-def main(argv=None) -> dict:
+def _parser():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--config", default="ring8")
   parser.add_argument("--scheme", default="alternating")
@@ -87,51 +79,56 @@ def main(argv=None) -> dict:
   parser.add_argument("--dynamics-every", type=int, default=5)
   parser.add_argument("--repeats", type=int, default=9)
   parser.add_argument("--out", default="")
-  args = parser.parse_args(argv)
+  return parser
 
+
+def _compiled(off, on):
+  """Compile the training chunk, the evaluation and the action once (not timed later):
+  ``(state, chunk, dynamics program, compile seconds of the training, of the action)``."""
+  rep, (state, chunk) = h.timed(lambda: _first_chunk(off))
+  dyn = train._dynamics_program(on)
+  rep_dyn, _ = h.timed(lambda: dyn(state.params))
+  return state, chunk, dyn, rep.wall_s, rep_dyn.wall_s
+
+
+def _first_chunk(config):
+  _, init, chunk, _ = train._programs(config)
+  return chunk(init())[0], chunk
+
+
+def _overheads(walls, cpus) -> dict:
+  def paired(d):
+    return statistics.median(a / b - 1.0 for a, b in zip(d["on"], d["off"], strict=True))
+
+  med = statistics.median
+  return {
+    "overhead_wall_paired_median": round(paired(walls), 4),
+    "overhead_cpu_paired_median": round(paired(cpus), 4),
+    "overhead_wall_of_medians": round(med(walls["on"]) / med(walls["off"]) - 1, 4),
+    "overhead_wall_of_minima": round(min(walls["on"]) / min(walls["off"]) - 1, 4),
+    "overhead_cpu_of_medians": round(med(cpus["on"]) / med(cpus["off"]) - 1, 4),
+  }
+
+
+def main(argv=None) -> dict:
+  args = _parser().parse_args(argv)
   on, off = make_config(args, args.dynamics_every), make_config(args, 0)
   interval = args.eval_every * args.dynamics_every
   logged = range(on.log_every, args.num_steps + 1, on.log_every)  # the trainer's loop steps
   calls = sum(train.dynamics_due(on, s) for s in logged)
-
-  # Warm-up: compile the training chunk, the evaluation and the action once.
-  t = time.perf_counter()
-  exp, init, chunk, _ = train._programs(off)
-  state = init()
-  state = jax.block_until_ready(chunk(state))[0]
-  compile_train_s = time.perf_counter() - t
-  t = time.perf_counter()
-  dyn = train._dynamics_program(on)
-  dyn(state.params)
-  compile_dynamics_s = time.perf_counter() - t
-  timed_run(off)
-  timed_run(on)
-
-  walls, cpus = {"off": [], "on": []}, {"off": [], "on": []}
-  loads = []
-  for r in range(args.repeats):
-    order = ("off", "on") if r % 2 == 0 else ("on", "off")
-    for name in order:
-      wall, cpu = timed_run(off if name == "off" else on)
-      walls[name].append(round(wall, 3))
-      cpus[name].append(round(cpu, 3))
-    loads.append([round(x, 2) for x in os.getloadavg()])
-
-  def paired(d):
-    return statistics.median(a / b - 1.0 for a, b in zip(d["on"], d["off"], strict=True))
-
+  state, chunk, dyn, compile_train_s, compile_dynamics_s = _compiled(off, on)
+  # one untimed round of both runs, then rounds alternating the order (off, on), (on, off), ...
+  reps = h.interleave(
+    {"off": lambda r: timed_run(off), "on": lambda r: timed_run(on)}, args.repeats
+  )
+  walls = {k: [round(r.wall_s, 3) for r in v] for k, v in reps.items()}
+  cpus = {k: [round(r.cpu_s, 3) for r in v] for k, v in reps.items()}
   step_s = median_call(chunk, state) / off.log_every
   call_s = median_call(dyn, state.params)
   result = {
     "benchmark": "dynamics_overhead",
     "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%MZ"),
-    "machine": {
-      "cpu_model": runner.cpu_model(),
-      "cpus": os.cpu_count(),
-      "jax": jax.__version__,
-      "python": platform.python_version(),
-      "backend": jax.default_backend(),
-    },
+    "machine": h.host(),
     "config": args.config,
     "scheme": args.scheme,
     "sync_period": args.sync_period,
@@ -145,16 +142,8 @@ def main(argv=None) -> dict:
     "repeats": args.repeats,
     "wall_s": walls,
     "cpu_s": cpus,
-    "load_average_per_round": loads,
-    "overhead_wall_paired_median": round(paired(walls), 4),
-    "overhead_cpu_paired_median": round(paired(cpus), 4),
-    "overhead_wall_of_medians": round(
-      statistics.median(walls["on"]) / statistics.median(walls["off"]) - 1, 4
-    ),
-    "overhead_wall_of_minima": round(min(walls["on"]) / min(walls["off"]) - 1, 4),
-    "overhead_cpu_of_medians": round(
-      statistics.median(cpus["on"]) / statistics.median(cpus["off"]) - 1, 4
-    ),
+    "load_average_per_round": [round(r.load_1min, 2) for r in reps["on"]],
+    **_overheads(walls, cpus),
     "dynamics_call_s": round(call_s, 4),
     "train_step_s": round(step_s, 6),
     "predicted_share_of_steps": round(call_s / (interval * step_s), 4),
@@ -165,11 +154,9 @@ def main(argv=None) -> dict:
   }
   result["under_target"] = bool(result["overhead_cpu_paired_median"] < TARGET)
   result["under_target_wall"] = bool(result["overhead_wall_paired_median"] < TARGET)
-  line = json.dumps(result)
-  print(line)
   if args.out:
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(line + "\n")
+    Path(args.out).unlink(missing_ok=True)  # one line per file
+  h.emit(result, args.out or None)
   return result
 
 

@@ -36,6 +36,11 @@ import tempfile
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
+  sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from experiments.benchmarks import _harness as h  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -121,12 +126,13 @@ def main() -> None:
   load_start = os.getloadavg()[0]
   out = measure(args.config)
   out["host"] = {
+    **h.host(),
     "cpu": platform.processor() or platform.machine(),
     "cores": os.cpu_count(),
     "load_1min_start": round(load_start, 2),
     "load_1min": round(os.getloadavg()[0], 2),
   }
-  print(json.dumps(out))
+  h.emit(out)
   if args.out:
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
 

@@ -22,10 +22,10 @@ initialiser vs the module's own per-leaf initialisers. Prints one JSON line.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +34,11 @@ from flax import nnx
 
 import minmaxlab as mml
 from minmaxlab.gan import losses, models
+
+if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
+  sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from experiments.benchmarks import _harness as h  # noqa: E402
 
 
 class NnxGenerator(nnx.Module):
@@ -93,26 +98,21 @@ def make_runner(pair, steps, batch):
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
   flops = float(cost.get("flops", float("nan"))) if cost else float("nan")
-  t0 = time.perf_counter()
-  jax.block_until_ready(run(*state, jax.random.key(1)))
-  compile_s = time.perf_counter() - t0
+  first, _ = h.timed(lambda: run(*state, jax.random.key(1)))
 
-  def timed():
-    t = time.perf_counter()
-    jax.block_until_ready(run(*state, jax.random.key(2)))
-    return time.perf_counter() - t
+  def timed(r):
+    return run(*state, jax.random.key(2))
 
   n_params = models.num_params(params)
-  return timed, compile_s, (n_params, flops)
+  return timed, first.wall_s, (n_params, flops)
 
 
 def init_compile_seconds():
   out = {}
   for initializer in ("fan_in_uniform", "module"):
     model = models.from_linen(models.DCGANGenerator((28, 28, 1), 64, "batch"), (128,), initializer)
-    t = time.perf_counter()
-    jax.block_until_ready(model.init(jax.random.key(0)))
-    out[initializer] = round(time.perf_counter() - t, 3)
+    rep, _ = h.timed(lambda model=model: model.init(jax.random.key(0)))
+    out[initializer] = round(rep.wall_s, 3)
   return out
 
 
@@ -131,10 +131,8 @@ def main():
   runners, compile_s, n_params = {}, {}, {}
   for name, pair in variants.items():
     runners[name], compile_s[name], n_params[name] = make_runner(pair, args.steps, args.batch)
-  times = {name: [] for name in variants}
-  for _ in range(args.repeats):
-    for name, timed in runners.items():
-      times[name].append(timed())
+  reps = h.interleave(runners, args.repeats, warmup=0)
+  times = {name: [r.wall_s for r in rs] for name, rs in reps.items()}
   median = {name: statistics.median(t) for name, t in times.items()}
   steps_per_s = {name: round(args.steps / m, 1) for name, m in median.items()}
   result = {
@@ -151,11 +149,13 @@ def main():
     "dcgan28_generator_init_compile_s": init_compile_seconds(),
     "faster": min(("linen", "nnx"), key=median.get),
     "repeats": args.repeats,
+    "cpu_s_all": {k: [round(r.cpu_s, 4) for r in v] for k, v in reps.items()},
     "jax": jax.__version__,
     "machine": platform.machine(),
+    "host": h.host(),
     "devices": str(jax.devices()),
   }
-  print(json.dumps(result))
+  h.emit(result)
 
 
 if __name__ == "__main__":

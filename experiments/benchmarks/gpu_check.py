@@ -38,8 +38,13 @@ import platform
 import re
 import statistics
 import sys
-import time
 from datetime import UTC, datetime
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
+  sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from experiments.benchmarks import _harness as h  # noqa: E402
 
 # Vendor datasheet peaks, FLOP/s, dense (no sparsity): (fp32 SIMT, tf32 tensor core).
 PEAK_FLOPS = {
@@ -138,14 +143,9 @@ def program_cost(compiled) -> dict:
 
 
 def _time(fn, repeats: int) -> tuple[float, list[float]]:
-  import jax
-
-  jax.block_until_ready(fn())  # warm-up (first run after compile)
-  times = []
-  for _ in range(repeats):
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    times.append(time.perf_counter() - t0)
+  """Median and every one of ``repeats`` timed calls after one warm-up (the harness's)."""
+  reps = h.interleave({"fn": lambda r: fn()}, repeats, warmup=1)["fn"]
+  times = [r.wall_s for r in reps]
   return statistics.median(times), times
 
 
@@ -189,9 +189,8 @@ def coevolution_workload(size: dict, steps: int, repeats: int) -> dict:
   images = _images(size["images"])
   key = jax.random.key(0)
   state = jax.jit(coev.init)(key)
-  t0 = time.perf_counter()
-  compiled = jax.jit(coev.step).lower(key, state, images).compile()
-  compile_s = time.perf_counter() - t0
+  compiled, timing = h.compile_timed(jax.jit(coev.step), key, state, images)
+  compile_s = timing["compile_s"]
   seconds, times = _time(lambda: compiled(key, state, images), repeats)
   return {
     "steps": steps,
@@ -252,9 +251,8 @@ def pbt_workload(size: dict, steps: int, repeats: int, members: int = 16) -> dic
   images = _images(size["images"])
   state = jax.jit(runner.init, static_argnums=1)(jax.random.key(0), members)
   key = jax.random.key(1)
-  t0 = time.perf_counter()
-  compiled = jax.jit(runner.step).lower(key, state, images).compile()
-  compile_s = time.perf_counter() - t0
+  compiled, timing = h.compile_timed(jax.jit(runner.step), key, state, images)
+  compile_s = timing["compile_s"]
   seconds, times = _time(lambda: compiled(key, state, images), repeats)
   return {
     "members": members,
@@ -339,6 +337,7 @@ def main(argv=None) -> dict:
     "device_count": jax.device_count(),
     "jax": jax.__version__,
     "host": platform.node(),
+    "machine": h.host(),
     "peak_table_key": key,
     "peak_flops": peak,
     "peak_source": peak_source if peak else None,
@@ -355,11 +354,7 @@ def main(argv=None) -> dict:
     },
     "tests": tests,
   }
-  line = json.dumps(row)
-  print(line)
-  if args.out:
-    with open(args.out, "a") as f:
-      f.write(line + "\n")
+  h.emit(row, args.out or None)
   return row
 
 

@@ -300,9 +300,11 @@ def figures(results: dict[str, dict]) -> dict:
 
 def _machine() -> dict:
   sys.path.insert(0, str(ROOT))
+  from experiments.benchmarks import _harness as h
   from minmaxlab import runner
 
   return {
+    **h.host(),
     "cpu_model": runner.cpu_model(),
     **cpu_identity(),
     "avx512": runner.cpu_has_avx512(),
@@ -385,9 +387,11 @@ def main(argv: list[str] | None = None) -> int:
   summary["targets"] = targets(results, files)
   summary["figures"] = figures(results)
   summary["all_met"] = bool(summary["targets"]) and all(t["met"] for t in summary["targets"])
-  line = json.dumps(summary)
-  (out / f"{stamp}_speed_claims_{slug}.json").write_text(line + "\n")
-  print(line)
+  from experiments.benchmarks import _harness as h
+
+  path = out / f"{stamp}_speed_claims_{slug}.json"
+  path.unlink(missing_ok=True)  # one line per file
+  h.emit(summary, path)
   return rc
 
 

@@ -28,13 +28,9 @@ no-sync branch's). Prints one JSON line.
 from __future__ import annotations
 
 import argparse
-import collections
-import json
 import os
-import re
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -48,7 +44,17 @@ from minmaxlab.gan import losses, models
 if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
   sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from experiments.benchmarks import _kernel_profile  # noqa: E402
+from experiments.benchmarks import _harness as h  # noqa: E402
+from experiments.benchmarks._hlo_traffic import (  # noqa: E402, F401 (tests read them here)
+  _body_conditionals,
+  _computation,
+  _instructions,
+  _sync_kernel_names,
+  _traffic,
+  kernel_profile,
+  step_traffic,
+  xla_cost,
+)
 
 TARGET = 0.03  # lookahead should add under 3% per step (issue 11)
 
@@ -135,141 +141,6 @@ def compiled_scan_run(make_inner, params, field, steps, sync_period=5, slow_step
   return run, mml.lookahead_minmax(make_inner(), sync_period, slow_step_size).init(params)
 
 
-_DTYPE_BYTES = {"f64": 8, "f32": 4, "s32": 4, "u32": 4, "bf16": 2, "f16": 2, "pred": 1, "s8": 1}
-# The top-level operations of a loop body (or of a cond branch) that read and write buffers
-# (not tuple plumbing; a `conditional`'s branches are separate computations, see step_traffic).
-_KERNELS = ("fusion", "dot", "copy", "convolution", "custom-call", "dynamic-update-slice")
-
-
-def _array_bytes(shape: str) -> int:
-  m = re.match(r"(\w+)\[([\d,]*)\]", shape)
-  if not m or m.group(1) not in _DTYPE_BYTES:
-    return 0  # tuples, tokens
-  n = 1
-  for d in filter(None, m.group(2).split(",")):
-    n *= int(d)
-  return n * _DTYPE_BYTES[m.group(1)]
-
-
-def _computation(hlo_text: str, name: str) -> list[str]:
-  """The instruction lines of one HLO computation."""
-  lines, inside = [], False
-  for line in hlo_text.splitlines():
-    head = re.match(r"^(?:ENTRY )?%(\S+) \(", line)
-    if head:
-      inside = head.group(1) == name
-    elif inside:
-      lines.append(line)
-  return lines
-
-
-def _instructions(lines: list[str]) -> list:
-  """Array-shaped instructions (matches: name, shape, opcode, operands); tuples are left out."""
-  inst = [re.match(r"\s*(?:ROOT )?%(\S+) = (\S+) ([\w-]+)\((.*?)\)", x) for x in lines]
-  return [m for m in inst if m]
-
-
-def _traffic(inst: list, kinds: collections.Counter) -> tuple[int, int]:
-  size = {m.group(1): _array_bytes(m.group(2)) for m in inst}
-  written = read = 0
-  for m in inst:
-    if m.group(3) in _KERNELS:
-      kinds[m.group(3)] += 1
-      written += _array_bytes(m.group(2))
-      read += sum(size.get(o.strip().lstrip("%"), 0) for o in m.group(4).split(","))
-  return written, read
-
-
-def _body_conditionals(hlo_text: str) -> list[tuple[str, str]]:
-  """``(false branch, true branch)`` computation names of every ``conditional`` in the scan's
-  loop body (a Lookahead step's no-sync and sync branches)."""
-  body = re.search(r"body=%([\w.\-]+)", hlo_text)
-  out = []
-  for line in _computation(hlo_text, body.group(1)) if body else []:
-    # a conditional's shape is a tuple: found by its opcode
-    m = re.search(r" conditional\(.*branch_computations=\{%([\w.\-]+), %([\w.\-]+)\}", line)
-    old = re.search(
-      r" conditional\(.*true_computation=%([\w.\-]+), false_computation=%([\w.\-]+)", line
-    )
-    if m:
-      out.append(m.groups())
-    elif old:
-      out.append(old.groups()[::-1])
-  return out
-
-
-def step_traffic(hlo_text: str) -> dict:
-  """Kernels and buffer traffic of one step WITHOUT a lookahead sync, from the compiled HLO.
-
-  Sums, over the top-level kernels of the scan's ``while`` body (fusions, dots, copies),
-  the bytes each writes (its result) and reads (its operands), and the same over the
-  first (``False``, no-sync) branch of every ``conditional`` in the body: a step without
-  a sync runs that branch. The sync branch is left out: it runs on one step in k.
-  XLA's ``cost_analysis`` instead adds both branches of every ``cond`` on every step, an
-  upper bound that does not change with the layout.
-  """
-  body = re.search(r"body=%([\w.\-]+)", hlo_text)
-  if body is None:
-    return {}
-  kinds = collections.Counter()
-  written, read = _traffic(_instructions(_computation(hlo_text, body.group(1))), kinds)
-  for no_sync, _ in _body_conditionals(hlo_text):
-    w, r = _traffic(_instructions(_computation(hlo_text, no_sync)), kinds)
-    written, read = written + w, read + r
-  return {"written": written, "read": read, "kernels": sum(kinds.values()), **kinds}
-
-
-def xla_cost(run, params, state, batches):
-  """FLOPs and bytes accessed of the compiled run (XLA's cost analysis), the traffic of a
-  step without a sync (:func:`step_traffic`) and the compiled HLO text."""
-  try:
-    compiled = run.lower(params, state, batches).compile()
-    cost = compiled.cost_analysis()
-    cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-    hlo = compiled.as_text()
-    return {
-      "flops": float(cost.get("flops", 0.0)),
-      "bytes": float(cost.get("bytes accessed", 0.0)),
-      "step": step_traffic(hlo),
-      "hlo": hlo,
-    }
-  except Exception:  # cost analysis is best effort on some backends
-    return {"flops": 0.0, "bytes": 0.0, "step": {}, "hlo": None}
-
-
-def _sync_kernel_names(hlo_text: str) -> set[str]:
-  """The instructions of the sync branch (the true one) of every ``conditional`` in the scan's
-  loop body: what a Lookahead step runs once in k steps."""
-  names = set()
-  for _, sync in _body_conditionals(hlo_text):
-    lines = "\n".join(_computation(hlo_text, sync))
-    names |= set(re.findall(r"^\s*(?:ROOT )?%(\S+) = ", lines, flags=re.M))
-  return names
-
-
-def kernel_profile(run, params, state, batches, calls=3, hlo_text=None) -> dict:
-  """Kernel time of a call (``jax.profiler``, median of ``calls`` profiled calls): in total and
-  in the sync branch (:func:`_sync_kernel_names`), and the sync's share. Each kernel is timed
-  by itself, so unlike the wall-clock ratios this share does not move with the host's load
-  between calls. ``hlo_text``: the compiled program's HLO, if already at hand."""
-  hlo = hlo_text or run.lower(params, state, batches).compile().as_text()
-  sync = _sync_kernel_names(hlo)
-  totals, syncs = [], []
-  for _ in range(calls):
-    ns, _, _ = _kernel_profile.kernel_times(
-      lambda: jax.block_until_ready(run(params, state, batches)), hlo
-    )
-    totals.append(sum(t for name, t in ns.items() if "ThreadPool" not in name))
-    syncs.append(sum(ns[name] for name in sync))
-  # microsecond resolution: a small game's sync kernels take a few microseconds per call, which
-  # two decimals of a millisecond printed as 0.0 on a fast host
-  return {
-    "kernel_ms": round(statistics.median(totals) / 1e6, 4),
-    "sync_kernel_ms": round(statistics.median(syncs) / 1e6, 4),
-    "sync_share": round(statistics.median(s / t for s, t in zip(syncs, totals)), 4),
-  }
-
-
 def _paired(times, variant="lookahead"):
   """Median and quartiles of each round's ratio ``variant / plain - 1``, and every round's
   (``rounds``, in order: a later run can pool them)."""
@@ -292,6 +163,106 @@ def _ratio(a, b):
   return round(a / b, 4) if b else None
 
 
+def _variants(make, params, field, steps) -> dict:
+  """The programs timed for one scheme (builders returning ``(run, state)``)."""
+  la = lambda k, layout="auto": mml.lookahead_minmax(make(), k, 0.5, sync_layout=layout)  # noqa: E731
+  return {
+    "plain": lambda layout: compiled_run(make(), params, field, steps),
+    "lookahead": lambda layout: compiled_run(la(5), params, field, steps),  # sync_layout="auto"
+    "lookahead_scan": lambda layout: compiled_scan_run(make, params, field, steps),
+    "lookahead_update": lambda layout: compiled_run(la(5), params, field, steps, "update"),
+    # the same program with a period longer than the call: what a step costs without a sync
+    "lookahead_no_sync": lambda layout: compiled_run(la(steps + 1), params, field, steps),
+    # the sync layout "auto" did not choose (see lookahead_minmax's sync_layout)
+    "lookahead_other_layout": lambda layout: compiled_run(
+      la(5, "select" if layout == "cond" else "cond"), params, field, steps
+    ),
+  }
+
+
+def _compile_all(variants, params, batches) -> tuple[dict, str | None]:
+  """Each variant compiled and warmed up: ``{variant: (run, state, compile_s, cost)}`` and the
+  layout ``"auto"`` chose (read off the compiled loop body of ``lookahead``)."""
+  runs, layout = {}, None
+  for variant, build in variants.items():
+    run, state = build(layout)
+    rep, _ = h.timed(lambda run=run, state=state: run(params, state, batches))
+    runs[variant] = (run, state, rep.wall_s, xla_cost(run, params, state, batches))
+    if variant == "lookahead":
+      layout = "cond" if _body_conditionals(runs[variant][3]["hlo"]) else "select"
+  return runs, layout
+
+
+def _overheads(times, cpu, runs) -> dict:
+  """The plain and Lookahead step's cost and the static (HLO) measures."""
+  plain = statistics.median(times["plain"])
+  la = statistics.median(times["lookahead"])
+  cpu_plain, cpu_la = statistics.median(cpu["plain"]), statistics.median(cpu["lookahead"])
+  return {
+    "step_ms": round(plain * 1e3, 4),
+    "lookahead_step_ms": round(la * 1e3, 4),
+    "overhead": round(la / plain - 1.0, 4),
+    # best-of-repeats is less sensitive to other load on a shared machine
+    "overhead_min": round(min(times["lookahead"]) / min(times["plain"]) - 1.0, 4),
+    # the same from the CPU time the process used (median and best of the repeats)
+    "cpu_step_ms": round(cpu_plain * 1e3, 4),
+    "overhead_cpu": round(cpu_la / cpu_plain - 1.0, 4),
+    "overhead_cpu_min": round(min(cpu["lookahead"]) / min(cpu["plain"]) - 1.0, 4),
+    # median of the ratios within each round (plain, lookahead) and their spread
+    # (quartiles): a change of the host's load between pairs cancels out
+    "overhead_paired": _paired(times),
+    "overhead_cpu_paired": _paired(cpu),
+    # XLA's static cost estimate; it counts BOTH branches of the lookahead's lax.cond on
+    # every step (the sync arithmetic is not amortised over k), so these are upper bounds.
+    "xla_flops_ratio": _ratio(runs["lookahead"][3]["flops"], runs["plain"][3]["flops"]),
+    "xla_bytes_ratio": _ratio(runs["lookahead"][3]["bytes"], runs["plain"][3]["bytes"]),
+    # the same for a step without a sync, from the compiled loop body (see step_traffic)
+    "step_bytes_ratio": _ratio(_step_bytes(runs["lookahead"][3]), _step_bytes(runs["plain"][3])),
+    "step_kernels": [runs[v][3]["step"].get("kernels") for v in ("plain", "lookahead")],
+    "compile_s": round(runs["plain"][2], 2),
+    "lookahead_compile_s": round(runs["lookahead"][2], 2),
+  }
+
+
+def _other_programs(times, cpu, runs, layout) -> dict:
+  """Lookahead through ``lookahead_scan``, a hand-written optax loop, without a sync, and in
+  the layout ``"auto"`` did not choose, each against plain."""
+  plain = statistics.median(times["plain"])
+  return {
+    # the same steps through minmaxlab.lookahead_scan (k plain steps, then the sync),
+    # timed in the same interleaved rounds
+    "scan_step_ms": round(statistics.median(times["lookahead_scan"]) * 1e3, 4),
+    "overhead_scan": round(statistics.median(times["lookahead_scan"]) / plain - 1.0, 4),
+    "overhead_scan_min": round(min(times["lookahead_scan"]) / min(times["plain"]) - 1.0, 4),
+    "overhead_scan_paired": _paired(times, "lookahead_scan"),
+    "overhead_scan_cpu_paired": _paired(cpu, "lookahead_scan"),
+    "scan_compile_s": round(runs["lookahead_scan"][2], 2),
+    # the same steps as a hand-written optax loop (`tx.update`, then `apply_updates`):
+    # Lookahead's `cond` then selects between two updates (see lookahead_minmax)
+    "update_step_ms": round(statistics.median(times["lookahead_update"]) * 1e3, 4),
+    "overhead_update": round(statistics.median(times["lookahead_update"]) / plain - 1.0, 4),
+    "overhead_update_paired": _paired(times, "lookahead_update"),
+    "update_step_bytes_ratio": _ratio(
+      _step_bytes(runs["lookahead_update"][3]), _step_bytes(runs["plain"][3])
+    ),
+    # Lookahead whose sync never comes in the call: the per-step cost alone (counter, cond)
+    "overhead_no_sync": round(statistics.median(times["lookahead_no_sync"]) / plain - 1.0, 4),
+    "overhead_no_sync_paired": _paired(times, "lookahead_no_sync"),
+    # sync_layout: what "auto" chose, and the other layout in the same rounds
+    "layout": layout,
+    "other_layout": "select" if layout == "cond" else "cond",
+    "overhead_other_layout": round(
+      statistics.median(times["lookahead_other_layout"]) / plain - 1.0, 4
+    ),
+    "overhead_other_layout_paired": _paired(times, "lookahead_other_layout"),
+    "overhead_other_layout_cpu_paired": _paired(cpu, "lookahead_other_layout"),
+    "other_layout_step_bytes_ratio": _ratio(
+      _step_bytes(runs["lookahead_other_layout"][3]), _step_bytes(runs["plain"][3])
+    ),
+    "other_layout_step_kernels": runs["lookahead_other_layout"][3]["step"].get("kernels"),
+  }
+
+
 def measure(problem, steps, repeats, profile=False, only=None):
   params, data, field = problem
   batches = data(jax.random.key(2), steps)
@@ -299,108 +270,16 @@ def measure(problem, steps, repeats, profile=False, only=None):
   for name, make in schemes().items():
     if only and name not in only:
       continue
-    runs = {}
-    la = lambda k, layout="auto": mml.lookahead_minmax(make(), k, 0.5, sync_layout=layout)  # noqa: E731
-    variants = {
-      "plain": lambda: compiled_run(make(), params, field, steps),
-      "lookahead": lambda: compiled_run(la(5), params, field, steps),  # sync_layout="auto"
-      "lookahead_scan": lambda: compiled_scan_run(make, params, field, steps),
-      "lookahead_update": lambda: compiled_run(la(5), params, field, steps, "update"),
-      # the same program with a period longer than the call: what a step costs without a sync
-      "lookahead_no_sync": lambda: compiled_run(la(steps + 1), params, field, steps),
-      # the sync layout "auto" did not choose (see lookahead_minmax's sync_layout)
-      "lookahead_other_layout": lambda: compiled_run(
-        la(5, "select" if layout == "cond" else "cond"), params, field, steps
-      ),
-    }
-    layout = None
-    for variant, build in variants.items():
-      run, state = build()
-      t0 = time.perf_counter()
-      jax.block_until_ready(run(params, state, batches))  # compile + warm up
-      compile_s = time.perf_counter() - t0
-      runs[variant] = (run, state, compile_s, xla_cost(run, params, state, batches))
-      if variant == "lookahead":  # the layout "auto" chose, read off the compiled loop body
-        layout = "cond" if _body_conditionals(runs[variant][3]["hlo"]) else "select"
-    times = {v: [] for v in runs}
-    cpu = {v: [] for v in runs}  # process CPU seconds: less sensitive to other load
-    order = list(runs)
-    for r in range(repeats):  # interleaved, the order rotated each round (no position bias)
-      for variant in order[r % len(order) :] + order[: r % len(order)]:
-        run, state = runs[variant][:2]
-        t0, c0 = time.perf_counter(), time.process_time()
-        jax.block_until_ready(run(params, state, batches))
-        times[variant].append((time.perf_counter() - t0) / steps)
-        cpu[variant].append((time.process_time() - c0) / steps)
-    plain = statistics.median(times["plain"])
-    la = statistics.median(times["lookahead"])
-    cpu_plain, cpu_la = statistics.median(cpu["plain"]), statistics.median(cpu["lookahead"])
-    out[name] = {
-      "step_ms": round(plain * 1e3, 4),
-      "lookahead_step_ms": round(la * 1e3, 4),
-      "overhead": round(la / plain - 1.0, 4),
-      # best-of-repeats is less sensitive to other load on a shared machine
-      "overhead_min": round(min(times["lookahead"]) / min(times["plain"]) - 1.0, 4),
-      # the same from the CPU time the process used (median and best of the repeats)
-      "cpu_step_ms": round(cpu_plain * 1e3, 4),
-      "overhead_cpu": round(cpu_la / cpu_plain - 1.0, 4),
-      "overhead_cpu_min": round(min(cpu["lookahead"]) / min(cpu["plain"]) - 1.0, 4),
-      # median of the ratios within each round (plain, lookahead) and their spread
-      # (quartiles): a change of the host's load between pairs cancels out
-      "overhead_paired": _paired(times),
-      "overhead_cpu_paired": _paired(cpu),
-      # XLA's static cost estimate; it counts BOTH branches of the lookahead's lax.cond on
-      # every step (the sync arithmetic is not amortised over k), so these are upper bounds.
-      "xla_flops_ratio": _ratio(runs["lookahead"][3]["flops"], runs["plain"][3]["flops"]),
-      "xla_bytes_ratio": _ratio(runs["lookahead"][3]["bytes"], runs["plain"][3]["bytes"]),
-      # the same for a step without a sync, from the compiled loop body (see step_traffic)
-      "step_bytes_ratio": _ratio(_step_bytes(runs["lookahead"][3]), _step_bytes(runs["plain"][3])),
-      "step_kernels": [runs[v][3]["step"].get("kernels") for v in ("plain", "lookahead")],
-      "compile_s": round(runs["plain"][2], 2),
-      "lookahead_compile_s": round(runs["lookahead"][2], 2),
-      # the same steps through minmaxlab.lookahead_scan (k plain steps, then the sync),
-      # timed in the same interleaved rounds
-      "scan_step_ms": round(statistics.median(times["lookahead_scan"]) * 1e3, 4),
-      "overhead_scan": round(statistics.median(times["lookahead_scan"]) / plain - 1.0, 4),
-      "overhead_scan_min": round(min(times["lookahead_scan"]) / min(times["plain"]) - 1.0, 4),
-      "overhead_scan_paired": _paired(times, "lookahead_scan"),
-      "overhead_scan_cpu_paired": _paired(cpu, "lookahead_scan"),
-      "scan_compile_s": round(runs["lookahead_scan"][2], 2),
-      # the same steps as a hand-written optax loop (`tx.update`, then `apply_updates`):
-      # Lookahead's `cond` then selects between two updates (see lookahead_minmax)
-      "update_step_ms": round(statistics.median(times["lookahead_update"]) * 1e3, 4),
-      "overhead_update": round(statistics.median(times["lookahead_update"]) / plain - 1.0, 4),
-      "overhead_update_paired": _paired(times, "lookahead_update"),
-      "update_step_bytes_ratio": _ratio(
-        _step_bytes(runs["lookahead_update"][3]), _step_bytes(runs["plain"][3])
-      ),
-      # Lookahead whose sync never comes in the call: the per-step cost alone (counter, cond)
-      "overhead_no_sync": round(statistics.median(times["lookahead_no_sync"]) / plain - 1.0, 4),
-      "overhead_no_sync_paired": _paired(times, "lookahead_no_sync"),
-      # sync_layout: what "auto" chose, and the other layout in the same rounds
-      "layout": layout,
-      "other_layout": "select" if layout == "cond" else "cond",
-      "overhead_other_layout": round(
-        statistics.median(times["lookahead_other_layout"]) / plain - 1.0, 4
-      ),
-      "overhead_other_layout_paired": _paired(times, "lookahead_other_layout"),
-      "overhead_other_layout_cpu_paired": _paired(cpu, "lookahead_other_layout"),
-      "other_layout_step_bytes_ratio": _ratio(
-        _step_bytes(runs["lookahead_other_layout"][3]), _step_bytes(runs["plain"][3])
-      ),
-      "other_layout_step_kernels": runs["lookahead_other_layout"][3]["step"].get("kernels"),
-    }
+    runs, layout = _compile_all(_variants(make, params, field, steps), params, batches)
+    cases = {v: (lambda r, v=v: runs[v][0](params, runs[v][1], batches)) for v in runs}
+    reps = h.interleave(cases, repeats, warmup=0)  # the order rotated each round
+    times = {v: [r.wall_s / steps for r in rs] for v, rs in reps.items()}
+    cpu = {v: [r.cpu_s / steps for r in rs] for v, rs in reps.items()}  # robust to other load
+    out[name] = _overheads(times, cpu, runs) | _other_programs(times, cpu, runs, layout)
     if profile:  # what the sync branch takes of the kernel time of the program with the cond
       run, state, _, cost = runs["lookahead" if layout == "cond" else "lookahead_other_layout"]
       out[name]["profile"] = kernel_profile(run, params, state, batches, hlo_text=cost["hlo"])
   return out
-
-
-def load_average() -> list[float] | None:
-  try:
-    return [round(x, 2) for x in os.getloadavg()]
-  except OSError:
-    return None
 
 
 def main():
@@ -431,7 +310,7 @@ def main():
   only = set(args.schemes.split(",")) if args.schemes else None
   if only and not only <= set(schemes()):
     parser.error(f"--schemes: choose from {','.join(schemes())}, got {args.schemes!r}")
-  load_before = load_average()
+  load_before = h.host()["load_average"]
   problems = {
     "mlp_gan": lambda: measure(gan_problem(), gan_steps, args.repeats, args.profile, only),
     "bilinear_1000": lambda: measure(
@@ -441,36 +320,35 @@ def main():
   results = {name: problems[name]() for name in args.problems.split(",")}
   overheads = [r["overhead"] for p in results.values() for r in p.values()]
   gan = results.get("mlp_gan", {})
-  print(
-    json.dumps(
-      {
-        "benchmark": "transform_overhead",
-        "backend": jax.default_backend(),
-        "devices": jax.device_count(),
-        "cpu": runner.cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "load_average_before": load_before,
-        "load_average_after": load_average(),
-        "steps_per_timing": {"mlp_gan": gan_steps, "bilinear_1000": bil_steps},
-        "repeats": args.repeats,
-        "target_overhead": TARGET,
-        "results": results,
-        "max_overhead_mlp_gan": max((r["overhead"] for r in gan.values()), default=None),
-        "max_overhead": max(overheads),
-        "within_target_mlp_gan": bool(gan) and all(r["overhead"] < TARGET for r in gan.values()),
-        "within_target_mlp_gan_min": bool(gan)
-        and all(r["overhead_min"] < TARGET for r in gan.values()),
-        "within_target_mlp_gan_cpu": bool(gan)
-        and all(r["overhead_cpu"] < TARGET for r in gan.values()),
-        "within_target_mlp_gan_paired": bool(gan)
-        and all(r["overhead_paired"]["median"] < TARGET for r in gan.values()),
-        "within_target_mlp_gan_cpu_paired": bool(gan)
-        and all(r["overhead_cpu_paired"]["median"] < TARGET for r in gan.values()),
-        "max_sync_share_mlp_gan": max(
-          (r["profile"]["sync_share"] for r in gan.values() if "profile" in r), default=None
-        ),
-      }
-    )
+  h.emit(
+    {
+      "benchmark": "transform_overhead",
+      "host": h.host(),
+      "backend": jax.default_backend(),
+      "devices": jax.device_count(),
+      "cpu": runner.cpu_model(),
+      "cpu_count": os.cpu_count(),
+      "load_average_before": load_before,
+      "load_average_after": [round(v, 2) for v in os.getloadavg()],
+      "steps_per_timing": {"mlp_gan": gan_steps, "bilinear_1000": bil_steps},
+      "repeats": args.repeats,
+      "target_overhead": TARGET,
+      "results": results,
+      "max_overhead_mlp_gan": max((r["overhead"] for r in gan.values()), default=None),
+      "max_overhead": max(overheads),
+      "within_target_mlp_gan": bool(gan) and all(r["overhead"] < TARGET for r in gan.values()),
+      "within_target_mlp_gan_min": bool(gan)
+      and all(r["overhead_min"] < TARGET for r in gan.values()),
+      "within_target_mlp_gan_cpu": bool(gan)
+      and all(r["overhead_cpu"] < TARGET for r in gan.values()),
+      "within_target_mlp_gan_paired": bool(gan)
+      and all(r["overhead_paired"]["median"] < TARGET for r in gan.values()),
+      "within_target_mlp_gan_cpu_paired": bool(gan)
+      and all(r["overhead_cpu_paired"]["median"] < TARGET for r in gan.values()),
+      "max_sync_share_mlp_gan": max(
+        (r["profile"]["sync_share"] for r in gan.values() if "profile" in r), default=None
+      ),
+    }
   )
 
 
