@@ -150,6 +150,7 @@ STUDY_MODULES = (
   "experiments.pbt.results",
   "experiments.coevolution.lipizzaner_config",
   "experiments.gan.dynamics_report",
+  "experiments.benchmarks.cluster_model",
 )
 
 

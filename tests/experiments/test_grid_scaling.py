@@ -68,3 +68,19 @@ def test_grid_scaling_smallest_case_prints_one_json_line(tmp_path):
   # a finished case is not run again
   again = _procs.run(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
   assert again.returncode == 0 and again.stdout.strip() == "" and h.read_lines(out) == [rec]
+
+
+def test_cluster_model_tables_regenerate_from_the_committed_json():
+  """docs/benchmarks.md's grid-scaling and cluster-model blocks equal their regeneration."""
+  from experiments import _report
+  from experiments.benchmarks import cluster_model as cm
+
+  for name, make in (("grid_scaling", cm.results_table), ("cluster_model", cm.model_table)):
+    assert _report.read_block(ROOT / cm.README, name) == make().rstrip()
+  assert cm.halo_cells(2, 2, 2, 2, "moore") == 12 and cm.halo_cells(2, 2, 2, 2, "von_neumann") == 8
+  assert cm.halo_cells(4, 8, 2, 1) == 16 and cm.halo_cells(4, 4, 1, 1) == 0
+  parts = {"c": 1.0, "b": 1e6, "m": 8}
+  one = cm.predict(parts, 4, 4, 1, 1, 1, "moore")
+  assert one == {"compute": 16.0, "exchange": 0.0, "total": 16.0}
+  four = cm.predict(parts, 4, 4, 2, 2, 10, "moore")  # 20 halo cells of 1 MB over 10 Gb/s
+  assert abs(four["exchange"] - (8 * cm.LATENCY_S + 8 * 20e6 / 1e10)) < 1e-12
