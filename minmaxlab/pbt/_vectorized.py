@@ -14,6 +14,7 @@ References:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -119,8 +120,27 @@ class PBTState(NamedTuple):
 
 
 class VectorizedPBT(NamedTuple):
-  """``init(key, population_size) -> PBTState`` and the jitted
-  ``step(key, state, *args) -> (state, metrics)`` of one PBT round."""
+  r"""``init(key, population_size) -> PBTState`` and the jitted
+  ``step(key, state, *args) -> (state, metrics)`` of one PBT round (see
+  :func:`vectorized_pbt`).
+
+  One round (:math:`t` = steps taken so far, :math:`S` = ``steps``):
+
+  1. write every member's hyperparameters into its optimizer state
+     (``targets``) and train it :math:`S` steps with ``train_step``;
+  2. ``fitness = evaluate(key, params, opt_state, hparams)`` (any
+     non-differentiable score, higher is better; NaN ranks last);
+  3. members with at least ``ready`` steps since their last copy, once
+     :math:`t + S \ge` ``burn_in``, exploit: truncation (the bottom fraction
+     copies a random top member) or binary tournament; parameters, optimizer
+     states (both players; lookahead slow weights) and hyperparameters are
+     gathered together;
+  4. the members that copied explore (perturb x0.8/x1.2 or resample from the
+     prior, clipped to the bounds).
+
+  Everything is keyed by the one ``key`` given to ``step``; with the same keys
+  two runs are identical. Hyperparameters are arrays, so rounds never retrace.
+  """
 
   init: Callable[..., PBTState]
   step: Callable[..., tuple[PBTState, dict]]
@@ -143,24 +163,8 @@ def vectorized_pbt(
   jit: bool = True,
   devices: Any = None,
 ) -> VectorizedPBT:
-  r"""Population based training of a vmapped population, one jitted round per call.
-
-  One round (:math:`t` = steps taken so far, :math:`S` = ``steps``):
-
-  1. write every member's hyperparameters into its optimizer state
-     (``targets``) and train it :math:`S` steps with ``train_step``;
-  2. ``fitness = evaluate(key, params, opt_state, hparams)`` (any
-     non-differentiable score, higher is better; NaN ranks last);
-  3. members with at least ``ready`` steps since their last copy, once
-     :math:`t + S \ge` ``burn_in``, exploit: truncation (the bottom fraction
-     copies a random top member) or binary tournament; parameters, optimizer
-     states (both players; lookahead slow weights) and hyperparameters are
-     gathered together;
-  4. the members that copied explore (perturb x0.8/x1.2 or resample from the
-     prior, clipped to the bounds).
-
-  Everything is keyed by the one ``key`` given to ``step``; with the same keys
-  two runs are identical. Hyperparameters are arrays, so rounds never retrace.
+  """Population based training of a vmapped population, one jitted round per call (what a
+  round does: :class:`VectorizedPBT`).
 
   Example:
     >>> tx = minmaxlab.lookahead_minmax(minmaxlab.per_player(
@@ -201,8 +205,44 @@ def vectorized_pbt(
   Returns:
     A :class:`VectorizedPBT`.
   """
-  validate_space(space)
   targets = dict(targets or {})
+  _check_settings(space, targets, steps, exploit, truncation_fraction, ready, burn_in)
+  settings = _Settings(
+    init_member, train_step, evaluate, space, int(steps), targets, exploit,
+    truncation_fraction, resample_probability, perturb_factors, ready, burn_in,
+  )  # fmt: skip
+  shardings = member_shardings(devices) if devices is not None else None
+  step = _compiled(functools.partial(_round, settings), jit, shardings)
+  return VectorizedPBT(init=functools.partial(_init_population, settings, shardings), step=step)
+
+
+def _compiled(pbt_step, jit, shardings):
+  if not jit:
+    return pbt_step
+  if shardings is None:
+    return jax.jit(pbt_step)
+  return jax.jit(pbt_step, out_shardings=(_state_shardings(shardings), None))
+
+
+class _Settings(NamedTuple):
+  """The arguments of :func:`vectorized_pbt` that a round reads."""
+
+  init_member: Callable
+  train_step: Callable
+  evaluate: Callable
+  space: Space
+  steps: int
+  targets: dict
+  exploit: str
+  truncation_fraction: float
+  resample_probability: float
+  perturb_factors: tuple[float, ...]
+  ready: int
+  burn_in: int
+
+
+def _check_settings(space, targets, steps, exploit, truncation_fraction, ready, burn_in):
+  validate_space(space)
   for hp in targets:
     if hp not in space:
       raise ValueError(f"target {hp!r} is not a dimension of the space {sorted(space)}")
@@ -214,101 +254,106 @@ def vectorized_pbt(
     truncation_size(2, truncation_fraction)  # validates the fraction
   if int(ready) < 0 or int(burn_in) < 0:
     raise ValueError(f"ready and burn_in must be >= 0, got {ready!r}, {burn_in!r}")
-  steps = int(steps)
-  shardings = member_shardings(devices) if devices is not None else None
 
-  def inject(opt_state, hparams):
-    if not targets:
-      return opt_state
-    return jax.vmap(lambda o, h: set_hyperparams(o, targets, h))(opt_state, hparams)
 
-  def init(key, population_size: int) -> PBTState:
-    P = int(population_size)
-    if P < 2:
-      raise ValueError(f"population_size must be >= 2, got {population_size!r}")
-    k_h, k_m = jax.random.split(key)
-    hparams = sample_prior(k_h, space, (P,))
-    params, opt_state = jax.vmap(init_member)(jax.random.split(k_m, P), hparams)
-    state = PBTState(
-      params=params,
-      opt_state=inject(opt_state, hparams),
-      hparams=hparams,
-      fitness=jnp.full((P,), -jnp.inf, jnp.float32),
-      steps_since_exploit=jnp.zeros((P,), jnp.int32),
-      parent=jnp.arange(P, dtype=jnp.int32),
-      step=jnp.zeros((), jnp.int32),
-    )
-    if shardings is None:
-      return state
-    n = shardings[0].mesh.size
-    if P % n:
-      raise ValueError(f"population_size {P} is not a multiple of the {n} devices it is sharded on")
-    return jax.device_put(state, _state_shardings(shardings))
+def _inject(settings: _Settings, opt_state, hparams):
+  """Every member's hyperparameters written into its optimizer state (``targets``)."""
+  if not settings.targets:
+    return opt_state
+  return jax.vmap(lambda o, h: set_hyperparams(o, settings.targets, h))(opt_state, hparams)
 
-  def train_member(key, params, opt_state, hparams, *args):
-    def body(carry, k):
-      p, o = carry
-      p, o, m = train_step(k, p, o, hparams, *args)
-      return (p, o), m
 
-    (params, opt_state), metrics = jax.lax.scan(
-      body, (params, opt_state), jax.random.split(key, steps)
-    )
-    return params, opt_state, jax.tree.map(lambda x: x[-1], metrics)
-
-  def pbt_step(key, state: PBTState, *args):
-    P = state.fitness.shape[0]
-    k_train, k_eval, k_exploit, k_explore = jax.random.split(key, 4)
-    opt_state = inject(state.opt_state, state.hparams)
-    in_axes = (0, 0, 0, 0) + (None,) * len(args)
-    params, opt_state, train_metrics = jax.vmap(train_member, in_axes)(
-      jax.random.split(k_train, P), state.params, opt_state, state.hparams, *args
-    )
-    fitness = jax.vmap(evaluate, in_axes)(
-      jax.random.split(k_eval, P), params, opt_state, state.hparams, *args
-    )
-    fitness = jnp.asarray(fitness, jnp.float32).reshape((P,))
-    step = state.step + steps
-    since = state.steps_since_exploit + steps
-    is_ready = (since >= ready) & (step >= burn_in)
-    if exploit == "truncation":
-      source, copied = truncation_exploit(k_exploit, fitness, is_ready, truncation_fraction)
-    else:
-      source, copied = tournament_exploit(k_exploit, fitness, is_ready)
-    params, opt_state, hparams, new_fitness = gather_members(
-      (params, opt_state, state.hparams, fitness), source
-    )
-    hparams = explore(k_explore, hparams, copied, space, resample_probability, perturb_factors)
-    new_state = PBTState(
-      params=params,
-      opt_state=inject(opt_state, hparams),
-      hparams=hparams,
-      fitness=new_fitness,
-      steps_since_exploit=jnp.where(copied, 0, since).astype(jnp.int32),
-      parent=source,
-      step=step,
-    )
-    finite = jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
-    metrics = {
-      "fitness": fitness,
-      "best_fitness": jnp.max(finite),
-      "best_member": jnp.argmax(finite).astype(jnp.int32),
-      "mean_fitness": jnp.mean(fitness),
-      "num_copied": jnp.sum(copied).astype(jnp.int32),
-      "copied": copied,
-      "source": source,
-      "hparams": hparams,
-      "train": train_metrics,
-    }
-    return new_state, metrics
-
-  if not jit:
-    return VectorizedPBT(init=init, step=pbt_step)
-  if shardings is None:
-    return VectorizedPBT(init=init, step=jax.jit(pbt_step))
-  return VectorizedPBT(
-    init=init, step=jax.jit(pbt_step, out_shardings=(_state_shardings(shardings), None))
+def _init_population(settings: _Settings, shardings, key, population_size: int) -> PBTState:
+  P = int(population_size)
+  if P < 2:
+    raise ValueError(f"population_size must be >= 2, got {population_size!r}")
+  k_h, k_m = jax.random.split(key)
+  hparams = sample_prior(k_h, settings.space, (P,))
+  params, opt_state = jax.vmap(settings.init_member)(jax.random.split(k_m, P), hparams)
+  state = PBTState(
+    params=params,
+    opt_state=_inject(settings, opt_state, hparams),
+    hparams=hparams,
+    fitness=jnp.full((P,), -jnp.inf, jnp.float32),
+    steps_since_exploit=jnp.zeros((P,), jnp.int32),
+    parent=jnp.arange(P, dtype=jnp.int32),
+    step=jnp.zeros((), jnp.int32),
   )
+  if shardings is None:
+    return state
+  n = shardings[0].mesh.size
+  if P % n:
+    raise ValueError(f"population_size {P} is not a multiple of the {n} devices it is sharded on")
+  return jax.device_put(state, _state_shardings(shardings))
+
+
+def _train_member(settings: _Settings, key, params, opt_state, hparams, *args):
+  """``steps`` training steps of one member; the last step's metrics."""
+
+  def body(carry, k):
+    p, o = carry
+    p, o, m = settings.train_step(k, p, o, hparams, *args)
+    return (p, o), m
+
+  (params, opt_state), metrics = jax.lax.scan(
+    body, (params, opt_state), jax.random.split(key, settings.steps)
+  )
+  return params, opt_state, jax.tree.map(lambda x: x[-1], metrics)
+
+
+def _round(settings: _Settings, key, state: PBTState, *args):
+  """One PBT round (see :class:`VectorizedPBT`): ``(new state, metrics)``."""
+  P = state.fitness.shape[0]
+  k_train, k_eval, k_exploit, k_explore = jax.random.split(key, 4)
+  opt_state = _inject(settings, state.opt_state, state.hparams)
+  in_axes = (0, 0, 0, 0) + (None,) * len(args)
+  train = lambda *a: _train_member(settings, *a)  # noqa: E731
+  params, opt_state, train_metrics = jax.vmap(train, in_axes)(
+    jax.random.split(k_train, P), state.params, opt_state, state.hparams, *args
+  )
+  fitness = jax.vmap(settings.evaluate, in_axes)(
+    jax.random.split(k_eval, P), params, opt_state, state.hparams, *args
+  )
+  fitness = jnp.asarray(fitness, jnp.float32).reshape((P,))
+  step = state.step + settings.steps
+  since = state.steps_since_exploit + settings.steps
+  is_ready = (since >= settings.ready) & (step >= settings.burn_in)
+  if settings.exploit == "truncation":
+    source, copied = truncation_exploit(k_exploit, fitness, is_ready, settings.truncation_fraction)
+  else:
+    source, copied = tournament_exploit(k_exploit, fitness, is_ready)
+  params, opt_state, hparams, new_fitness = gather_members(
+    (params, opt_state, state.hparams, fitness), source
+  )
+  hparams = explore(
+    k_explore, hparams, copied, settings.space, settings.resample_probability,
+    settings.perturb_factors,
+  )  # fmt: skip
+  new_state = PBTState(
+    params=params,
+    opt_state=_inject(settings, opt_state, hparams),
+    hparams=hparams,
+    fitness=new_fitness,
+    steps_since_exploit=jnp.where(copied, 0, since).astype(jnp.int32),
+    parent=source,
+    step=step,
+  )
+  metrics = _round_metrics(fitness, copied, source, hparams)
+  return new_state, {**metrics, "train": train_metrics}
+
+
+def _round_metrics(fitness, copied, source, hparams) -> dict:
+  finite = jnp.where(jnp.isfinite(fitness), fitness, -jnp.inf)
+  return {
+    "fitness": fitness,
+    "best_fitness": jnp.max(finite),
+    "best_member": jnp.argmax(finite).astype(jnp.int32),
+    "mean_fitness": jnp.mean(fitness),
+    "num_copied": jnp.sum(copied).astype(jnp.int32),
+    "copied": copied,
+    "source": source,
+    "hparams": hparams,
+  }
 
 
 def member_shardings(devices: Any) -> tuple[Any, Any]:
