@@ -1,18 +1,31 @@
 """mkdocs hook (mkdocs.yml): links from a page to repository files outside ``docs/``
 (``../experiments/gan/README.md``, written so that they also work when the Markdown is read on
 GitHub or in a clone) become links to the repository's web page; a link to a file that does not
-exist is a warning, so `mkdocs build --strict` fails on it."""
+exist is a warning, so `mkdocs build --strict` fails on it. The notebooks (``notebooks/*.ipynb``,
+committed with their outputs) are pages of the site under ``notebooks/`` (rendered by
+mkdocs-jupyter without executing them), and links to them point to those pages."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
-from mkdocs.plugins import get_plugin_logger
+from mkdocs.plugins import event_priority, get_plugin_logger
+from mkdocs.structure.files import File
 
 log = get_plugin_logger(__name__)
 
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(((?:\.\./)+[^)\s#]+)(#[^)\s]*)?\)")
+
+
+@event_priority(50)  # before mkdocs-jupyter's on_files, which turns .ipynb files into pages
+def on_files(files, config):
+  root = Path(config["docs_dir"]).resolve().parent
+  for nb in sorted((root / "notebooks").glob("*.ipynb")):
+    path = nb.relative_to(root).as_posix()
+    files.append(File(path, str(root), config["site_dir"], config["use_directory_urls"]))
+  return files
 
 
 def on_page_markdown(markdown, page, config, files):
@@ -26,6 +39,8 @@ def on_page_markdown(markdown, page, config, files):
     target = (here / path).resolve()
     if target == docs or docs in target.parents:
       return match.group(0)  # a page or file of the site: mkdocs checks it
+    if target.suffix == ".ipynb" and target.parent == root / "notebooks" and target.exists():
+      return f"[{text}]({os.path.relpath(docs / 'notebooks' / target.name, here)})"
     if root not in target.parents or not target.exists():
       log.warning(f"{page.file.src_uri}: link to {path}, which is not in the repository")
       return match.group(0)

@@ -46,7 +46,7 @@ def _mkdocs() -> list[str]:
   exe = os.environ.get("MINMAXLAB_MKDOCS")
   if exe:
     return [exe]
-  for name in ("mkdocs", "mkdocstrings_handlers.python", "material"):
+  for name in ("mkdocs", "mkdocstrings_handlers.python", "material", "mkdocs_jupyter"):
     if importlib.util.find_spec(name) is None:
       pytest.skip(f"{name} is not installed (pip install -e '.[docs]')")
   return [sys.executable, "-m", "mkdocs"]
@@ -67,6 +67,16 @@ def test_strict_build(site):
   pages = ("running", "game-optimizers", "step-sizes", "coevolution", "benchmarks", "reliability")
   for page in (*pages, "api/pbt"):
     assert (site / page / "index.html").is_file(), page
+
+
+def test_notebooks_are_pages_with_their_figures(site):
+  """Each notebook is a page of the site with its stored outputs (mkdocs-jupyter, not executed):
+  its figures are in the HTML, and the analysis guide links to the pages."""
+  for nb in sorted((ROOT / "notebooks").glob("*.ipynb")):
+    html = (site / "notebooks" / nb.stem / "index.html").read_text()
+    assert html.count("data:image/png;base64") >= 2, nb.name
+  analysis = (site / "analysis" / "index.html").read_text()
+  assert 'href="../notebooks/gan_jacobian/"' in analysis
 
 
 def test_every_public_module_has_a_page():
