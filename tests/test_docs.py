@@ -154,3 +154,23 @@ def test_step_size_guide_prints_what_it_says():
   assert len(pairs) == 2
   for code, shown in pairs:
     assert _printed(code, "docs/step-sizes.md") == shown
+
+
+# a CPU model, a percentage, a size, a millisecond, a speed-up or a rate: measurements, which live
+# in docs/benchmarks.md with their JSON, not in docstrings (those state contracts and maths)
+_MEASUREMENT = re.compile(
+  r"Xeon|EPYC|\bIntel\b|\bAMD\b|\d\s?%|\d\s?(?:[kMG]i?B|ms)\b|\d(?:\.\d+)?\s?x\s(?:faster|slower)"
+  r"|\d\s?steps/s\b|GFLOP"
+)
+
+
+def test_docstrings_hold_no_measurements():
+  import ast
+
+  found = []
+  for path in sorted((ROOT / "minmaxlab").rglob("*.py")):
+    for node in ast.walk(ast.parse(path.read_text())):
+      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+        doc = ast.get_docstring(node) or ""
+        found += [f"{path.relative_to(ROOT)}: {m.group(0)!r}" for m in _MEASUREMENT.finditer(doc)]
+  assert not found, f"measurements in docstrings (move them to docs/benchmarks.md): {found}"

@@ -150,10 +150,9 @@ def top_eigenvalues(
   (:func:`jvp_operator`), in the style of Berard et al. (2020). The game
   Jacobian is not symmetric, so its eigenvalues are complex (conjugate
   pairs). ARPACK runs in float64; the products are computed in the params'
-  dtype. Measured on a 2-core CPU for a 104k-parameter MLP GAN (batch 256,
-  one JVP 14 ms): ``k=10, which="LI"`` 6.6 s, ``k=20, which="LM"`` 32 s.
+  dtype. Each Arnoldi iteration is one JVP (timings: docs/benchmarks.md).
   ``"LI"`` converges slowly when the ``k``-th eigenvalue sits in a cluster of
-  similar imaginary parts (``k=20`` took 4 minutes there): ask for fewer.
+  similar imaginary parts: ask for fewer.
 
   Args:
     field: ``field(params, *args) -> Players``.

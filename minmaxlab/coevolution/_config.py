@@ -111,8 +111,8 @@ class CoevolutionConfig:
       selection) or ``"auto"`` (``"selected"`` when ``selection`` is on).
     cell_strategy: how cells are stepped inside the one jitted step:
       ``"vmap"`` (batched), ``"map"`` (sequential ``lax.map``) or ``"auto"``
-      (``map`` on CPU, where it measured 5-18% faster for the MNIST MLP cells of
-      research/perf_limit.md; tiny 2-D networks run faster with ``"vmap"``),
+      (``map`` on CPU, where it was faster for MLP cells; tiny 2-D networks
+      run faster with ``"vmap"``; docs/benchmarks.md),
       ``vmap`` elsewhere.
   """
 

@@ -258,7 +258,7 @@ def _crossover_one(perm, units, other_perm, other_units, lo, hi):
 
 def _below(u, n):
   """``floor(u * n)`` as int32 in ``[0, n - 1]``: an integer draw with traced bounds from
-  one uniform (``jax.random.randint`` with traced bounds compiles 10x slower)."""
+  one uniform (``jax.random.randint`` with traced bounds compiles much slower)."""
   return jnp.minimum(jnp.floor(u * n).astype(jnp.int32), n - 1)
 
 

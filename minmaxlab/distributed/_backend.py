@@ -46,10 +46,10 @@ def compiler_options(mode: str = "default", platform: str | None = None) -> dict
   """The XLA ``compiler_options`` of ``jax.jit`` for a compile ``mode``.
 
   ``"default"``: ``None`` (XLA's own). On CPU, ``"fast"``: LLVM at ``-O1`` (a shorter
-  compile; generations measured no slower); ``"fastest"``: also XLA's classic elemental
-  emitters (about half the compile of a small program's generation step, its elementwise
-  kernels a few percent slower). Results are as deterministic as with ``"default"`` but not
-  bit-identical to it (other machine code). On other platforms every mode is XLA's default.
+  compile); ``"fastest"``: also XLA's classic elemental emitters (a shorter compile still,
+  slower elementwise kernels; docs/benchmarks.md). Results are as deterministic as with
+  ``"default"`` but not bit-identical to it (other machine code). On other platforms every
+  mode is XLA's default.
 
   Args:
     mode: ``"default"``, ``"fast"`` or ``"fastest"``.

@@ -11,8 +11,7 @@ Bound: each member has at most one pending or running trial, so at most
 and its child's parent, which may have left the population since the child
 was created), plus those of finished trials not yet processed (at most one per
 worker) and those being written. In practice it stays near
-``population_size + top_k`` (measured: 12 for 8 members and top_k 2, see
-experiments/pbt/README.md).
+``population_size + top_k`` (experiments/pbt/README.md).
 
 Safety: only folders in the campaign's own ``checkpoints/`` named
 ``trial_<id>_a<k>`` after a trial the store holds are ever deleted; a stored

@@ -83,8 +83,7 @@ class LookaheadTransformation(_LookaheadFields, optax.GradientTransformationExtr
     without Lookahead (the fast weights are the inner scheme's own ``apply_updates``;
     ``sync_layout="cond"``, or ``"select"`` with one pass over the slow weights more);
     through ``update``, the ``cond`` sits between the inner update and the caller's
-    ``apply_updates``: Lookahead-alternating's MLP-GAN step then moved 5% more bytes
-    than alternating's (3.0 MB more written, 4.1 MB more read) and took about 5% longer;
+    ``apply_updates``, which costs memory traffic and time (docs/benchmarks.md);
   - at a sync the params are set to the slow weights exactly, where ``params + (slow -
     params)`` can be one rounding off.
 
@@ -323,9 +322,8 @@ def lookahead_minmax(
       XLA's CPU runtime runs with less parallelism) or ``"auto"``: ``"cond"`` when the
       inner scheme forms params inside its step (``alternating``, ``extragradient``,
       ``unrolled``), else ``"select"``. The same numbers bit for bit in every layout;
-      ``update`` always uses the ``cond``. On an Intel Xeon a Lookahead-GDA MLP-GAN step
-      cost +6% over GDA with the ``cond`` and +1% with the select, but a 0.2 ms step of a
-      1000-d bilinear game +3% and +5%: for games that small, pass ``"cond"``.
+      ``update`` always uses the ``cond``. The select pays off for networks; for a game
+      whose step is tiny (a small bilinear game) pass ``"cond"`` (docs/benchmarks.md).
 
   Returns:
     An ``optax.GradientTransformationExtraArgs`` with a

@@ -57,8 +57,8 @@ def from_linen(
     ``lecun_normal``; fan_in = the product of all kernel dimensions but the
     last), ``scale`` leaves are ones and everything else zeros. All kernels
     come from ONE uniform draw split across the leaves: XLA on CPU compiles
-    each partitionable threefry draw in 1-2 s, so per-leaf draws made a DCGAN
-    ``init`` take over 10 s to compile; one draw takes well under a second.
+    each partitionable threefry draw separately, so per-leaf draws would
+    multiply ``init``'s compile time (docs/benchmarks.md).
   * ``"module"``: the module's own initialisers (``module.init``).
 
   ``init`` is jit-compiled and vmaps over a batch of keys.
@@ -66,9 +66,8 @@ def from_linen(
   Why linen: ``experiments/benchmarks/gan_models.py`` times the MNIST MLP
   pair (batch 100, Adam GDA, jitted ``lax.scan``) with linen ``apply`` and with
   ``nnx.split``/``nnx.merge`` inside the jitted step. Both lower to programs of
-  identical XLA cost (0.478 GFLOP per 50-step scan) and ran at 50.3 vs 51.6
-  steps/s (medians of 5 on a loaded 2-core CPU; a 2.6% gap inside the 2x
-  run-to-run spread). With no speed difference, linen is kept: its parameters
+  identical XLA cost and ran at the same speed within the run-to-run spread
+  (docs/benchmarks.md). With no speed difference, linen is kept: its parameters
   are plain nested dicts and ``apply`` has no graph to merge.
   """
   if initializer not in ("fan_in_uniform", "module"):
@@ -118,11 +117,11 @@ def flat(model: Model) -> Model:
   tree operation touches: optimizer moments, Lookahead's slow weights,
   selection's takes and replacement's selects act on one buffer per network
   instead of one per layer, and XLA compiles one kernel for each of those
-  instead of one per leaf (the coevolution step's compile time grows by about
-  0.1 s per state leaf on a 2-core CPU: ``experiments/benchmarks/compile_time.py``).
-  The price is a copy of the weights out of the vector on every forward pass:
-  nothing for small networks, 27% of a generation for the MNIST MLP
-  (``compile_time.py --layouts``). The split's gradient is one concatenation
+  instead of one per leaf (the coevolution step's compile time grows with the
+  number of state leaves: ``experiments/benchmarks/compile_time.py``). The price
+  is a copy of the weights out of the vector on every forward pass: negligible
+  for small networks, a large share of a generation for the MNIST MLP
+  (``compile_time.py --layouts``; docs/benchmarks.md). The split's gradient is one concatenation
   (per-leaf slices would make it a zero-padded copy of the vector per leaf).
 
   All leaves must share one dtype (no silent promotion).
