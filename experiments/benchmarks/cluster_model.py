@@ -158,6 +158,16 @@ def _ratio_lines(records: list[dict]) -> list[str]:
       f"(state {big['state_bytes'] / small['state_bytes']:.0f}x, XLA temp "
       f"{big['xla_temp_bytes'] / small['xla_temp_bytes']:.2f}x)."
     )
+  for r in (small, big):
+    if r is None:
+      continue
+    mem = r["xla_memory_per_process"][0]
+    need = mem["xla_argument_bytes"] + mem["xla_output_bytes"] + mem["xla_temp_bytes"]
+    out.append(
+      f"- {r['grid']}: peak RSS {r['peak_rss_bytes'] / need:.2f}x the step's arguments (state "
+      f"and data), output and XLA temp ({_mib(need)} MiB); "
+      f"{r['peak_rss_bytes'] / (need - mem['xla_output_bytes']):.2f}x without the output."
+    )
   one = by.get("single:1x1")
   if one and big and big is not one:
     grew = big["peak_rss_bytes"] - one["peak_rss_bytes"]
