@@ -1,5 +1,5 @@
 """The figure and the generated README block of the game-dynamics study
-(``dynamics_study.py``, protocol ``protocols/dynamics.v1.json``), made from the committed
+(``dynamics_study.py``, protocol ``protocols/dynamics.v2.json``), made from the committed
 per-seed JSON only; the verdicts come from ``experiments.stats``."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _verdict(stats, values, a, b, labels, key, alpha, test, p=None) -> str:
 
 
 def readme_table(protocol_path=PROTOCOL, out=RESULTS) -> str:
-  """The README block ``dynamics_v1``: every seed's endpoint means, the co-primary
+  """The README block ``dynamics_v2``: every seed's endpoint means, the co-primary
   verdicts (Holm over the two metrics), the secondary ones (raw p), the CPU seconds."""
   from experiments import _report, stats
 
@@ -147,11 +147,18 @@ def readme_table(protocol_path=PROTOCOL, out=RESULTS) -> str:
   for key in ("fid", "dynamics/spectral_radius_per_step"):
     if ran[key]:
       lines.append(_verdict(stats, values[key], a, b, labels, key, alpha, test))
-  cpu = sum(r["cpu_s_last_process"] for r in runs)
+  timed = [r["cpu_s_last_process"] for r in runs if r.get("cpu_s_last_process") is not None]
+  reused = [f"{labels[r['arm']]} s{r['seed']}" for r in runs if r.get("trained_to", 0) > r["steps"]]
   lines += [
     "",
-    f"CPU time of the runs: {cpu / 60:.1f} CPU-minutes (each run's last process: a run resumed"
-    " after an interruption counts only the process that finished it).",
+    f"CPU time of the {len(timed)} runs trained by this version: {sum(timed) / 60:.1f}"
+    " CPU-minutes (each run's last process: a resumed run counts only the process that"
+    " finished it)."
+    + (
+      f" Rows up to the endpoint from an earlier version's longer runs: {', '.join(reused)}."
+      if reused
+      else ""
+    ),
   ]
   lines += _report.scorer_lines(_report.one_scorer(runs, lambda r: f"{r['arm']} s{r['seed']}"))
   return "\n".join(lines)
@@ -160,7 +167,7 @@ def readme_table(protocol_path=PROTOCOL, out=RESULTS) -> str:
 def _register() -> None:
   from experiments import _report
 
-  _report.register("dynamics_v1", "experiments/gan/README.md", f"{__name__}:readme_table")
+  _report.register("dynamics_v2", "experiments/gan/README.md", f"{__name__}:readme_table")
 
 
 _register()

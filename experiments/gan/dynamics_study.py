@@ -1,4 +1,4 @@
-r"""The game-dynamics study of issue 39 (protocol ``protocols/dynamics.v1.json``).
+r"""The game-dynamics study of issue 39 (protocol ``protocols/dynamics.v2.json``).
 
   python -m experiments.gan.dynamics_study run               # run (or resume) missing seeds
   python -m experiments.gan.dynamics_study run --arms alt    # one arm (one process per arm)
@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
-PROTOCOL = ROOT / "protocols" / "dynamics.v1.json"
+PROTOCOL = ROOT / "protocols" / "dynamics.v2.json"
 RESULTS = ROOT / "results" / "dynamics"
 FIGURE = RESULTS / "dynamics.png"
 # The scalars kept per evaluation (metrics.jsonl keys), besides ``step``.
@@ -65,21 +65,29 @@ def study_config(protocol: dict, arm: str, seed: int):
 
 
 def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=print) -> Path:
-  """Train (or resume) one (arm, seed) and write ``<out>/<arm>_s<seed>.json``."""
+  """Train (or resume) one (arm, seed) and write ``<out>/<arm>_s<seed>.json``. A workdir
+  already trained to ``settings.steps`` or beyond (an earlier version's longer run of the
+  same config) is not trained again: its rows up to ``settings.steps`` are the run's (every
+  draw is a function of (seed, step)); ``trained_to`` records how far it went."""
   from experiments import _classifier_cache
   from experiments.gan import train
   from minmaxlab import runner
 
   config = study_config(protocol, arm, seed)
   workdir = Path(runs) / f"{arm}_s{seed}"
+  metrics = workdir / "metrics.jsonl"
+  done = metrics.exists() and any(r["step"] >= config.num_steps for r in runner.read_jsonl(metrics))
   t0 = time.process_time()
-  try:
-    train.train(config, workdir, resume=(workdir / "checkpoints").exists())
-    diverged = None
-  except train.TrainingDiverged as e:
-    diverged = str(e)
-  cpu = time.process_time() - t0
-  rows = runner.read_jsonl(workdir / "metrics.jsonl")
+  diverged = None
+  if not done:
+    try:
+      train.train(config, workdir, resume=(workdir / "checkpoints").exists())
+    except train.TrainingDiverged as e:
+      diverged = str(e)
+  cpu = time.process_time() - t0 if not done else None
+  rows = runner.read_jsonl(metrics)
+  trained_to = rows[-1]["step"]
+  rows = [r for r in rows if r["step"] <= config.num_steps]
   evaluated = [r for r in rows if r["step"] % config.eval_every == 0 or r is rows[-1]]
   curves = [{"step": r["step"], **{k: r[k] for k in CURVE_KEYS if k in r}} for r in evaluated]
   scorer = None
@@ -93,7 +101,8 @@ def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=pri
     "seed": seed,
     "steps": rows[-1]["step"],
     "diverged": diverged,
-    "cpu_s_last_process": round(cpu, 1),
+    "trained_to": trained_to,
+    "cpu_s_last_process": None if cpu is None else round(cpu, 1),
     "classifier": scorer,
     "curves": curves,
   }
@@ -102,7 +111,7 @@ def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=pri
   tmp = path.with_suffix(".tmp")
   tmp.write_text(json.dumps(record, separators=(",", ":")))
   tmp.replace(path)
-  log(f"{arm} seed {seed}: {record['steps']} steps, {cpu:.0f} CPU-s -> {path}")
+  log(f"{arm} seed {seed}: {record['steps']} steps (trained to {trained_to}) -> {path}")
   return path
 
 

@@ -49,6 +49,14 @@ def test_the_study_command_runs_a_tiny_config_end_to_end(tmp_path, capsys):
   out = capsys.readouterr().out
   assert (tmp_path / "out" / "dynamics.png").stat().st_size > 0
   assert "| LA-AltGAN k=5 | 0 | 40 |" in out and "**Incomplete:**" in out
+  # A shorter version of the study reuses the longer run's rows, without training.
+  short = json.loads(protocol.read_text())
+  short["settings"]["steps"], short["endpoint_steps"] = 20, [20]
+  protocol.write_text(json.dumps(short))
+  dynamics_study.main(["run", "--arms", "la_alt_k5", "--seeds", "0", *args[:-1], str(tmp_path)])
+  reused = json.loads((tmp_path / "la_alt_k5_s0.json").read_text())
+  assert reused["steps"] == 20 and reused["trained_to"] == 40
+  assert reused["cpu_s_last_process"] is None and reused["curves"] == record["curves"][:1]
 
 
 def _run(arm, seed, share, imag, diverged=None):
@@ -81,5 +89,5 @@ def test_the_report_tests_both_metrics_with_holm_and_shows_every_seed(tmp_path):
   assert "rotational share: LA-AltGAN k=5 beats AltGAN" in primary
   assert "p = 0.032 Holm-adjusted over 2, 0.016 raw" in primary
   assert "top |Im λ|: No difference detected at n = 4/5" in primary
-  assert "CPU time of the runs: 5.0 CPU-minutes" in text
+  assert "CPU time of the 10 runs trained by this version: 5.0 CPU-minutes" in text
   assert dynamics_report.plot(dynamics_study.load_runs(out), tmp_path / "f.png").exists()
