@@ -65,7 +65,9 @@ def _fingerprint(images, labels) -> str:
   return h.hexdigest()[:16]
 
 
-def _params_digest(params) -> str:
+def params_digest(params) -> str:
+  """A short digest (16 hex digits of SHA-1) of every leaf's bytes: which classifier a result
+  was scored with."""
   h = hashlib.sha1()
   for leaf in jax.tree.leaves(params):
     h.update(np.ascontiguousarray(np.asarray(leaf)).tobytes())
@@ -182,7 +184,7 @@ def cached_evaluator(
   """The :class:`ImageEvaluator` of ``clf`` against ``real_images``, its statistics
   read from ``stats_file`` when they were computed with these classifier
   parameters, else computed and written there (atomically)."""
-  path, digest = Path(stats_file), _params_digest(clf.params)
+  path, digest = Path(stats_file), params_digest(clf.params)
   if path.exists():
     with np.load(path) as z:
       if "classifier" in z.files and str(z["classifier"]) == digest:

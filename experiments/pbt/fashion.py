@@ -150,12 +150,14 @@ class FashionLAGANTask:
       "sync_period_index": pbt.Categorical(len(config.sync_period_choices)),
     }
 
-  def _programs(self):
+  def programs(self):
+    """``(init, chunk, generate, images, evaluator)``: this config's jitted programs, data
+    and evaluator (built once per process)."""
     return _programs(self.cfg)
 
   def prepare(self) -> None:
     """Train/cache the evaluation classifier once, before any worker starts."""
-    self._programs()
+    self.programs()
 
   def describe(self, hparams) -> dict[str, Any]:
     """The hyperparameters as used (the sync period itself instead of its index)."""
@@ -168,12 +170,12 @@ class FashionLAGANTask:
     return {k: np.full(len(steps), float(hparams[k])) for k in ("lr_G", "lr_D")}
 
   def init(self, trial: pbt.Trial):
-    return self._programs()[0](jax.random.key(trial.seed))
+    return self.programs()[0](jax.random.key(trial.seed))
 
   def train(self, hparams, state, trial: pbt.Trial):
     if int(state["step"]) != trial.start_step:
       raise ValueError(f"trial {trial.id}: checkpoint at step {int(state['step'])}")
-    _, chunk, generate, images, evaluator = self._programs()
+    _, chunk, generate, images, evaluator = self.programs()
     k_train, k_eval = jax.random.split(jax.random.key(trial.seed))
     h = {k: jnp.float32(v) for k, v in hparams.items() if k != "sync_period_index"}
     h["sync_period_index"] = jnp.int32(hparams["sync_period_index"])

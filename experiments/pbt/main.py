@@ -96,7 +96,7 @@ def main(argv):
     return
   best = s["best_lineage"][-1]
   hparams = ", ".join(
-    f"{k} {train._fmt(v)}"
+    f"{k} {train.format_value(v)}"
     for k, v in best.items()
     if k not in ("trial", "start_step", "fitness", "sync_period_index")
   )

@@ -76,7 +76,7 @@ def _slow_eval_task(config):
     def train(self, hparams, state, trial):
       if int(state["step"]) != trial.start_step:
         raise ValueError(f"trial {trial.id}: checkpoint at step {int(state['step'])}")
-      _, chunk, generate, images, evaluator = self._programs()
+      _, chunk, generate, images, evaluator = self.programs()
       k_train, k_eval = trial_keys(trial.seed)
       h = {k: jnp.float32(v) for k, v in hparams.items() if k != "sync_period_index"}
       h["sync_period_index"] = jnp.int32(hparams["sync_period_index"])
@@ -107,7 +107,7 @@ def run_search(config, workdir: Path, log=print) -> dict:
     cpu_file.write_text(json.dumps(cpu_before + time.process_time() - t0))
     log(f"{workdir.name}: {train.status_line(status, config.num_trials)}")
 
-  controller = train._controller(config, workdir, task, 0)
+  controller = train.build_controller(config, workdir, task, 0)
   try:
     controller.run(on_progress=progress)
     trials = sorted(controller.store.trials(), key=lambda t: t.id)
@@ -405,7 +405,7 @@ def score_keys(salt: int, seed: int, n_samples: int, chunk: int) -> list:
 def score_generator(task, g_params, keys, n_samples: int) -> float:
   """Classifier-FID of ``n_samples`` images of ``g_params`` drawn with ``keys`` (batches of
   the task's ``eval_samples``, the last one cut)."""
-  _, _, generate, _, evaluator = task._programs()
+  _, _, generate, _, evaluator = task.programs()
   fake = np.concatenate([np.asarray(generate(k, g_params)) for k in keys])[: int(n_samples)]
   if len(fake) != int(n_samples):
     raise ValueError(f"{len(keys)} keys give {len(fake)} < {n_samples} samples")
@@ -424,11 +424,11 @@ def scorer_identity(task) -> dict:
   from experiments import _classifier_cache
   from minmaxlab import runner
 
-  clf = task._programs()[4].extractor
+  clf = task.programs()[4].extractor
   n = int(task.cfg["train_examples"])
   name = "fashion_mnist" if n == 0 else f"fashion_mnist_first{n}"
   cached = _classifier_cache.cached_identity(name, task.cfg["classifier_cache_dir"] or None) or {}
-  digest = _classifier_cache._params_digest(clf.params)
+  digest = _classifier_cache.params_digest(clf.params)
   if cached.get("params_digest") not in (None, digest):
     raise ValueError(f"cached statistics of {name} stamped {cached['params_digest']}, not {digest}")
   return {

@@ -3,7 +3,7 @@ r"""Vectorized members vs the same members one after another (member-steps/s).
   python -m experiments.pbt.throughput --config experiments/pbt/configs/ring8.py \
       --population 1,4,16 --steps 250 --repeats 3
 
-The same jitted per-member training program (``train._build``: LA-AltGAN on the
+The same jitted per-member training program (``train.RingGANTask.programs``: LA-AltGAN on the
 8-Gaussian ring, injected learning rates) is run for P members either as one
 ``jax.vmap`` over the member axis (what ``minmaxlab.pbt.vectorized_pbt`` does)
 or P times in a row. Prints one JSON line per population size (median of the
@@ -37,7 +37,7 @@ def main(argv):
   config = ml_collections.ConfigDict(_CONFIG.value.to_dict())
   config.steps_per_trial = _STEPS.value
   task = train.RingGANTask(config)
-  init, chunk, _ = task._programs()
+  init, chunk, _ = task.programs()
   vchunk = jax.jit(jax.vmap(chunk))
 
   def block(x):

@@ -213,17 +213,19 @@ class RingGANTask:
       for k in ("lr_min", "lr_max")
     }
 
-  def _programs(self):
+  def programs(self):
+    """``(init, chunk, evaluate)``: the jitted programs of this config (built once per
+    process)."""
     return _programs(self.cfg)
 
   def init(self, trial: pbt.Trial):
-    init, _, _ = self._programs()
+    init, _, _ = self.programs()
     return init(jax.random.key(trial.seed))
 
   def train(self, hparams, state, trial: pbt.Trial):
     if int(state["step"]) != trial.start_step:
       raise ValueError(f"trial {trial.id}: checkpoint at step {int(state['step'])}")
-    _, chunk, evaluate = self._programs()
+    _, chunk, evaluate = self.programs()
     k_train, k_eval = jax.random.split(jax.random.key(trial.seed))
     h = {k: jnp.float32(v) for k, v in hparams.items()}
     state = chunk(k_train, state, h)
@@ -275,7 +277,9 @@ def plot_lineages(path, store: pbt.Store, task) -> None:
   plt.close(fig)
 
 
-def _fmt(v) -> str:
+def format_value(v) -> str:
+  """A value for a table or a log line: ``-`` for None, a float with 3 decimals (or 3
+  significant digits in exponent form outside [0.01, 1e4)), anything else as ``str``."""
   if v is None:
     return "-"
   if isinstance(v, float):
@@ -290,9 +294,10 @@ def population_table(rows: list[dict], task) -> str:
   described = [task.describe(r["hparams"]) for r in rows]
   names = list(described[0]) if rows else []
   header = ["member", "trial", "parent", "status", "fitness", *names]
+  fmt = format_value
   table = [header] + [
-    [str(r["member"]), str(r["trial"]), _fmt(r["parent"]), r["status"], _fmt(r["fitness"])]
-    + [_fmt(d[n]) for n in names]
+    [str(r["member"]), str(r["trial"]), fmt(r["parent"]), r["status"], fmt(r["fitness"])]
+    + [fmt(d[n]) for n in names]
     for r, d in zip(rows, described)
   ]
   widths = [max(len(row[i]) for row in table) for i in range(len(header))]
@@ -301,7 +306,7 @@ def population_table(rows: list[dict], task) -> str:
 
 def status_line(status: dict, num_trials: int) -> str:
   best = status["best_fitness"]
-  best_text = "-" if best is None else f"{_fmt(best)} (trial {status['best_trial']})"
+  best_text = "-" if best is None else f"{format_value(best)} (trial {status['best_trial']})"
   return (
     f"trials done {status['done']}/{num_trials}, running {status['running']}, "
     f"pending {status['pending']}, best fitness {best_text}, "
@@ -327,7 +332,10 @@ class _Progress:
       self.log(population_table(self.controller.population_rows(), self.task))
 
 
-def _controller(config, workdir, task, workers: int) -> pbt.Controller:
+def build_controller(config, workdir, task, workers: int) -> pbt.Controller:
+  """The campaign's :class:`minmaxlab.pbt.Controller` for ``config`` in ``workdir`` with
+  ``workers`` local workers (after ``task.prepare()``); ``results`` opens a finished run's with
+  ``workers=0``."""
   task.prepare()  # e.g. train/cache the evaluation classifier before any worker starts
   return pbt.Controller(
     workdir,
@@ -390,7 +398,7 @@ def train(
   if workers == "mpi":
 
     def make_controller():
-      c = _controller(config, workdir, task, 0)
+      c = build_controller(config, workdir, task, 0)
       progress.append(_Progress(c, config.num_trials, task, log))
       return c
 
@@ -405,7 +413,7 @@ def train(
       return None  # a worker rank: rank 0 writes the outputs
     controller, status = out
   else:
-    controller = _controller(config, workdir, task, workers)
+    controller = build_controller(config, workdir, task, workers)
     status = None
   try:
     with runner.workdir_lock(workdir):  # held until the outputs and the finish marker are written
