@@ -91,7 +91,13 @@ def _verdict(stats, values, a, b, labels, key, alpha, test, p=None) -> str:
       f"{label} p = {stats.fmt_p(p)} Holm-adjusted over 2, {stats.fmt_p(raw)} raw",
       1,
     )
-  return f"- {METRICS[key][0]}: {text}"
+  metric = METRICS[key][0]
+  if key != "fid":  # a dynamics metric is lower or higher, not better: say so
+    for win, lose in ((a, b), (b, a)):
+      head = f"{labels[win]} beats {labels[lose]} on {metric}:"
+      if text.startswith(head):
+        text = f"lower under {labels[win]} than under {labels[lose]}:" + text[len(head) :]
+  return f"- {metric}: {text}"
 
 
 def readme_table(protocol_path=PROTOCOL, out=RESULTS) -> str:
