@@ -16,6 +16,7 @@ config is refused. Compiled programs are cached on disk (``$MINMAXLAB_CACHE_DIR`
 default ``~/.cache/minmaxlab/jax``), so a rerun starts in seconds.
 """
 
+import json
 import os
 import sys
 
@@ -55,6 +56,19 @@ MAY_CHANGE = (
 )
 
 
+# The lines a finished run printed (report, comparison, pictures) and its config: a rerun with
+# the same config prints them again without importing the trainer or touching a file.
+REPORT = "report.json"
+
+
+def _check_loop(config) -> None:
+  """The loop's settings, before a finished run is reported (``train.check_config`` checks
+  every field, after JAX has started)."""
+  for name in ("generations", "eval_every", "checkpoint_every"):
+    if not (isinstance(config[name], int) and config[name] >= 1):
+      raise ValueError(f"config.{name} must be an integer >= 1, got {config[name]!r}")
+
+
 def _is_rank_zero() -> bool:
   return all(os.environ.get(v, "0") == "0" for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK"))
 
@@ -67,6 +81,7 @@ def main(argv):
   from minmaxlab import distributed, runner
 
   config, workdir = _CONFIG.value, _WORKDIR.value
+  _check_loop(config)
   run = runner.start_run(
     workdir,
     config,
@@ -76,6 +91,12 @@ def main(argv):
     may_change=MAY_CHANGE,
     quiet=not _is_rank_zero(),
   )
+  report = os.path.join(workdir, REPORT)
+  lines = _stored_report(report, config) if run.status == "finished" else None
+  if lines is not None:
+    if _is_rank_zero():
+      print("\n".join(lines), flush=True)
+    return
   # Multi-process JAX must start before any computation (imports below may compute).
   distributed.initialize(config.get("distributed", ""))
 
@@ -92,23 +113,50 @@ def main(argv):
   summary = os.path.join(workdir, "summary.json")
   writer = _is_rank_zero() if run.status == "finished" else train.is_writer(config)
   if os.path.exists(summary) and writer:
-    print(train.report(row, summary))
+    lines = [train.report(row, summary)]
+    print(lines[0])
     from experiments.coevolution import compare  # the grid vs one GAN with its total steps
 
     runner.fault_point("main:comparison")
-    lines = compare.compare(config, _WORKDIR.value, row)
-    for line in lines:
+    compared = compare.compare(config, _WORKDIR.value, row)
+    for line in compared:
       print(line)
     from experiments.coevolution import ensembles  # config.ensembles: post-training ensembles
 
-    for line in ensembles.after_training(config, workdir):
+    after = list(ensembles.after_training(config, workdir))
+    for line in after:
       print(line)
     products = train.end_products(config)
-    if any(line.startswith("comparison picture:") for line in lines):
+    if any(line.startswith("comparison picture:") for line in compared):
       products += ["comparison.png", f"{compare.BASELINE_DIR}/summary.json"]
+    lines += [*compared, *after, f"pictures: {workdir}/samples/, curves: {workdir}/metrics.png"]
     if not runner.is_finished(workdir, config.generations, products):
+      _write_report(report, config, lines)
       runner.finish(workdir, config.generations, products)
-    print(f"pictures: {workdir}/samples/, curves: {workdir}/metrics.png")
+    elif _stored_report(report, config) is None:  # finished earlier, reported with another config
+      _write_report(report, config, lines)
+    print(lines[-1])
+
+
+def _stored_report(path: str, config) -> list[str] | None:
+  """The lines of ``path`` if it was written for this very config (a changed baseline or
+  ensembles field needs the full report), else ``None``."""
+  try:
+    with open(path) as f:
+      stored = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if stored.get("config") != json.loads(config.to_json()):
+    return None
+  return stored.get("lines")
+
+
+def _write_report(path: str, config, lines: list[str]) -> None:
+  """``lines`` and the config into ``path`` atomically (what a rerun prints)."""
+  tmp = f"{path}.tmp"
+  with open(tmp, "w") as f:
+    json.dump({"config": json.loads(config.to_json()), "lines": lines}, f, indent=1)
+  os.replace(tmp, path)
 
 
 if __name__ == "__main__":
