@@ -78,10 +78,9 @@ def config_fields(config) -> list[str]:
   return out
 
 
-def unknown_field_line(argv: list[str]) -> str | None:
-  """One line naming the first ``--config.<field>=`` of ``argv`` that the config file does not
-  have, the closest field and every field; ``None`` when the config cannot be loaded here or
-  every field given exists."""
+def _load_config(argv: list[str]):
+  """``(path, config)`` of the ``--config`` file of ``argv`` (``None`` when there is none or it
+  cannot be loaded here)."""
   spec = _config_spec(argv)
   if not spec:
     return None
@@ -90,10 +89,40 @@ def unknown_field_line(argv: list[str]) -> str | None:
     loader = importlib.util.spec_from_file_location("_minmaxlab_cli_config", path)
     module = importlib.util.module_from_spec(loader)
     loader.loader.exec_module(module)
-    config = module.get_config(param) if param else module.get_config()
-    fields = config_fields(config)
+    return path, (module.get_config(param) if param else module.get_config())
   except Exception:
     return None
+
+
+_HELP = ("--help", "-h", "-?", "--helpshort", "--helpfull")
+
+
+def config_help(argv: list[str]) -> str:
+  """The ``--help`` text's last part: every field of the ``--config`` file with its value
+  (``--config.<field>=<value>`` changes one), or how to list them."""
+  loaded = _load_config(argv)
+  if loaded is None:
+    return "\nconfig fields: add --config FILE to --help to list the fields of FILE"
+  path, config = loaded
+  lines = [f"\nconfig fields of {path} (change one with --config.<field>=<value>):"]
+  for name in config_fields(config):
+    value = config
+    for part in name.split("."):
+      value = value[part]
+    text = repr(value)
+    lines.append(f"  --config.{name}={text if len(text) <= 60 else text[:57] + '...'}")
+  return "\n".join(lines)
+
+
+def unknown_field_line(argv: list[str]) -> str | None:
+  """One line naming the first ``--config.<field>=`` of ``argv`` that the config file does not
+  have, the closest field and every field; ``None`` when the config cannot be loaded here or
+  every field given exists."""
+  loaded = _load_config(argv)
+  if loaded is None:
+    return None
+  path, config = loaded
+  fields = config_fields(config)
   known = set(fields)
   for a in argv:
     if not a.startswith("--config."):
@@ -116,6 +145,14 @@ def _workdir(argv: list[str]) -> Path | None:
     if a == "--workdir" and i + 1 < len(argv):
       return Path(argv[i + 1])
   return None
+
+
+def _inside(filename, workdir: Path) -> bool:
+  """Whether ``filename`` (an ``OSError``'s) is ``workdir`` or a path in it."""
+  if not filename:
+    return False
+  f, w = Path(os.path.abspath(filename)), Path(os.path.abspath(workdir))
+  return f == w or w in f.parents
 
 
 def _remove_if_empty(path: Path) -> None:
@@ -161,7 +198,12 @@ def run(main: Callable[[list[str]], None]) -> None:
 
   try:
     app.run(wrapped, flags_parser=_parse_flags)
-  except (SystemExit, KeyboardInterrupt):
+  except SystemExit:
+    if not started and any(a in _HELP for a in sys.argv[1:]):  # absl printed its flags
+      print(config_help(sys.argv), flush=True)
+      sys.exit(0)
+    raise
+  except KeyboardInterrupt:
     raise
   except Exception as e:
     if fresh:
@@ -172,6 +214,8 @@ def run(main: Callable[[list[str]], None]) -> None:
       line = unknown_field_line(sys.argv) or (
         f"unknown config field or flag: {error_line(e).split(': ', 1)[-1]} (see --help)"
       )
+    elif isinstance(e, OSError) and workdir is not None and _inside(e.filename, workdir):
+      line = f"the workdir {workdir} cannot be written: {e.strerror or error_line(e)}"
     else:
       line = error_line(e) + ("" if started else " (in the command line; see --help)")
     print(f"ERROR: {line}", file=sys.stderr, flush=True)

@@ -34,3 +34,37 @@ def test_unknown_field_line_reads_the_config_parameter_and_nested_names():
 def test_unknown_field_line_is_none_without_a_loadable_config(tmp_path):
   assert _cli.unknown_field_line(["main", "--config.x=1"]) is None
   assert _cli.unknown_field_line(["main", "--config", str(tmp_path / "nope.py"), "--x"]) is None
+
+
+def test_config_help_lists_every_field_with_its_value():
+  text = _cli.config_help(["main", "--config", GAN, "--help"])
+  want = f"config fields of {GAN} (change one with --config.<field>=<value>):"
+  assert text.splitlines()[1] == want
+  assert "  --config.classifier.steps=" in text and "  --config.batch_size=" in text
+  assert "add --config FILE" in _cli.config_help(["main", "--help"])
+
+
+def _run(*args):
+  import os
+  import sys
+
+  from tests import _procs
+
+  env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+  return _procs.run([sys.executable, "-m", "experiments.gan.main", *args], env=env, timeout=300)
+
+
+def test_help_lists_the_config_fields_after_the_flags():
+  proc = _run("--config", GAN, "--help")
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  flags_at = proc.stdout.index("--workdir")
+  assert proc.stdout.index(f"config fields of {GAN}") > flags_at
+  assert "--config.num_steps=" in proc.stdout
+
+
+def test_a_workdir_that_cannot_be_created_is_one_line(tmp_path):
+  proc = _run("--config", GAN, "--workdir", "/proc/minmaxlab_test_workdir")
+  assert proc.returncode == 1
+  assert proc.stderr.strip().splitlines() == [
+    "ERROR: the workdir /proc/minmaxlab_test_workdir cannot be written: No such file or directory"
+  ]
