@@ -66,9 +66,9 @@ def final_samples(config, workdir):
   ckpt = runner.CheckpointManager(Path(workdir) / "checkpoints")
   state = progs.init(train.keys(config)[0])
   run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
-  target = {"state": train._whole_grid_shapes(state, progs.exp.coev), "key": run_key}
-  restored, _ = ckpt.restore(jax.eval_shape(lambda: target), step=ckpt.latest_step())
-  host = restored["state"]
+  whole = train._whole_grid_shapes(state, progs.exp.coev)
+  # the last checkpoint (of a run from before lineage ids too: no lineage is read here)
+  host = train.restore_checkpoint(ckpt, whole, run_key, ckpt.latest_step(), writer=False)["state"]
   _, mixture, _ = train.evaluate(progs, config, host, int(host.generation))
   pooled = np.asarray(progs.cell_samples(jax.random.fold_in(train.keys(config)[2], 0), host))
   return np.asarray(mixture), pooled.reshape((-1,) + pooled.shape[3:])
@@ -94,6 +94,15 @@ _VERDICT_METRICS = {
     ("mixture/class_tvd", "class TVD", False, "{:.3f}"),
   ],
 }
+
+
+def coupling(config) -> str:
+  """What couples the grid's cells, in words (the comparison names the configuration)."""
+  if not config.get("selection", True):
+    return "the reference's coupling: no selection, each cell trains its own pair in place"
+  if config.get("generator_selection", "tournament") == "lineage":
+    return "lineage selection (each cell keeps its generators; not Lipizzaner's)"
+  return f"Lipizzaner's tournament selection of {config.get('tournament_size', 2)}"
 
 
 def verdict(grid_row: dict, single_row: dict) -> str:
@@ -152,6 +161,21 @@ def compare(config, workdir, row: dict, run_baseline: bool | None = None) -> lis
   return picture(config, workdir, row, b, bdir, base_row, workdir / "comparison.png")
 
 
+def lineage_curve(config, workdir):
+  """``(generations, lineages, cells)`` of the grid run's ``metrics.jsonl`` (its
+  generators' distinct lineage ids each generation), or ``None`` for a run without them."""
+  import numpy as np
+
+  from minmaxlab import runner
+
+  rows = [r for r in runner.read_jsonl(Path(workdir) / "metrics.jsonl") if "lineages" in r]
+  if not rows:
+    return None
+  start = config.rows * config.cols  # one lineage per cell at the start
+  gens = np.array([0] + [r["generation"] for r in rows])
+  return gens, np.array([start] + [r["lineages"] for r in rows]), start
+
+
 def picture(config, workdir, row, single_config, single_dir, single_row, png) -> list[str]:
   """The two comparison lines and the side-by-side PNG ``png`` of a finished grid run and a
   finished single-GAN run (samples recomputed from their last checkpoints)."""
@@ -163,7 +187,8 @@ def picture(config, workdir, row, single_config, single_dir, single_row, png) ->
   steps = config.steps_per_generation
   lines = [
     f"grid {config.rows}x{config.cols} ({cells} GANs x {steps} steps per generation): "
-    f"best mixture {_quality(row)}; all cells pooled {_quality(row, pooled=True)}",
+    f"best mixture {_quality(row)}; all cells pooled {_quality(row, pooled=True)}"
+    f" [{coupling(config)}]",
     f"one GAN with the same total steps ({single_config.steps_per_generation} per generation): "
     f"{_quality(single_row)}",
     verdict(row, single_row),
@@ -188,6 +213,7 @@ def picture(config, workdir, row, single_config, single_dir, single_row, png) ->
     png,
     panels,
     modes=modes,
+    lineages=lineage_curve(config, workdir),
     title=f"{config.generations} generations, {cells * steps * config.generations} "
     "gradient steps on each side",
   )

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -15,6 +16,7 @@ import numpy as np
 from experiments import _classifier_cache
 from minmaxlab import coevolution as co
 from minmaxlab import distributed, runner
+from minmaxlab.games import Players
 from minmaxlab.gan import data, metrics, models
 
 MIXTURES = ("ring8", "grid25")
@@ -367,3 +369,41 @@ def _whole_grid_shapes(state, coev: co.Coevolution):
 def is_writer(config) -> bool:
   """Whether this process wrote the run's files (rank / process 0)."""
   return programs(config).backend.writer
+
+
+def restore_checkpoint(ckpt, whole, run_key, step=None, *, writer: bool = True) -> dict:
+  """``{"state", "key"}`` of checkpoint ``step`` (default: the newest intact one; ``whole``:
+  the whole grid's abstract state).
+
+  A checkpoint written before lineage ids (its state has no ``lineage``) is restored
+  too: each individual then starts a lineage at its own cell and the checkpoint's
+  generation, and one line (on the ``writer`` process) says so. A checkpoint that fits
+  neither raises the error of the current layout."""
+  notes: list[str] = []
+  say = lambda line: print(line, file=sys.stderr, flush=True) if writer else None  # noqa: E731
+  try:
+    restored, _ = ckpt.restore(
+      jax.eval_shape(lambda: {"state": whole, "key": run_key}), step, log=notes.append
+    )
+  except RuntimeError as e:  # runner.CheckpointError: no checkpoint fits this layout
+    error = e
+  else:
+    for line in notes:
+      say(line)
+    return restored
+  old = {"state": whole._replace(lineage=None), "key": run_key}
+  try:
+    restored, meta = ckpt.restore(jax.eval_shape(lambda: old), step, log=lambda line: None)
+  except RuntimeError:
+    for line in notes:
+      say(line)
+    raise error from None
+  g, (rows, cols, pop) = int(restored["state"].generation), whole.lineage.min.shape
+  cells = np.broadcast_to(np.arange(rows * cols).reshape(rows, cols, 1), (rows, cols, pop))
+  ids = np.asarray(co.lineage_id(cells, g))
+  say(
+    f"checkpoint step_{meta['step']} was written before lineage ids: each individual starts a"
+    f" lineage at its own cell and generation {g}"
+  )
+  restored["state"] = restored["state"]._replace(lineage=Players(ids, ids.copy()))
+  return restored

@@ -72,7 +72,7 @@ FIELDS: dict[str, tuple[str, str, str]] = {
   "trainer.calculate_net_weights_dist": (
     "metrics net_weights_dist/g, /d",
     _S,
-    "always logged, at every evaluation",
+    "always logged, every generation",
   ),
   "trainer.mixture_generator_samples_mode": ("mixture_sampling", _S, ""),
   "trainer.params.population_size": ("population_size", _S, ""),

@@ -94,12 +94,19 @@ def save_comparison(
   modes: np.ndarray | None = None,
   title: str = "",
   images_per_panel: int = 64,
+  lineages: tuple[np.ndarray, np.ndarray, int] | None = None,
 ) -> None:
   """Side by side: one panel per ``(samples, title)``, e.g. the grid's mixture beside a lone
-  GAN's samples, drawn over the ``modes`` (2-D points) or tiled (images in ``[-1, 1]``)."""
-  fig = _figure((3.2 * len(panels), 3.9))
+  GAN's samples, drawn over the ``modes`` (2-D points) or tiled (images in ``[-1, 1]``);
+  with ``lineages = (generations, counts, cells)`` a last panel draws the number of
+  distinct lineages among the grid's generators over the generations (``cells`` the
+  count at the start)."""
+  n = len(panels) + (lineages is not None)
+  fig = _figure((3.2 * n, 3.9))
+  if lineages is not None:
+    _lineage_panel(fig.add_subplot(1, n, n), *lineages)
   for i, (samples, label) in enumerate(panels):
-    ax = fig.add_subplot(1, len(panels), i + 1)
+    ax = fig.add_subplot(1, n, i + 1)
     s = np.asarray(samples)
     if s.ndim == 2 and s.shape[-1] == 2:
       ax.scatter(s[:, 0], s[:, 1], s=1.5, alpha=0.3, c="tab:blue", rasterized=True)
@@ -121,3 +128,13 @@ def save_comparison(
   fig.tight_layout(rect=(0, 0, 1, 0.93) if title else None)
   os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
   fig.savefig(os.fspath(path), dpi=80)
+
+
+def _lineage_panel(ax, generations, counts, cells: int) -> None:
+  ax.step(np.asarray(generations), np.asarray(counts), where="post", c="tab:purple")
+  ax.set_ylim(0, cells + 0.5)
+  for axis in (ax.xaxis, ax.yaxis):
+    axis.get_major_locator().set_params(integer=True)
+  ax.set_xlabel("generation", fontsize=8)
+  ax.set_title(f"lineages among the grid's generators\n(of {cells} at the start)", fontsize=8)
+  ax.tick_params(labelsize=7)

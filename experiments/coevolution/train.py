@@ -9,7 +9,6 @@ exactly.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 import time
@@ -37,16 +36,19 @@ from experiments.coevolution.experiment import (  # noqa: F401  (the experiment'
   make_backend,
   modes,
   programs,
+  restore_checkpoint,
   sample_best_mixture,
 )
-from minmaxlab import coevolution as co
+from experiments.coevolution.generation_log import (  # noqa: F401  (here too, as before)
+  CELL_COUNTS,
+  CELL_METRICS,
+  cell_modes,
+  cell_scalars,
+  summarise,
+  weight_distances,
+)
 from minmaxlab import distributed, runner
 from minmaxlab.gan import metrics
-
-# Per-cell metrics of ``Coevolution.step`` summarised in the rows (mean over cells).
-CELL_METRICS = ("g_loss", "d_loss", "g_fitness", "d_fitness", "lr_g", "lr_d", "mixture_score")
-# ... and counted over cells.
-CELL_COUNTS = ("mixture_accepted", "replaced_g", "replaced_d", "diverged")
 
 
 def check_config(config) -> None:
@@ -92,36 +94,6 @@ def divergence_check(diverged: int, num_cells: int, generation: int, streak: int
   return streak, warning
 
 
-def summarise(step_metrics: dict[str, np.ndarray], cols: int) -> dict[str, Any]:
-  """One JSONL row from a generation's metrics: grid means (and best/worst) of the
-  per-cell arrays, counts of the per-cell events, the per-cell arrays as nested
-  lists under ``cells/<name>``, and the best cell as ``[row, col]``."""
-  row: dict[str, Any] = {}
-  for k in CELL_METRICS:
-    v = np.asarray(step_metrics[k], np.float64)
-    finite = v[np.isfinite(v)]
-    row[k] = float(finite.mean()) if finite.size else float("nan")
-  for k in CELL_COUNTS:
-    row[k] = int(np.sum(step_metrics[k]))
-  row["best_score"] = float(step_metrics["best_score"])
-  best = int(step_metrics["best_cell"])
-  row["best_cell"] = [best // cols, best % cols]
-  for k in (*CELL_METRICS, *CELL_COUNTS):
-    row[f"cells/{k}"] = np.asarray(step_metrics[k]).tolist()
-  return row
-
-
-def cell_scalars(step_metrics: dict[str, np.ndarray]) -> dict[str, dict[str, float]]:
-  """Per-cell TensorBoard runs ``{"cells/r<row>c<col>": {metric: value}}``: each cell is
-  a run of its own, so its curves overlay the grid means' (same tags) in TensorBoard."""
-  out: dict[str, dict[str, float]] = {}
-  for k in CELL_METRICS:
-    v = np.asarray(step_metrics[k], np.float64)
-    for (r, c), x in np.ndenumerate(v):
-      out.setdefault(f"cells/r{r}c{c}", {})[k] = float(x)
-  return out
-
-
 def evaluate(progs: Programs, config, state, generation: int):
   """Metrics of the best cell's mixture (and, for mixtures, of every cell's
   best generator); returns ``(metrics, mixture_samples, cell, cell_metrics)``."""
@@ -143,25 +115,6 @@ def evaluate(progs: Programs, config, state, generation: int):
   return out, x, cell
 
 
-@functools.partial(jax.jit, static_argnums=1)
-def _distances(params, neighbourhood):
-  return co.net_weights_dist(params.min, neighbourhood), co.net_weights_dist(
-    params.max, neighbourhood
-  )
-
-
-def weight_distances(state, neighbourhood) -> dict[str, Any]:
-  """Lipizzaner's ``net_weights_dist`` of both players: the grid mean (and every cell's
-  value) of the mean L2 distance between the neighbourhood's individuals' weights
-  (``minmaxlab.coevolution.net_weights_dist``); it falls to 0 as one lineage takes over."""
-  g, d = jax.device_get(_distances(state.params, neighbourhood))
-  out: dict[str, Any] = {}
-  for side, v in (("g", g), ("d", d)):
-    out[f"net_weights_dist/{side}"] = float(np.mean(v))
-    out[f"cells/net_weights_dist_{side}"] = np.asarray(v, np.float64).round(6).tolist()
-  return out
-
-
 def _save_mixture(path: Path, x, exp: Experiment, title: str) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
   if exp.mixture is not None:
@@ -180,7 +133,8 @@ def train(
 ) -> dict:
   """Coevolve the grid of ``config`` in ``workdir``; returns the last metrics row.
 
-  Writes ``config.json``, ``metrics.jsonl`` (one row per generation),
+  Writes ``config.json``, ``metrics.jsonl`` (one row per generation, with ``lineages`` and
+  ``net_weights_dist``, on 2-D mixtures each cell's ``cells/modes_covered``),
   ``tensorboard/`` (grid means, sample pictures) and ``tensorboard/cells/r<i>c<j>`` (every
   cell as a run of its own: its curves overlay the means'),
   ``checkpoints/step_<g>`` (the whole grid state and the run key; atomic
@@ -219,11 +173,11 @@ def train(
         f"{workdir} already holds checkpoints; pass --resume to continue or use a fresh --workdir"
       )
     # Checkpoints hold the whole grid, whatever backend wrote them.
-    whole = _whole_grid_shapes(state, coev)
-    target = {"state": whole, "key": run_key}
     # The newest intact checkpoint (a damaged latest one is named in one line and skipped;
     # every process reads the same files, so all pick the same one).
-    restored, _ = ckpt.restore(jax.eval_shape(lambda: target))
+    restored = restore_checkpoint(
+      ckpt, _whole_grid_shapes(state, coev), run_key, writer=backend.writer
+    )
     if not np.array_equal(np.asarray(restored["key"]), run_key):
       raise ValueError(f"the checkpoint in {ckpt.directory} was written with another seed")
     state = backend.from_host(restored["state"])  # uncommitted on one device: no recompile
@@ -291,28 +245,24 @@ def train(
       do_eval = generation % config.eval_every == 0 or last
       do_plot = (config.plot_every and generation % config.plot_every == 0) or last
       do_ckpt = generation % config.checkpoint_every == 0 or last
-      host = backend.to_host(state) if (do_eval or do_plot or do_ckpt) else None
+      toy = exp.mixture is not None  # 2-D data: each cell's modes every generation (cheap)
+      host = backend.to_host(state) if (do_eval or do_plot or do_ckpt or toy) else None
+      # net_weights_dist every generation (to_host is a collective: every process takes part)
+      params = host.params if host is not None else backend.to_host(state.params)
       if not writes:
         continue  # the writer process evaluates, plots and saves the whole grid
+      row.update(weight_distances(params, coev.config.neighbourhood))
+      if toy or do_plot:
+        samples, per_cell, entries = cell_modes(progs, config, host)
+        row.update(entries)
       if do_eval:
         evals, x, cell = evaluate(progs, config, host, generation)
         row.update(evals)
-        row.update(weight_distances(host, coev.config.neighbourhood))
         title = f"generation {generation}: mixture of cell ({cell // cols}, {cell % cols})"
         png = workdir / "samples" / f"mixture_gen_{generation}.png"
         _save_mixture(png, x, exp, title)
         writer.image(generation, "samples/mixture", png)
       if do_plot:
-        key = jax.random.fold_in(keys(config)[2], 0)  # the same latents every generation
-        samples = np.asarray(progs.cell_samples(key, host))
-        per_cell = None
-        if progs.cell_metrics is not None:
-          per_cell = jax.device_get(progs.cell_metrics(jnp.asarray(samples)))
-          row["cells/modes_covered"] = np.asarray(per_cell["modes_covered"]).tolist()
-          # The whole grid's best generators pooled with equal weights.
-          pooled = metrics.mixture_metrics(jnp.asarray(samples.reshape(-1, 2)), exp.mixture)
-          row["grid/modes_covered"] = int(pooled["modes_covered"])
-          row["grid/high_quality_rate"] = float(pooled["high_quality_rate"])
         plots.save_cell_grid(
           workdir / "samples" / f"cells_gen_{generation}.png",
           samples,
@@ -361,6 +311,8 @@ def train(
         "mixture/class_tvd",
         "mixture/inception_score",
         "grid/modes_covered",
+        "lineages",
+        "net_weights_dist/g",
         "seconds",
       )
       if any(k in r for r in rows_written)

@@ -70,7 +70,7 @@ def _compilation_cache(folder):
     jax.config.update("jax_compilation_cache_dir", saved)
 
 
-def test_smoke_end_to_end_with_exact_resume(tmp_path, monkeypatch):
+def test_smoke_end_to_end_with_exact_resume(tmp_path, monkeypatch, capsys):
   # One test, so that pytest-xdist never compiles the smoke step in two workers.
   # The source digest held fixed: an edit of the tree during the test must not re-key the
   # stored programs (tests/runner/test_stored_programs.py checks the keying).
@@ -87,6 +87,7 @@ def test_smoke_end_to_end_with_exact_resume(tmp_path, monkeypatch):
     _check_resume(workdir, tmp_path / "resumed")
     progs = train.programs(_config())
     assert progs.step.how == progs.init.how == "loaded"
+    _check_pre_lineage_checkpoint(workdir, tmp_path / "old", capsys)
 
 
 def test_on_log_comes_before_the_generation_line(tmp_path, capsys):
@@ -116,9 +117,15 @@ def _check_outputs(workdir, row):
     assert scores[best[0], best[1]] == scores.min() == pytest.approx(r["best_score"])
     assert 0 <= r["mixture/modes_covered"] <= 8 and 0.0 <= r["mixture/high_quality_rate"] <= 1.0
     np.testing.assert_allclose(sum(r["mixture/weights"]), 1.0, atol=1e-3)
-    for side in ("g", "d"):  # Lipizzaner's net_weights_dist, at every evaluation
+    for side in ("g", "d"):  # Lipizzaner's net_weights_dist, every generation
       assert r[f"net_weights_dist/{side}"] > 0
       assert np.asarray(r[f"cells/net_weights_dist_{side}"]).shape == (2, 2)
+    # Lineages (issue 33): distinct ids among the grid's generators, every generation, and
+    # on the ring each cell's mode count.
+    ids = np.asarray(r["cells/lineage_g"])
+    assert ids.shape == (2, 2, 1) and r["lineages"] == len(np.unique(ids))
+    assert 1 <= r["lineages"] <= 4 and 1 <= r["lineages_d"] <= 4
+    assert np.asarray(r["cells/modes_covered"]).shape == (2, 2)
   assert row["generation"] == config.generations
   # ... of the final state: the same numbers from the last checkpoint's generators
   from minmaxlab import coevolution as co
@@ -126,6 +133,7 @@ def _check_outputs(workdir, row):
   final = _restore(workdir)[0]["state"]
   dist = np.asarray(co.net_weights_dist(final.params.min, config.neighbourhood))
   np.testing.assert_allclose(rows[-1]["cells/net_weights_dist_g"], dist, rtol=1e-5)
+  np.testing.assert_array_equal(rows[-1]["cells/lineage_g"], final.lineage.min)
   # TensorBoard: grid means and pictures in tensorboard/, every cell a run of its own
   # (tensorboard/cells/r<i>c<j>, same tags: the curves overlay).
   scalars = _scalars(workdir / "tensorboard")
@@ -191,6 +199,29 @@ def _check_resume(full_dir, workdir):
   assert not np.allclose(g0, g4)
 
 
+def _check_pre_lineage_checkpoint(full_dir, workdir, capsys):
+  """A checkpoint written before lineage ids (no ``state.lineage``) resumes: each
+  individual starts a lineage at its cell and the checkpoint's generation (one line), and
+  every other number is the uninterrupted run's."""
+  from minmaxlab import coevolution as co
+
+  tree, _ = _restore(full_dir, 2)
+  old = {"state": tree["state"]._replace(lineage=None), "key": tree["key"]}
+  runner.CheckpointManager(Path(workdir) / "checkpoints").save(2, old)
+  capsys.readouterr()
+  train.train(_config(), workdir, resume=True)
+  assert "step_2 was written before lineage ids" in capsys.readouterr().err
+  a, _ = _restore(full_dir)
+  b, _ = _restore(workdir)
+  jax.tree.map(
+    np.testing.assert_array_equal,
+    a["state"]._replace(lineage=None),
+    b["state"]._replace(lineage=None),
+  )
+  cell, born = co.lineage_origin(b["state"].lineage.min)
+  assert np.all(born == 2) and set(np.unique(cell)) <= set(range(4))
+
+
 def test_bad_configs_are_rejected():
   with pytest.raises(ValueError, match="generations"):
     train.check_config(_config(generations=0))
@@ -234,6 +265,11 @@ def test_main_job_comparison_with_single_gan_baseline(tmp_path):
   lines = compare.compare(config, tmp_path, row, run_baseline=True)
   assert lines[0].startswith("grid 2x2 (4 GANs x 5 steps per generation): best mixture ")
   assert "all cells pooled" in lines[0] and "/8 modes, high-quality " in lines[0]
+  assert lines[0].endswith("[Lipizzaner's tournament selection of 2]")  # the coupling, named
+  # comparison.png's lineage panel: the run's distinct generator lineages per generation
+  gens, counts, cells = compare.lineage_curve(config, tmp_path)
+  assert cells == 4 and list(gens) == list(range(config.generations + 1)) and counts[0] == 4
+  assert list(counts[1:]) == [r["lineages"] for r in runner.read_jsonl(tmp_path / "metrics.jsonl")]
   assert lines[1].startswith("one GAN with the same total steps (20 per generation): ")
   assert "/8 modes, high-quality " in lines[1]
   assert lines[2].startswith("verdict (this seed): ") and "one GAN" in lines[2]
