@@ -192,6 +192,7 @@ def test_coevolution_finish_interrupted_at_each_point_is_completed(tmp_path, fau
     )
     summary = json.loads((wd / "summary.json").read_text())
     assert summary["generations"] == total and summary["grid"] == [2, 2]
+    assert runner.load_run(wd).step == total  # where the metrics end (was: the step before)
     if point == "finish:marker":  # the summary written before the kill is kept (its timings)
       assert summary["first_generation_seconds"] is not None
 
