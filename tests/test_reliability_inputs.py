@@ -194,10 +194,10 @@ def test_trial_timeout_s_is_a_config_field_that_reaches_the_controller(tmp_path)
   config = _pbt_config()
   assert config.trial_timeout_s == 0.0 and "trial_timeout_s" not in train.task_args(config)
   task = train.make_task(config)
-  c = train._controller(config, tmp_path / "a", task, 0)
+  c = train.build_controller(config, tmp_path / "a", task, 0)
   assert c.trial_timeout_s is None  # 0: no limit
   c.close()
-  c = train._controller(_pbt_config(trial_timeout_s=30.0), tmp_path / "b", task, 0)
+  c = train.build_controller(_pbt_config(trial_timeout_s=30.0), tmp_path / "b", task, 0)
   assert c.trial_timeout_s == 30.0
   c.close()
   with pytest.raises(ValueError, match=r"config.trial_timeout_s must be seconds >= 0"):
