@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import os
 import sys
 import time
 from typing import Any, TextIO
@@ -13,21 +15,32 @@ def _fmt(v: Any) -> str:
   return str(v)
 
 
+def _columns(stream) -> int | None:
+  """The width of the terminal ``stream`` writes to (``None`` when it has no terminal size)."""
+  try:
+    return os.get_terminal_size(stream.fileno()).columns
+  except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+    return None
+
+
 class ProgressBar:
   """Progress for a loop of ``total`` steps, with the time left (ETA).
 
   On a terminal it is a `tqdm <https://github.com/tqdm/tqdm>`_ bar (redrawn in place,
-  rate and ETA by tqdm); otherwise (logs, CI, pipes) it prints one plain line per
-  ``update``. The plain line's ETA extrapolates the time per step measured since the
-  first update, so the first, compiling, chunk does not inflate it; ``steps/s`` is
-  measured between updates (the first chunk shows as slow).
+  rate and ETA by tqdm) of ``width`` characters, with the values and metrics after it cut
+  to the terminal's width (they never squeeze the bar); otherwise (logs, CI, pipes, a
+  terminal that reports 0 columns) it prints one plain line per ``update``. The plain
+  line's ETA extrapolates the time per step measured since the first update, so the
+  first, compiling, chunk does not inflate it; ``steps/s`` is measured between updates
+  (the first chunk shows as slow).
 
   Args:
     total: the last step.
     start: the first step (when resuming).
     stream: where to write (default ``sys.stderr``).
-    width: unused (kept for callers); tqdm sizes the bar to the terminal.
+    width: the bar's characters on a terminal.
     unit: what one step is called (``"step"``, ``"generation"``).
+    label: what runs (``"baseline"``), shown before the bar and each plain line.
     rate_unit: what the rate counts (default ``unit + "s"``).
     work_per_unit: rate units per step (e.g. cell-steps per generation).
   """
@@ -41,12 +54,14 @@ class ProgressBar:
     unit: str = "step",
     rate_unit: str | None = None,
     work_per_unit: float = 1,
+    label: str = "",
   ):
-    self.total, self.width = int(total), width
+    self.total, self.width, self.label = int(total), int(width), label
     self.unit, self.work_per_unit = unit, work_per_unit
     self.rate_unit = rate_unit if rate_unit is not None else unit + "s"
     self.stream = stream if stream is not None else sys.stderr
     self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+    self.tty = self.tty and _columns(self.stream) != 0  # 0 columns: a terminal without a size
     self._last_step, self._last_time = int(start), time.perf_counter()
     self._first: tuple[int, float] | None = None  # (step, time) of the first update
     self.latest: dict[str, Any] = {}
@@ -55,7 +70,12 @@ class ProgressBar:
       from tqdm import tqdm
 
       self._bar = tqdm(
-        total=self.total, initial=int(start), file=self.stream, unit=unit, dynamic_ncols=True
+        total=self.total,
+        initial=int(start),
+        file=self.stream,
+        unit=unit,
+        desc=label or None,
+        bar_format=f"{{l_bar}}{{bar:{self.width}}}{{r_bar}}",
       )
 
   def eta(self, step: int, now: float | None = None) -> float | None:
@@ -94,16 +114,28 @@ class ProgressBar:
     timing = "" if seconds is None else f"{seconds:.2f} s | "
     eta_text = "" if eta is None else f" | ETA {tqdm.format_interval(eta)}"
     text = (
-      f"{self.unit} {step}/{self.total} | {timing}{rate:.1f} {self.rate_unit}/s{eta_text} | "
-      + " ".join(parts)
+      f"{self.label + ' | ' if self.label else ''}{self.unit} {step}/{self.total} | {timing}"
+      f"{rate:.1f} {self.rate_unit}/s{eta_text} | " + " ".join(parts)
     )
     if self._bar is not None:
-      self._bar.set_postfix_str(" ".join(parts), refresh=False)
-      self._bar.update(done)
+      self._bar.set_postfix_str("", refresh=False)
+      self._bar.update(done)  # (redraws at most every tqdm's mininterval)
+      self._bar.set_postfix_str(self._fit(" ".join(parts)))
     else:
       self.stream.write(text + "\n")
       self.stream.flush()
     return text
+
+  def _fit(self, postfix: str) -> str:
+    """``postfix`` cut to what the terminal leaves after the bar's own line."""
+    columns = _columns(self.stream)
+    if columns is None:  # no terminal size to fit
+      return postfix
+    meter = self._bar.format_meter(**{**self._bar.format_dict, "ncols": None})
+    room = columns - len(meter) - 8  # ", " and a rate that grows
+    if len(postfix) <= room:
+      return postfix
+    return postfix[: room - 1] + "…" if room >= 8 else ""
 
   def close(self) -> None:
     if self._bar is not None:
