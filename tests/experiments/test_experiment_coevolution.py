@@ -70,6 +70,7 @@ def _compilation_cache(folder):
     jax.config.update("jax_compilation_cache_dir", saved)
 
 
+@pytest.mark.slow  # the smoke experiment, its programs stored and loaded
 def test_smoke_end_to_end_with_exact_resume(tmp_path, monkeypatch, capsys):
   # One test, so that pytest-xdist never compiles the smoke step in two workers.
   # The source digest held fixed: an edit of the tree during the test must not re-key the
