@@ -30,10 +30,11 @@ PINS = {
   "transforms": """
     AlternatingState AveragingState ExtragradientState FieldFn LookaheadMinmaxState
     LookaheadTransformation OptimisticState PerPlayerState PerPlayerTransformation PlayerTransforms
-    UnrolledState VectorFieldFn alternating apply_game_step averaged_params count_learning_rates ema
-    extragradient game_step hyperparam lookahead_minmax lookahead_scan lookahead_slow_params
-    merge_by_player nested_lookahead_minmax optimistic per_player player_labels set_hyperparams
-    set_learning_rates slow_ema tree_all_finite tree_where uniform unrolled with_field_processing
+    SyncChoice UnrolledState VectorFieldFn alternating apply_game_step averaged_params
+    count_learning_rates ema extragradient game_step hyperparam lookahead_minmax lookahead_scan
+    lookahead_slow_params merge_by_player nested_lookahead_minmax optimistic per_player
+    player_labels set_hyperparams set_learning_rates slow_ema spectral_sync_period tree_all_finite
+    tree_where uniform unrolled with_field_processing
   """,
   "analysis": """
     DYNAMICS_SCHEMES GameDynamics JacobianSummary RadiusGrid RitzValues StepSizes Trajectory

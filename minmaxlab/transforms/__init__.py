@@ -34,6 +34,7 @@ from minmaxlab.transforms._opt_state import (
 )
 from minmaxlab.transforms._optimistic import OptimisticState, optimistic
 from minmaxlab.transforms._per_player import PerPlayerState, per_player
+from minmaxlab.transforms._spectral_lookahead import SyncChoice, spectral_sync_period
 from minmaxlab.transforms._step import (
   apply_game_step,
   game_step,
@@ -53,6 +54,7 @@ __all__ = [
   "PerPlayerState",
   "PerPlayerTransformation",
   "PlayerTransforms",
+  "SyncChoice",
   "UnrolledState",
   "VectorFieldFn",
   "alternating",
@@ -74,6 +76,7 @@ __all__ = [
   "set_hyperparams",
   "set_learning_rates",
   "slow_ema",
+  "spectral_sync_period",
   "tree_all_finite",
   "tree_where",
   "uniform",

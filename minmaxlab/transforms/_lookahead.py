@@ -309,7 +309,8 @@ def lookahead_minmax(
 
   Args:
     inner: the inner optax transform or game scheme.
-    sync_period: ``k >= 1`` full game steps between syncs.
+    sync_period: ``k >= 1`` full game steps between syncs, or the choice of
+      :func:`spectral_sync_period` from a measured spectrum.
     slow_step_size: ``alpha`` in ``(0, 1]``.
     reset_state: reinitialise the inner state at the slow weights after a sync.
     slow_init: ``"params"`` (slow weights start at the initial params) or
@@ -334,7 +335,8 @@ def lookahead_minmax(
     https://arxiv.org/abs/2006.14567 ; Zhang et al., 2019, "Lookahead
     Optimizer: k steps forward, 1 step back", https://arxiv.org/abs/1907.08610
   """
-  return _lookahead(inner, (sync_period,), (slow_step_size,), reset_state, slow_init, sync_layout)
+  k = getattr(sync_period, "sync_period", sync_period)  # a SyncChoice gives its period
+  return _lookahead(inner, (k,), (slow_step_size,), reset_state, slow_init, sync_layout)
 
 
 def nested_lookahead_minmax(
