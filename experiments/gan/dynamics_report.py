@@ -153,6 +153,7 @@ def readme_table(protocol_path=PROTOCOL, out=RESULTS) -> str:
   for key in ("fid", "dynamics/spectral_radius_per_step"):
     if ran[key]:
       lines.append(_verdict(stats, values[key], a, b, labels, key, alpha, test))
+  lines += _spectral_periods(runs, protocol)
   timed = [r["cpu_s_last_process"] for r in runs if r.get("cpu_s_last_process") is not None]
   reused = [f"{labels[r['arm']]} s{r['seed']}" for r in runs if r.get("trained_to", 0) > r["steps"]]
   lines += [
@@ -168,6 +169,37 @@ def readme_table(protocol_path=PROTOCOL, out=RESULTS) -> str:
   ]
   lines += _report.scorer_lines(_report.one_scorer(runs, lambda r: f"{r['arm']} s{r['seed']}"))
   return "\n".join(lines)
+
+
+def _spectral_periods(runs, protocol, max_period: int = 1000) -> list[str]:
+  """Exploratory (not registered): per base-scheme run (no lookahead), the sync period that
+  ``transforms.spectral_sync_period`` would choose (rule ``smallest``) from the update
+  operator's outer eigenvalues at the last endpoint step, or that none contracts."""
+  from minmaxlab.transforms import spectral_sync_period
+
+  step, out = protocol["endpoint_steps"][-1], []
+  for r in runs:
+    if protocol["arms"][r["arm"]].get("lookahead"):
+      continue  # a lookahead run's operator is the cycle's, not its base scheme's
+    row = next((c for c in r["curves"] if c["step"] == step), {})
+    if "dynamics/operator_eigenvalues_re" not in row:
+      continue
+    lam = np.array(row["dynamics/operator_eigenvalues_re"])
+    lam = lam + 1j * np.array(row["dynamics/operator_eigenvalues_im"])
+    try:
+      k = spectral_sync_period(lam, 0.5, max_period).sync_period
+      out.append(f"s{r['seed']}: k = {k}")
+    except ValueError:
+      real = np.max(np.abs(lam[np.abs(lam.imag) < 1e-12].real), initial=0.0)
+      out.append(f"s{r['seed']}: none (largest real eigenvalue {real:.5f})")
+  if not out:
+    return []
+  return [
+    "",
+    f"Exploratory (not registered): the sync period `transforms.spectral_sync_period` (rule"
+    f" `smallest`, alpha 0.5, k <= {max_period}) chooses from the update operator's outer"
+    f" eigenvalues at step {step} of each run without Lookahead: " + "; ".join(out) + ".",
+  ]
 
 
 def _register() -> None:

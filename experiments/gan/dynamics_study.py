@@ -35,6 +35,8 @@ CURVE_KEYS = (
   "dynamics/top_abs",
   "dynamics/spectral_radius",
   "dynamics/spectral_radius_per_step",
+  "dynamics/operator_eigenvalues_re",  # the update operator's outer eigenvalues (lists)
+  "dynamics/operator_eigenvalues_im",
 )
 
 

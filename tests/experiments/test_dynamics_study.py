@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 
+import minmaxlab as mml
 from experiments.gan import dynamics_report, dynamics_study
 
 
@@ -79,6 +80,9 @@ def test_the_report_tests_both_metrics_with_holm_and_shows_every_seed(tmp_path):
   runs = [_run("alt", s, 0.4 + 0.01 * s, 2.0 + s) for s in range(5)]
   runs += [_run("la_alt_k5", s, 0.2 + 0.01 * s, 2.5 + s) for s in range(4)]
   runs.append(_run("la_alt_k5", 4, np.nan, np.nan, diverged="NaN at step 30"))
+  for seed, lam in ((0, [1 + 0.1j, 1 - 0.1j]), (1, [1.5])):  # a rotation; a real expansion
+    runs[seed]["curves"][-1]["dynamics/operator_eigenvalues_re"] = np.real(lam).tolist()
+    runs[seed]["curves"][-1]["dynamics/operator_eigenvalues_im"] = np.imag(lam).tolist()
   for r in runs:
     (out / f"{r['arm']}_s{r['seed']}.json").write_text(json.dumps(r))
   text = dynamics_report.readme_table(_protocol(tmp_path), out)
@@ -89,5 +93,7 @@ def test_the_report_tests_both_metrics_with_holm_and_shows_every_seed(tmp_path):
   assert "rotational share: lower under LA-AltGAN k=5 than under AltGAN: 0.215 vs 0.420" in primary
   assert "p = 0.032 Holm-adjusted over 2, 0.016 raw" in primary
   assert "top |Im λ|: No difference detected at n = 4/5" in primary
+  k = mml.transforms.spectral_sync_period([1 + 0.1j, 1 - 0.1j]).sync_period
+  assert f"s0: k = {k}; s1: none (largest real eigenvalue 1.50000)." in text
   assert "CPU time of the 10 runs trained by this version: 5.0 CPU-minutes" in text
   assert dynamics_report.plot(dynamics_study.load_runs(out), tmp_path / "f.png").exists()
