@@ -74,7 +74,7 @@ def run_once(config: str, workdir: Path, cache: Path) -> dict:
   try:
     for line in proc.stdout:
       lines.append(line.rstrip())
-      m = re.match(r"generation \d+/\d+ \| ([0-9.]+) s", line)
+      m = re.search(r"generation \d+/\d+ \| ([0-9.]+) s", line)  # after the bar's label
       if first is None and m:
         first = time.perf_counter() - t0
         first_cpu = _cpu_seconds(proc.pid)

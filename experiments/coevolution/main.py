@@ -69,6 +69,20 @@ def _check_loop(config) -> None:
       raise ValueError(f"config.{name} must be an integer >= 1, got {config[name]!r}")
 
 
+def header(config, workdir) -> str:
+  """The first line of a run: what it will do and where."""
+  cells = config.rows * config.cols
+  scheme = "Lookahead-minmax over Adam" if config.get("lookahead", False) else "Adam"
+  text = (
+    f"coevolution: a {config.rows}x{config.cols} grid of {config.architecture} GANs on "
+    f"{config.dataset} ({scheme}), {config.generations} generations of "
+    f"{config.steps_per_generation} steps per cell"
+  )
+  if config.get("baseline", False) and cells > 1:
+    text += ", then one GAN with the grid's total steps to compare"
+  return f"{text} -> {workdir}"
+
+
 def _is_rank_zero() -> bool:
   return all(os.environ.get(v, "0") == "0" for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK"))
 
@@ -91,6 +105,8 @@ def main(argv):
     may_change=MAY_CHANGE,
     quiet=not _is_rank_zero(),
   )
+  if run.status != "finished" and _is_rank_zero():
+    print(header(config, workdir), flush=True)
   report = os.path.join(workdir, REPORT)
   lines = _stored_report(report, config) if run.status == "finished" else None
   if lines is not None:

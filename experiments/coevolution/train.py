@@ -217,6 +217,7 @@ def train(
       unit="generation",
       rate_unit="cell-steps",
       work_per_unit=cell_steps,
+      label="one GAN" if rows * cols == 1 else f"{rows}x{cols} grid",  # the baseline: one GAN
     )
   row: dict = dict(writer.rows[-1]) if writer is not None and writer.rows else {}
   seconds = []

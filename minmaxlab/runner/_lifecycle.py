@@ -68,6 +68,21 @@ def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path
   return path
 
 
+def _program_name(name: str) -> str:
+  """``name``, and for an anonymous program (``jit(<lambda>)``) where it is called from:
+  ``jit(<lambda>) in train (train.py:212)`` (the first frame outside JAX; lowering runs in
+  the calling thread)."""
+  if "<lambda>" not in name:
+    return name
+  frame = sys._getframe(1)
+  while frame is not None:
+    path = frame.f_code.co_filename
+    if not any(part in path for part in ("/jax/", "/jaxlib/", "/minmaxlab/runner/", "<frozen")):
+      return f"{name} in {frame.f_code.co_name} ({Path(path).name}:{frame.f_lineno})"
+    frame = frame.f_back
+  return name
+
+
 class _CompileReporter:
   """Listens to ``jax.monitoring``: lowering a function announces its compilation,
   which is shown once it has run for ``announce_after`` seconds, and its end is shown
@@ -123,7 +138,7 @@ class _CompileReporter:
 
   def on_duration(self, event: str, seconds: float, **kw) -> None:
     if event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
-      self._begin(str(kw.get("fun_name", "a program")))
+      self._begin(_program_name(str(kw.get("fun_name", "a program"))))
     elif event == "/jax/core/compile/backend_compile_duration":
       self._end("compiled", seconds)
     elif event == "/jax/compilation_cache/cache_retrieval_time_sec":

@@ -77,3 +77,14 @@ def test_the_stored_report_answers_only_its_own_config(tmp_path):
   assert coev_main._stored_report(str(path), config) is None
   path.write_text("{not json")
   assert coev_main._stored_report(str(path), config) is None
+
+
+def test_a_run_starts_with_a_header_saying_what_it_will_do():
+  from experiments.coevolution.configs import ring8_3x3
+
+  text = coev_main.header(ring8_3x3.get_config(), "runs/coevolution_ring8")
+  assert text == (
+    "coevolution: a 3x3 grid of mlp GANs on ring8 (Lookahead-minmax over Adam), 40 generations"
+    " of 250 steps per cell, then one GAN with the grid's total steps to compare"
+    " -> runs/coevolution_ring8"
+  )

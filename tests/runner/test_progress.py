@@ -54,3 +54,26 @@ def test_a_label_names_the_loop():
   bar.update(1)
   bar.close()
   assert "baseline:" in tty.getvalue()
+
+
+def test_an_anonymous_compiled_program_is_named_by_its_caller():
+  import jax
+  import jax.numpy as jnp
+
+  from minmaxlab.runner import _lifecycle
+
+  assert _lifecycle._program_name("jit(step)") == "jit(step)"
+  name = _lifecycle._program_name("jit(<lambda>)")
+  assert name.startswith("jit(<lambda>) in test_an_anonymous_compiled_program_is_named_by_its_")
+  assert "(test_progress.py:" in name
+  out = io.StringIO()
+  reporter = runner.report_compilation(stream=out, announce_after=0.0, min_seconds=0.0)
+  try:
+
+    def local_loop():
+      return jax.jit(lambda x: jnp.sin(x) * 3.0)(jnp.arange(7.0))
+
+    local_loop()
+  finally:
+    reporter.enabled = False
+  assert "compiled jit(<lambda>) in local_loop (test_progress.py:" in out.getvalue()
