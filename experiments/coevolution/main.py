@@ -16,7 +16,6 @@ config is refused. Compiled programs are cached on disk (``$MINMAXLAB_CACHE_DIR`
 default ``~/.cache/minmaxlab/jax``), so a rerun starts in seconds.
 """
 
-import json
 import os
 import sys
 
@@ -24,6 +23,7 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from experiments import _cli
+from experiments.coevolution.rerun import REPORT, check_loop, header, stored_report, write_report
 
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a config file.", lock_config=True
@@ -56,33 +56,6 @@ MAY_CHANGE = (
 )
 
 
-# The lines a finished run printed (report, comparison, pictures) and its config: a rerun with
-# the same config prints them again without importing the trainer or touching a file.
-REPORT = "report.json"
-
-
-def _check_loop(config) -> None:
-  """The loop's settings, before a finished run is reported (``train.check_config`` checks
-  every field, after JAX has started)."""
-  for name in ("generations", "eval_every", "checkpoint_every"):
-    if not (isinstance(config[name], int) and config[name] >= 1):
-      raise ValueError(f"config.{name} must be an integer >= 1, got {config[name]!r}")
-
-
-def header(config, workdir) -> str:
-  """The first line of a run: what it will do and where."""
-  cells = config.rows * config.cols
-  scheme = "Lookahead-minmax over Adam" if config.get("lookahead", False) else "Adam"
-  text = (
-    f"coevolution: a {config.rows}x{config.cols} grid of {config.architecture} GANs on "
-    f"{config.dataset} ({scheme}), {config.generations} generations of "
-    f"{config.steps_per_generation} steps per cell"
-  )
-  if config.get("baseline", False) and cells > 1:
-    text += ", then one GAN with the grid's total steps to compare"
-  return f"{text} -> {workdir}"
-
-
 def _is_rank_zero() -> bool:
   return all(os.environ.get(v, "0") == "0" for v in ("PMI_RANK", "OMPI_COMM_WORLD_RANK"))
 
@@ -95,7 +68,7 @@ def main(argv):
   from minmaxlab import distributed, runner
 
   config, workdir = _CONFIG.value, _WORKDIR.value
-  _check_loop(config)
+  check_loop(config)
   run = runner.start_run(
     workdir,
     config,
@@ -108,7 +81,7 @@ def main(argv):
   if run.status != "finished" and _is_rank_zero():
     print(header(config, workdir), flush=True)
   report = os.path.join(workdir, REPORT)
-  lines = _stored_report(report, config) if run.status == "finished" else None
+  lines = stored_report(report, config) if run.status == "finished" else None
   if lines is not None:
     if _is_rank_zero():
       print("\n".join(lines), flush=True)
@@ -147,32 +120,11 @@ def main(argv):
       products += ["comparison.png", f"{compare.BASELINE_DIR}/summary.json"]
     lines += [*compared, *after, f"pictures: {workdir}/samples/, curves: {workdir}/metrics.png"]
     if not runner.is_finished(workdir, config.generations, products):
-      _write_report(report, config, lines)
+      write_report(report, config, lines)
       runner.finish(workdir, config.generations, products)
-    elif _stored_report(report, config) is None:  # finished earlier, reported with another config
-      _write_report(report, config, lines)
+    elif stored_report(report, config) is None:  # finished earlier, reported with another config
+      write_report(report, config, lines)
     print(lines[-1])
-
-
-def _stored_report(path: str, config) -> list[str] | None:
-  """The lines of ``path`` if it was written for this very config (a changed baseline or
-  ensembles field needs the full report), else ``None``."""
-  try:
-    with open(path) as f:
-      stored = json.load(f)
-  except (OSError, ValueError):
-    return None
-  if stored.get("config") != json.loads(config.to_json()):
-    return None
-  return stored.get("lines")
-
-
-def _write_report(path: str, config, lines: list[str]) -> None:
-  """``lines`` and the config into ``path`` atomically (what a rerun prints)."""
-  tmp = f"{path}.tmp"
-  with open(tmp, "w") as f:
-    json.dump({"config": json.loads(config.to_json()), "lines": lines}, f, indent=1)
-  os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,18 @@ MAY_CHANGE = (
 )
 
 
+def header(config, workdir) -> str:
+  """The first line of a run: what it will do and where."""
+  scheme = config.scheme
+  if config.get("lookahead", False):
+    k, alpha = config.sync_period, config.slow_step_size
+    scheme = f"Lookahead-minmax (k={k}, alpha={alpha}) over {scheme}"
+  return (
+    f"gan: a {config.architecture} GAN on {config.dataset}, {scheme} with Adam, loss "
+    f"{config.loss}, {config.num_steps} steps -> {workdir}"
+  )
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -52,6 +64,8 @@ def main(argv):
   config, workdir = _CONFIG.value, _WORKDIR.value
   runner.lock_workdir(workdir)  # one process per workdir: a second run stops in one line
   run = runner.start_run(workdir, config, config.num_steps, module=MODULE, may_change=MAY_CHANGE)
+  if run.status != "finished":
+    print(header(config, workdir), flush=True)
 
   from experiments.gan import train  # after flag parsing: JAX starts here
 

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from experiments.coevolution import main as coev_main
+from experiments.coevolution import rerun
 from experiments.coevolution.configs import smoke
 from tests import _procs
 
@@ -27,7 +27,7 @@ def _finished(workdir: Path, config) -> None:
   rows = [{"generation": g, "g_loss": 0.5} for g in range(1, total + 1)]
   (workdir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
   (workdir / "finished.json").write_text(json.dumps({"total": total, "products": []}))
-  coev_main._write_report(str(workdir / coev_main.REPORT), config, LINES)
+  rerun.write_report(str(workdir / rerun.REPORT), config, LINES)
 
 
 def _files(workdir: Path) -> dict:
@@ -70,21 +70,33 @@ def test_a_bad_loop_setting_on_a_finished_run_is_the_error_alone(tmp_path):
 
 def test_the_stored_report_answers_only_its_own_config(tmp_path):
   config = smoke.get_config()
-  path = tmp_path / coev_main.REPORT
-  coev_main._write_report(str(path), config, LINES)
-  assert coev_main._stored_report(str(path), config) == LINES
+  path = tmp_path / rerun.REPORT
+  rerun.write_report(str(path), config, LINES)
+  assert rerun.stored_report(str(path), config) == LINES
   config.ensembles.methods = ("greedy",)  # a field a rerun may change: the full report runs
-  assert coev_main._stored_report(str(path), config) is None
+  assert rerun.stored_report(str(path), config) is None
   path.write_text("{not json")
-  assert coev_main._stored_report(str(path), config) is None
+  assert rerun.stored_report(str(path), config) is None
 
 
 def test_a_run_starts_with_a_header_saying_what_it_will_do():
   from experiments.coevolution.configs import ring8_3x3
 
-  text = coev_main.header(ring8_3x3.get_config(), "runs/coevolution_ring8")
+  text = rerun.header(ring8_3x3.get_config(), "runs/coevolution_ring8")
   assert text == (
     "coevolution: a 3x3 grid of mlp GANs on ring8 (Lookahead-minmax over Adam), 40 generations"
     " of 250 steps per cell, then one GAN with the grid's total steps to compare"
     " -> runs/coevolution_ring8"
   )
+
+
+def test_a_gan_run_starts_with_a_header_saying_what_it_will_do():
+  from experiments.gan import main as gan_main
+  from experiments.gan.configs import smoke as gan_smoke
+
+  config = gan_smoke.get_config()
+  text = gan_main.header(config, "runs/gan")
+  assert text.startswith(f"gan: a {config.architecture} GAN on {config.dataset}, ")
+  assert text.endswith(f", {config.num_steps} steps -> runs/gan")
+  config.lookahead = True
+  assert "Lookahead-minmax (k=" in gan_main.header(config, "runs/gan")
