@@ -262,6 +262,9 @@ def _breaks(parts: dict) -> list[str]:
       "ends there unless checkpoints are written per rank."
     )
   out += [
+    f"- `c` is a generation of {parts['batches']} batches; a full MNIST epoch per generation "
+    "(600 batches) multiplies the training part of `c` while the halo stays the same, so the "
+    "exchange shares above are upper bounds for full-epoch generations.",
     "- The mixture evaluation (FID of each cell's mixture, two per cell and generation in the "
     "MNIST experiment) is not in `c`: the benchmark scores mixtures with a trivial function.",
     "- Stragglers: a generation waits for the slowest host (every `sendrecv` blocks); `c` is "
@@ -292,7 +295,10 @@ def model_table(path: Path = RESULTS) -> str:
   if link:
     lines.append(
       f"Loopback fitted on the 2-rank cases: {link[0] * 1e3:.2f} ms per message, "
-      f"{link[1] / 1e9:.2f} GB/s; the 4-rank rows are predictions."
+      f"{link[1] / 1e9:.2f} GB/s; the 4-rank rows are predictions. The traced bytes follow the "
+      "halo formula exactly; the seconds do not follow the bytes: on this loaded host a "
+      "`sendrecv` mostly waits for its peer rank to be scheduled, so the fitted per-message "
+      "cost is that wait, not a wire's latency, and the stated link latency replaces it below."
     )
   lines += [
     "",
