@@ -66,7 +66,7 @@ def final_samples(config, workdir):
   ckpt = runner.CheckpointManager(Path(workdir) / "checkpoints")
   state = progs.init(train.keys(config)[0])
   run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
-  whole = train._whole_grid_shapes(state, progs.exp.coev)
+  whole = train.whole_grid_shapes(state, progs.exp.coev)
   # the last checkpoint (of a run from before lineage ids too: no lineage is read here)
   host = train.restore_checkpoint(ckpt, whole, run_key, ckpt.latest_step(), writer=False)["state"]
   _, mixture, _ = train.evaluate(progs, config, host, int(host.generation))

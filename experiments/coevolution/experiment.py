@@ -330,7 +330,7 @@ def checkpoint_target(config) -> dict:
   coev = programs(config).exp.coev
   state = jax.eval_shape(coev.init, jax.random.key(0))
   run_key = jax.ShapeDtypeStruct(jax.random.key_data(jax.random.key(0)).shape, np.uint32)
-  return {"state": _whole_grid_shapes(state, coev), "key": run_key}
+  return {"state": whole_grid_shapes(state, coev), "key": run_key}
 
 
 def sample_best_mixture(run, n: int | None = None, seed: int = 0) -> np.ndarray:
@@ -352,7 +352,7 @@ def modes(config) -> np.ndarray | None:
   return None if mixture is None else np.asarray(mixture.modes)
 
 
-def _whole_grid_shapes(state, coev: co.Coevolution):
+def whole_grid_shapes(state, coev: co.Coevolution):
   """Shapes and dtypes of the whole grid's state (this program may hold a block)."""
   block = tuple(coev.exchange.block_shape)
   whole = (coev.config.rows, coev.config.cols)

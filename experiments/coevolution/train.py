@@ -26,7 +26,6 @@ from experiments.coevolution.experiment import (  # noqa: F401  (the experiment'
   Experiment,
   ImageData,
   Programs,
-  _whole_grid_shapes,
   build,
   check_fits,
   checkpoint_target,
@@ -38,6 +37,7 @@ from experiments.coevolution.experiment import (  # noqa: F401  (the experiment'
   programs,
   restore_checkpoint,
   sample_best_mixture,
+  whole_grid_shapes,
 )
 from experiments.coevolution.generation_log import (  # noqa: F401  (here too, as before)
   CELL_COUNTS,
@@ -176,7 +176,7 @@ def train(
     # The newest intact checkpoint (a damaged latest one is named in one line and skipped;
     # every process reads the same files, so all pick the same one).
     restored = restore_checkpoint(
-      ckpt, _whole_grid_shapes(state, coev), run_key, writer=backend.writer
+      ckpt, whole_grid_shapes(state, coev), run_key, writer=backend.writer
     )
     if not np.array_equal(np.asarray(restored["key"]), run_key):
       raise ValueError(f"the checkpoint in {ckpt.directory} was written with another seed")
