@@ -68,3 +68,13 @@ def test_a_workdir_that_cannot_be_created_is_one_line(tmp_path):
   assert proc.stderr.strip().splitlines() == [
     "ERROR: the workdir /proc/minmaxlab_test_workdir cannot be written: No such file or directory"
   ]
+
+
+def test_a_hidden_value_that_is_not_widths_is_named():
+  import pytest
+
+  from minmaxlab.gan import models
+
+  for bad in ("abc", ("abc",), 3):
+    with pytest.raises(ValueError, match=r"hidden must be a sequence of layer widths, e\.g\."):
+      models.mlp_generator((2,), latent_dim=4, hidden=bad)

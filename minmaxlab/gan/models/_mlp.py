@@ -60,7 +60,15 @@ def _check_activation(output_activation):
 
 
 def _check_hidden(hidden):
-  hidden = tuple(int(h) for h in hidden)
+  given = hidden
+  try:
+    if isinstance(hidden, str):
+      raise ValueError
+    hidden = tuple(int(h) for h in hidden)
+  except (TypeError, ValueError):
+    raise ValueError(
+      f"hidden must be a sequence of layer widths, e.g. (64, 64); got {given!r}"
+    ) from None
   if any(h <= 0 for h in hidden):
     raise ValueError(f"hidden widths must be positive, got {hidden}")
   return hidden
