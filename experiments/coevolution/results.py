@@ -28,11 +28,13 @@ from experiments.coevolution.configs import fashion_mnist_3x3, grid25_3x3, ring8
 from experiments.coevolution.results_tables import figure, pairs, study_table, table
 
 
-def _flat(overrides, prefix=""):
+def flat_overrides(overrides, prefix=""):
+  """Nested config overrides as one level of dotted names (``{"a": {"b": 1}}`` ->
+  ``{"a.b": 1}``), as ``--config.a.b=1`` flags name them."""
   out = {}
   for k, v in overrides.items():
     if isinstance(v, dict):
-      out.update(_flat(v, f"{prefix}{k}."))
+      out.update(flat_overrides(v, f"{prefix}{k}."))
     else:
       out[f"{prefix}{k}"] = v
   return out
@@ -44,7 +46,7 @@ def _run(name, module, overrides, out, config_file):
   for k, v in overrides.items():
     config[k] = v
   workdir = Path(out) / name
-  flags = " ".join(f"--config.{k}={v}" for k, v in _flat(overrides).items())
+  flags = " ".join(f"--config.{k}={v}" for k, v in flat_overrides(overrides).items())
   print(
     f"$ python -m experiments.coevolution.main --config {config_file} --workdir {workdir} {flags}",
     flush=True,

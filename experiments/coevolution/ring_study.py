@@ -190,7 +190,8 @@ def run(protocol_path=PROTOCOL, runs_dir=RUNS, results=RESULTS, arms=None, seeds
       config = arm_config(protocol, arm, seed)
       workdir = Path(runs_dir) / f"{arm}_s{seed}"
       overrides = {**protocol["common"], **protocol["arms"][arm]["overrides"], "seed": seed}
-      flags = " ".join(f"--config.{k}={v}" for k, v in results_lib._flat(overrides).items())
+      flat = results_lib.flat_overrides(overrides)
+      flags = " ".join(f"--config.{k}={v}" for k, v in flat.items())
       log(
         "$ python -m experiments.coevolution.main --config "
         f"experiments/coevolution/configs/ring8_3x3.py --workdir {workdir} {flags}"
