@@ -55,6 +55,8 @@ def reference_moore():
 
 DISCRETE = (
   "best_cell",
+  "lineage_g",  # every individual's lineage id (issue 33): the same on every backend
+  "lineage_d",
   "loss_index",
   "replaced_g",
   "replaced_d",
@@ -226,6 +228,8 @@ def test_mpi_ranks_match_single_device_bitwise(request, tmp_path, n, kind, block
   got, got_m, traces = _load_mpi(out, want_state)
   assert traces == 1
   _assert_same(got, got_m, want_state, want_m, exact=True)
+  if kind == "von_neumann":  # the lineage ids compared have moved between cells (and ranks)
+    assert len(np.unique(want_state.lineage.min)) < 16
   assert not np.allclose(np.asarray(got.learning_rates.min), 2e-3)  # mutation happened
   np.testing.assert_array_equal(
     np.asarray(got.mixture_weights), np.asarray(want_state.mixture_weights)
