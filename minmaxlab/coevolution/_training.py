@@ -3,6 +3,7 @@ pairs, each against opponents drawn from the neighbourhood."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -131,6 +132,41 @@ def indexed_loss(losses: tuple, g_index: Any, d_index: Any) -> Callable:
   )
 
 
+class PairDraws(NamedTuple):
+  """A pair's randomness of one batch, drawn for all batches at once before the loop (the
+  same numbers as drawing it inside: ``jax.random`` is elementwise under vmap)."""
+
+  key: jax.Array  # the pair's batch key: evaluations after the first draw from it
+  real_key: jax.Array  # the real batch of evaluation 0
+  z: jax.Array  # the noise of the simultaneous (or the generator's) step
+  z_fresh: Any  # the discriminator's fresh noise (Lipizzaner's schedule), else None
+  g_index: Any  # the generator's loss index (Mustangs), else None
+  d_index: Any  # the discriminator's loss index (Mustangs), else None
+
+
+class StepDraws(NamedTuple):
+  """Every random number of one batch: the opponents' indices ``[P]`` into the pools (the
+  generators the discriminators play, the discriminators the generators play) and every
+  pair's :class:`PairDraws`."""
+
+  generators: jax.Array
+  discriminators: jax.Array
+  pairs: PairDraws
+
+
+class _Trainer(NamedTuple):
+  """What every step of :func:`train` closes over (fixed for one cell's training)."""
+
+  spec: CellSpec
+  per_logit: Callable
+  data: Any
+  pools: tuple  # (pool_g, pool_d), see train
+  neighbours: tuple  # (g_nbrs, d_nbrs), see train
+  with_neighbours: bool
+  always: bool  # Mustangs "always": the generator's loss index drawn for every batch
+  batched: Callable  # over_population(P)
+
+
 def train(
   spec, per_logit, key, data, params, opt, pools, neighbours, with_neighbours, loss_index=None
 ):
@@ -159,172 +195,207 @@ def train(
     ``((params, opt), g_losses, d_losses)``: ``[S, P]`` and ``[S // d_every, P]``, or
     ``[S // n_critic, P]`` and ``[S, P]``.
   """
-  c, pair, scheme = spec.config, spec.pair, spec.scheme
-  labels, sample_real = spec.labels, spec.sample_real
-  G, D = pair.generator, pair.discriminator
-  P, M = c.population_size, c.num_members
-  pool_g, pool_d = pools
-  g_nbrs, d_nbrs = neighbours
-  batched = over_population(P)
-
-  def opponent(current, neighbours, i):
-    mine = take(current, jnp.minimum(i, P - 1))
-    theirs = take(neighbours, jnp.clip(i - P, 0, M * P - P - 1))
-    return tree_where(i < P, mine, theirs)
-
-  def opponents(current, neighbours, idx):
-    # Statically known cases skip the per-step gather and select (a copy of a whole
-    # network per step, about 10% of an MNIST-MLP step on CPU).
-    if not with_neighbours:
-      return current if P == 1 else take(current, idx)
-    if P == 1:  # the one individual is carried without its population axis
-      lead = jax.tree.map(lambda x: x[None], current)
-      return take(jax.vmap(lambda i: opponent(lead, neighbours, i))(idx), 0)
-    return jax.vmap(lambda i: opponent(current, neighbours, i))(idx)
-
-  lipizzaner = c.schedule == "lipizzaner"
-  B, L = c.batch_size, pair.latent_dim
-  clip = c.wgan_clip if c.loss == "wgan" else None
+  c = spec.config
+  P = c.population_size
   always = loss_index is not None and c.mustangs_mode == "always"
-
-  def clipped(p):
-    if clip is None:
-      return p
-    return Players(p.min, jax.tree.map(lambda w: jnp.clip(w, -clip, clip), p.max))
-
-  def pair_draws(k, g_index, d_index):
-    """A pair's randomness of one batch, drawn for all batches at once before the loop
-    (the same numbers as drawing it inside: ``jax.random`` is elementwise under vmap):
-    ``(key, real-batch key, noise of the simultaneous/generator step, the
-    discriminator's fresh noise (Lipizzaner's schedule) or None, the generator's and
-    the discriminator's loss indices (Mustangs) or None)``. Mustangs ``always``: the
-    generator's index is ``randint(fold_in(fold_in(k, 0), 3), (), 0, len(losses))``."""
-    kk = jax.random.fold_in(k, 0)
-    z = lambda which: jax.random.normal(jax.random.fold_in(kk, 1 + which), (B, L))
-    if always:
-      g_index = jax.random.randint(jax.random.fold_in(kk, 3), (), 0, len(spec.losses))
-    return k, jax.random.fold_in(kk, 0), z(0), z(1) if lipizzaner else None, g_index, d_index
-
-  def loss_of(r):
-    return per_logit if r[4] is None else indexed_loss(spec.losses, r[4], r[5])
-
-  def batch(r, i, which):
-    """The real batch of evaluation ``i`` of a pair's step and its noise ``which`` (0: the
-    simultaneous step's and the generator's, 1: the discriminator's fresh fakes). Only
-    evaluation 0 is pre-drawn; schemes that evaluate again (extragradient, alternating)
-    draw theirs from the pair's key."""
-    if isinstance(i, int) and i == 0:
-      return sample_real(data, r[1], B), r[2 + which]
-    kk = jax.random.fold_in(r[0], i)
-    real = sample_real(data, jax.random.fold_in(kk, 0), B)
-    return real, jax.random.normal(jax.random.fold_in(kk, 1 + which), (B, L))
-
-  def train_pair(p, o, opp_g, opp_d, r):
-    per_logit = loss_of(r)
-
-    def loss_fn(q, i):
-      real, z = batch(r, i, 0)
-      own_fake, opp_fake = G.apply(q.min, z), G.apply(opp_g, z)
-      loss_min = per_logit(D.apply(opp_d, real), D.apply(opp_d, own_fake))[0]
-      loss_max = per_logit(D.apply(q.max, real), D.apply(q.max, opp_fake))[1]
-      return loss_min, loss_max
-
-    vaf = value_and_vector_field(loss_fn)
-    losses, v = vaf(p, 0)
-    u, o = scheme.update(v, o, p, vector_field=lambda q, i: vaf(q, i)[1])
-    return clipped(optax.apply_updates(p, u)), o, jnp.stack(losses)
-
-  def train_g_pair(p, o, opp_d, r):
-    # The generator's step alone: only its own field is computed; the scheme's
-    # discriminator part (params and MAX-labelled state) is discarded, so XLA
-    # drops it, and the shared state (e.g. Lookahead's step count) advances.
-    per_logit = loss_of(r)
-
-    def field(q, i):
-      real, z = batch(r, i, 0)
-      loss_g = lambda g: per_logit(D.apply(opp_d, real), D.apply(opp_d, G.apply(g, z)))[0]
-      loss, grad = jax.value_and_grad(loss_g)(q.min)
-      return loss, Players(grad, jax.tree.map(jnp.zeros_like, q.max))
-
-    loss, v = field(p, 0)
-    u, o_new = scheme.update(v, o, p, vector_field=lambda q, i: field(q, i)[1])
-    p = Players(optax.apply_updates(p.min, u.min), p.max)
-    return p, merge_by_player(labels, o_new, o, o_new), loss
-
-  def train_d_pair(p, o, opp_g, r, which=1):
-    # The discriminator's step alone, on the batch's real samples and fakes of ``opp_g``
-    # (the generator as it is now) from noise ``which`` (1: fresh, Lipizzaner's schedule;
-    # 0: the batch's own, a critic-only batch); the shared state is left as it came in.
-    per_logit = loss_of(r)
-
-    def field(q, i):
-      real, z = batch(r, i, which)
-      fake = G.apply(opp_g, z)
-      loss_d = lambda d: per_logit(D.apply(d, real), D.apply(d, fake))[1]
-      loss, grad = jax.value_and_grad(loss_d)(q.max)
-      return loss, Players(jax.tree.map(jnp.zeros_like, q.min), grad)
-
-    loss, v = field(p, 0)
-    u, o_new = scheme.update(v, o, p, vector_field=lambda q, i: field(q, i)[1])
-    p = clipped(Players(p.min, optax.apply_updates(p.max, u.max)))
-    return p, merge_by_player(labels, o, o_new, o), loss
-
-  def draw(k, pool):
-    return jax.random.categorical(k, jnp.where(pool, 0.0, -INF), shape=(P,))
-
+  t = _Trainer(
+    spec, per_logit, data, pools, neighbours, with_neighbours, always, over_population(P)
+  )
   indices = (None, None) if loss_index is None else tuple(loss_index)
-
-  def step_draws(k):
-    # Every random number of one batch: opponents (k_g, k_d) and the pairs' draws (k_b).
-    k_g, k_d, k_b = jax.random.split(k, 3)
-    pairs = jax.vmap(pair_draws)(jax.random.split(k_b, P), *indices)
-    return draw(k_g, pool_g), draw(k_d, pool_d), pairs
-
-  def train_step(carry, x):
-    (p, o), (opp_gi, opp_di, pairs) = carry, x
-    opp_g = opponents(p.min, g_nbrs, opp_gi)
-    opp_d = opponents(p.max, d_nbrs, opp_di)
-    p, o, losses = batched(train_pair)(p, o, opp_g, opp_d, pairs)
-    return (p, o), losses
-
-  def train_g_step(carry, x):
-    (p, o), (_, opp_di, pairs) = carry, x
-    opp_d = opponents(p.max, d_nbrs, opp_di)
-    p, o, loss = batched(train_g_pair)(p, o, opp_d, pairs)
-    return (p, o), loss
-
-  def train_d_step(carry, x):
-    # A critic-only batch (n_critic > 1): the discriminators against the generator
-    # drawn for the batch, on the batch's own noise.
-    (p, o), (opp_gi, _, pairs) = carry, x
-    opp_g = opponents(p.min, g_nbrs, opp_gi)
-    p, o, loss = batched(lambda *a: train_d_pair(*a, which=0))(p, o, opp_g, pairs)
-    return (p, o), loss
-
-  def lipizzaner_step(carry, x):
-    # Generator first, then the discriminator against the updated generator. The
-    # discriminator's update sees the shared state of before the generator's, so a
-    # shared counter counts batches and both players sync on the same batch.
-    (p, o0), (opp_gi, _, pairs) = carry, x
-    (p, o1), g_loss = train_g_step((p, o0), x)
-    opp_g = opponents(p.min, g_nbrs, opp_gi)
-    o_in = merge_by_player(labels, o1, o1, o0)
-    p, o2, d_loss = batched(train_d_pair)(p, o_in, opp_g, pairs)
-    return (p, merge_by_player(labels, o2, o2, o1)), jnp.stack([g_loss, d_loss], -1)
-
-  step_both = lipizzaner_step if lipizzaner else train_step
-  draws = jax.vmap(step_draws)(jax.random.split(key, c.steps_per_generation))
+  step_both = _lipizzaner_step if c.schedule == "lipizzaner" else _train_step
+  draws = jax.vmap(lambda k: _step_draws(t, indices, k))(
+    jax.random.split(key, c.steps_per_generation)
+  )
   carry = (params, opt)
   if P == 1:
     # One individual: the loop carries it without the population axis (no per-step squeeze
     # and expand of every weight), the pair's draws likewise; the opponents' indices keep
-    # theirs (``opponents``). The same operations on the same values as a squeeze per step.
+    # theirs (``_opponents``). The same operations on the same values as a squeeze per step.
     carry = jax.tree.map(lambda x: x[0], carry)
-    draws = (draws[0], draws[1], jax.tree.map(lambda x: x[:, 0], draws[2]))
+    draws = draws._replace(pairs=jax.tree.map(lambda x: x[:, 0], draws.pairs))
   carry, g_losses, d_losses = train_schedule(
-    step_both, train_g_step, carry, draws, c.d_every, c.n_critic, train_d_step
+    functools.partial(step_both, t),
+    functools.partial(_train_g_step, t),
+    carry,
+    draws,
+    c.d_every,
+    c.n_critic,
+    functools.partial(_train_d_step, t),
   )
   if P == 1:
     carry = jax.tree.map(lambda x: x[None], carry)
     g_losses, d_losses = g_losses[:, None], d_losses[:, None]
   return carry, g_losses, d_losses
+
+
+# ---------------------------------------------------------------- random draws
+def _pair_draws(t: _Trainer, k, g_index, d_index) -> PairDraws:
+  """One pair's :class:`PairDraws` for the batch key ``k``. Mustangs ``always``: the
+  generator's index is ``randint(fold_in(fold_in(k, 0), 3), (), 0, len(losses))``."""
+  c, spec = t.spec.config, t.spec
+  B, L = c.batch_size, spec.pair.latent_dim
+  kk = jax.random.fold_in(k, 0)
+  z = lambda which: jax.random.normal(jax.random.fold_in(kk, 1 + which), (B, L))
+  if t.always:
+    g_index = jax.random.randint(jax.random.fold_in(kk, 3), (), 0, len(spec.losses))
+  real_key, z0 = jax.random.fold_in(kk, 0), z(0)
+  z_fresh = z(1) if c.schedule == "lipizzaner" else None
+  return PairDraws(k, real_key, z0, z_fresh, g_index, d_index)
+
+
+def _draw(P, k, pool):
+  return jax.random.categorical(k, jnp.where(pool, 0.0, -INF), shape=(P,))
+
+
+def _step_draws(t: _Trainer, indices, k) -> StepDraws:
+  # Every random number of one batch: opponents (k_g, k_d) and the pairs' draws (k_b).
+  P = t.spec.config.population_size
+  pool_g, pool_d = t.pools
+  k_g, k_d, k_b = jax.random.split(k, 3)
+  pairs = jax.vmap(lambda kp, gi, di: _pair_draws(t, kp, gi, di))(
+    jax.random.split(k_b, P), *indices
+  )
+  return StepDraws(_draw(P, k_g, pool_g), _draw(P, k_d, pool_d), pairs)
+
+
+# ------------------------------------------------------------------- opponents
+def _opponent(P, M, current, neighbours, i):
+  mine = take(current, jnp.minimum(i, P - 1))
+  theirs = take(neighbours, jnp.clip(i - P, 0, M * P - P - 1))
+  return tree_where(i < P, mine, theirs)
+
+
+def _opponents(t: _Trainer, current, neighbours, idx):
+  """The opponents of index ``idx`` (``< P`` the cell's own, then the neighbours')."""
+  P, M = t.spec.config.population_size, t.spec.config.num_members
+  # Statically known cases skip the per-step gather and select (a copy of a whole
+  # network per step, about 10% of an MNIST-MLP step on CPU).
+  if not t.with_neighbours:
+    return current if P == 1 else take(current, idx)
+  if P == 1:  # the one individual is carried without its population axis
+    lead = jax.tree.map(lambda x: x[None], current)
+    return take(jax.vmap(lambda i: _opponent(P, M, lead, neighbours, i))(idx), 0)
+  return jax.vmap(lambda i: _opponent(P, M, current, neighbours, i))(idx)
+
+
+# ------------------------------------------------------------ one pair's step
+def _clipped(t: _Trainer, p):
+  c = t.spec.config
+  clip = c.wgan_clip if c.loss == "wgan" else None
+  if clip is None:
+    return p
+  return Players(p.min, jax.tree.map(lambda w: jnp.clip(w, -clip, clip), p.max))
+
+
+def _loss_of(t: _Trainer, r: PairDraws):
+  return t.per_logit if r.g_index is None else indexed_loss(t.spec.losses, r.g_index, r.d_index)
+
+
+def _batch(t: _Trainer, r: PairDraws, i, which):
+  """The real batch of evaluation ``i`` of a pair's step and its noise ``which`` (0: the
+  simultaneous step's and the generator's, 1: the discriminator's fresh fakes). Only
+  evaluation 0 is pre-drawn; schemes that evaluate again (extragradient, alternating)
+  draw theirs from the pair's key."""
+  B, L = t.spec.config.batch_size, t.spec.pair.latent_dim
+  if isinstance(i, int) and i == 0:
+    return t.spec.sample_real(t.data, r.real_key, B), (r.z, r.z_fresh)[which]
+  kk = jax.random.fold_in(r.key, i)
+  real = t.spec.sample_real(t.data, jax.random.fold_in(kk, 0), B)
+  return real, jax.random.normal(jax.random.fold_in(kk, 1 + which), (B, L))
+
+
+def _train_pair(t: _Trainer, p, o, opp_g, opp_d, r: PairDraws):
+  """Both players' simultaneous step (the scheme's own order inside)."""
+  G, D = t.spec.pair.generator, t.spec.pair.discriminator
+  per_logit = _loss_of(t, r)
+
+  def loss_fn(q, i):
+    real, z = _batch(t, r, i, 0)
+    own_fake, opp_fake = G.apply(q.min, z), G.apply(opp_g, z)
+    loss_min = per_logit(D.apply(opp_d, real), D.apply(opp_d, own_fake))[0]
+    loss_max = per_logit(D.apply(q.max, real), D.apply(q.max, opp_fake))[1]
+    return loss_min, loss_max
+
+  vaf = value_and_vector_field(loss_fn)
+  losses, v = vaf(p, 0)
+  u, o = t.spec.scheme.update(v, o, p, vector_field=lambda q, i: vaf(q, i)[1])
+  return _clipped(t, optax.apply_updates(p, u)), o, jnp.stack(losses)
+
+
+def _train_g_pair(t: _Trainer, p, o, opp_d, r: PairDraws):
+  # The generator's step alone: only its own field is computed; the scheme's
+  # discriminator part (params and MAX-labelled state) is discarded, so XLA
+  # drops it, and the shared state (e.g. Lookahead's step count) advances.
+  G, D = t.spec.pair.generator, t.spec.pair.discriminator
+  per_logit = _loss_of(t, r)
+
+  def field(q, i):
+    real, z = _batch(t, r, i, 0)
+    loss_g = lambda g: per_logit(D.apply(opp_d, real), D.apply(opp_d, G.apply(g, z)))[0]
+    loss, grad = jax.value_and_grad(loss_g)(q.min)
+    return loss, Players(grad, jax.tree.map(jnp.zeros_like, q.max))
+
+  loss, v = field(p, 0)
+  u, o_new = t.spec.scheme.update(v, o, p, vector_field=lambda q, i: field(q, i)[1])
+  p = Players(optax.apply_updates(p.min, u.min), p.max)
+  return p, merge_by_player(t.spec.labels, o_new, o, o_new), loss
+
+
+def _train_d_pair(t: _Trainer, p, o, opp_g, r: PairDraws, which=1):
+  # The discriminator's step alone, on the batch's real samples and fakes of ``opp_g``
+  # (the generator as it is now) from noise ``which`` (1: fresh, Lipizzaner's schedule;
+  # 0: the batch's own, a critic-only batch); the shared state is left as it came in.
+  G, D = t.spec.pair.generator, t.spec.pair.discriminator
+  per_logit = _loss_of(t, r)
+
+  def field(q, i):
+    real, z = _batch(t, r, i, which)
+    fake = G.apply(opp_g, z)
+    loss_d = lambda d: per_logit(D.apply(d, real), D.apply(d, fake))[1]
+    loss, grad = jax.value_and_grad(loss_d)(q.max)
+    return loss, Players(jax.tree.map(jnp.zeros_like, q.min), grad)
+
+  loss, v = field(p, 0)
+  u, o_new = t.spec.scheme.update(v, o, p, vector_field=lambda q, i: field(q, i)[1])
+  p = _clipped(t, Players(p.min, optax.apply_updates(p.max, u.max)))
+  return p, merge_by_player(t.spec.labels, o, o_new, o), loss
+
+
+# ------------------------------------------------------- one batch of the cell
+def _train_step(t: _Trainer, carry, x: StepDraws):
+  (p, o), g_nbrs, d_nbrs = carry, *t.neighbours
+  opp_g = _opponents(t, p.min, g_nbrs, x.generators)
+  opp_d = _opponents(t, p.max, d_nbrs, x.discriminators)
+  train_pair = functools.partial(_train_pair, t)
+  p, o, losses = t.batched(train_pair)(p, o, opp_g, opp_d, x.pairs)
+  return (p, o), losses
+
+
+def _train_g_step(t: _Trainer, carry, x: StepDraws):
+  p, o = carry
+  opp_d = _opponents(t, p.max, t.neighbours[1], x.discriminators)
+  p, o, loss = t.batched(functools.partial(_train_g_pair, t))(p, o, opp_d, x.pairs)
+  return (p, o), loss
+
+
+def _train_d_step(t: _Trainer, carry, x: StepDraws):
+  # A critic-only batch (n_critic > 1): the discriminators against the generator
+  # drawn for the batch, on the batch's own noise.
+  p, o = carry
+  opp_g = _opponents(t, p.min, t.neighbours[0], x.generators)
+  train_d = lambda *a: _train_d_pair(t, *a, which=0)
+  p, o, loss = t.batched(train_d)(p, o, opp_g, x.pairs)
+  return (p, o), loss
+
+
+def _lipizzaner_step(t: _Trainer, carry, x: StepDraws):
+  # Generator first, then the discriminator against the updated generator. The
+  # discriminator's update sees the shared state of before the generator's, so a
+  # shared counter counts batches and both players sync on the same batch.
+  labels = t.spec.labels
+  p, o0 = carry
+  (p, o1), g_loss = _train_g_step(t, (p, o0), x)
+  opp_g = _opponents(t, p.min, t.neighbours[0], x.generators)
+  o_in = merge_by_player(labels, o1, o1, o0)
+  p, o2, d_loss = t.batched(functools.partial(_train_d_pair, t))(p, o_in, opp_g, x.pairs)
+  return (p, merge_by_player(labels, o2, o2, o1)), jnp.stack([g_loss, d_loss], -1)
