@@ -9,17 +9,17 @@ a traced :class:`CoevolutionParams` pytree beside the static config.
 """
 
 from minmaxlab.coevolution._coevolution import Coevolution, CoevolutionState, default_scheme
-from minmaxlab.coevolution._config import CoevolutionConfig
+from minmaxlab.coevolution._config import CoevolutionConfig, CoevolutionParams
 from minmaxlab.coevolution._dieting import diet_indices, diet_rows, diet_size
 from minmaxlab.coevolution._ensembles import (
   EnsembleSearch,
   MixtureOptimization,
   class_tvd_score,
-  ga_ensemble,
   greedy_ensemble,
   optimize_mixture,
   weight_grid,
 )
+from minmaxlab.coevolution._genetic_ensemble import ga_ensemble
 from minmaxlab.coevolution._grid import (
   gather_neighbours,
   member_mask,
@@ -36,7 +36,7 @@ from minmaxlab.coevolution._operators import (
   replacement_sources,
   tournament,
 )
-from minmaxlab.coevolution._phases import CoevolutionParams, Phases
+from minmaxlab.coevolution._phases import Phases
 from minmaxlab.coevolution._sampling import (
   SAMPLING_MODES,
   exact_proportion_counts,

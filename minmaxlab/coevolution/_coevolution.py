@@ -10,14 +10,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from minmaxlab.coevolution import _phases as phases_lib
-from minmaxlab.coevolution._config import MUSTANGS_LOSSES, CoevolutionConfig
+from minmaxlab.coevolution._cell import MUSTANGS_SALT, CellSetup
+from minmaxlab.coevolution._cell import generation as cell_generation
+from minmaxlab.coevolution._config import MUSTANGS_LOSSES, CoevolutionConfig, CoevolutionParams
 from minmaxlab.coevolution._exchange import WholeGrid
 from minmaxlab.coevolution._grid import gather_neighbours, member_mask
 from minmaxlab.coevolution._lineage import MAX_CELLS, lineage_id
 from minmaxlab.coevolution._operators import INF
-from minmaxlab.coevolution._phases import CoevolutionParams, Individuals, Phases
-from minmaxlab.coevolution._training import CellSpec, indexed_loss, take
+from minmaxlab.coevolution._phases import Phases
+from minmaxlab.coevolution._training import CellSpec, take
 from minmaxlab.games import Players
 from minmaxlab.gan.losses import LOSSES, wasserstein
 from minmaxlab.transforms import (
@@ -61,10 +62,6 @@ class CoevolutionState(NamedTuple):
   generation: jax.Array
   loss_index: Any = None
   lineage: Any = None
-
-
-# Mustangs' creation draws: fold_in(init key, MUSTANGS_SALT) (the networks' keys untouched).
-MUSTANGS_SALT = 0x6D75
 
 
 ADAM_CONSTANTS = ("b1", "b2", "eps", "eps_root")
@@ -333,7 +330,8 @@ class Coevolution:
     mask = jax.lax.dynamic_slice(jnp.asarray(self._mask), (r0, c0, 0), (lr, lc, c.num_members))
     if params is None:
       params = CoevolutionParams(*(getattr(c, f) for f in _PARAMS))
-    cell = lambda args: self._cell(*args, data, params, state.generation)
+    setup = CellSetup(self._spec, self.phases, self.cell_data, self.mustangs)
+    cell = lambda args: cell_generation(setup, *args, data, params, state.generation)
     if self.cell_strategy == "vmap":
       neighbourhood = ex.gather(individuals, c.neighbourhood)
       inputs = (keys, ids, neighbourhood, state.mixture_weights, mask)
@@ -346,17 +344,18 @@ class Coevolution:
       flat = jax.tree.map(lambda x: x.reshape((lr * lc,) + x.shape[2:]), inputs)
       out = jax.lax.map(lambda a: cell((a[0], a[1], take(source, a[2]), *a[3:])), flat)
       out = jax.tree.map(lambda x: x.reshape((lr, lc) + x.shape[1:]), out)
-    (params, opt, lrs, fitness, weights, score, loss_index, lineage), metrics = out
+    cells, metrics = out
+    new, score = cells.individuals, cells.mixture_score
     new_state = CoevolutionState(
-      params,
-      opt,
-      lrs,
-      fitness,
-      weights,
+      new.params,
+      new.opt,
+      new.learning_rates,
+      new.fitness,
+      cells.mixture_weights,
       score,
       optax.safe_int32_increment(state.generation),
-      loss_index,
-      lineage,
+      new.loss_index,
+      new.lineage,
     )
     # Grid-wide read-outs: the best (lowest, first by cell id on ties) finite score.
     finite_score = jnp.where(jnp.isfinite(score), score, INF)
@@ -366,148 +365,6 @@ class Coevolution:
     divergences = ex.reduce(jnp.sum(metrics["diverged"]).astype(jnp.int32), "sum")
     metrics = dict(metrics, best_cell=best_cell, best_score=best_score, divergences=divergences)
     return new_state, metrics
-
-  # ------------------------------------------------------- one cell's step
-  def _cell(self, key, cell_id, neighbourhood, weights, mask, data, params, generation):
-    """One cell's generation: the phases of :class:`Phases` in order (``params`` the
-    :class:`CoevolutionParams`, ``generation`` the generations taken before this one)."""
-    if self.cell_data is not None:
-      data = self.cell_data(data, cell_id)
-    c, ph, spec = self.config, self.phases, self._spec
-    P, M = c.population_size, c.num_members
-    pool = phases_lib.pool(neighbourhood, mask, P)
-    keys = jax.random.split(key, 9)
-    per_logit = spec.losses[0]
-    if self.mustangs:  # each individual's own loss (pool.loss_index)
-      per_logit = lambda r, f, gi, di: indexed_loss(spec.losses, gi, di)(r, f)
-
-    # 1. fitness of every generator against every discriminator of the neighbourhood
-    real = self.sample_real(data, keys[1], c.fitness_samples)
-    if c.fitness_noise == "fresh":  # a key: every evaluation draws its own noise
-      z = keys[2]
-    else:
-      z = jax.random.normal(keys[2], (c.fitness_samples, self.pair.latent_dim))
-    fit, batch = ph.fitness(self.pair, per_logit, real, z, pool, c.fitness_mode)
-    usable = Players(pool.valid.min & jnp.isfinite(fit.min), pool.valid.max & jnp.isfinite(fit.max))
-
-    # 2. selection and mutation
-    selected, _ = ph.select_and_mutate(
-      (keys[3], keys[4], keys[5]), fit, usable, pool, self._labels, c, params, ph.selection
-    )
-
-    # 3. training against opponents drawn from the neighbourhood every step: the other
-    # side's selected individuals (slots < P), with opponents="neighbourhood" also every
-    # usable neighbour's individuals.
-    with_neighbours = c.opponents == "neighbourhood" or (c.opponents == "auto" and not c.selection)
-    pool_g = jnp.concatenate([jnp.ones(P, bool), usable.min[P:] & with_neighbours])
-    pool_d = jnp.concatenate([jnp.ones(P, bool), usable.max[P:] & with_neighbours])
-    neighbours = take(pool.params.min, slice(P, None)), take(pool.params.max, slice(P, None))
-    pools, sel = (pool_g, pool_d), selected
-    mustangs = {"loss_index": sel.loss_index} if self.mustangs else {}
-    (trained, opt), g_losses, d_losses = ph.train(
-      spec,
-      per_logit,
-      keys[6],
-      data,
-      sel.params,
-      sel.opt,
-      pools,
-      neighbours,
-      with_neighbours,
-      **mustangs,
-    )
-    train_ok = jnp.all(jnp.isfinite(g_losses)) & jnp.all(jnp.isfinite(d_losses))
-
-    # 4. replacement: trained vs local, on the same fitness batch and opponents
-    fit_tr = ph.rescore(self.pair, per_logit, batch, trained, pool, c.fitness_mode, **mustangs)
-    own = lambda t: take(t, slice(0, P))
-    local = Individuals(
-      Players(own(pool.params.min), own(pool.params.max)),
-      own(pool.opt),
-      Players(pool.learning_rates.min[:P], pool.learning_rates.max[:P]),
-      Players(fit.min[:P], fit.max[:P]),
-      None if pool.loss_index is None else own(pool.loss_index),
-      None if pool.lineage is None else own(pool.lineage),
-    )
-    trained_ones = Individuals(
-      trained, opt, selected.learning_rates, fit_tr, selected.loss_index, selected.lineage
-    )
-    new, src = ph.replace(
-      local,
-      trained_ones,
-      c.n_replacements,
-      c.selection,
-      self._labels,
-    )
-
-    # 5. mixture weights: (1+1)-ES over the neighbourhood's best generators
-    own_best = take(new.params.min, jnp.argmin(new.fitness.min))
-    gens, mix_ok = ph.mixture_members(pool, fit.min, own_best, mask)
-    weights_out, score_out, accept = ph.mixture_es(
-      (keys[7], keys[8]),
-      self.pair.generator,
-      lambda samples, w: self.score_fn(data, samples, w),
-      gens,
-      mix_ok,
-      weights,
-      params.mixture_sigma,
-      c.mixture_samples,
-      self.pair.latent_dim,
-    )
-
-    # 6. divergence: re-seed from the best neighbour (fresh networks without one). The
-    # repair runs under a cond: a healthy cell builds no fresh networks and selects
-    # nothing (with vmapped cells the cond becomes a select: the same values).
-    diverged = ph.diverged(pool, P, new, train_ok & jnp.isfinite(score_out))
-
-    def repaired(new):
-      fresh_params, fresh_opt = jax.vmap(self._init_pair)(jax.random.split(keys[8], P))
-      lr0 = jnp.full(P, c.learning_rate, jnp.float32)
-      inf = jnp.full(P, INF)
-      fresh_li = None
-      if self.mustangs:  # re-seeded individuals draw their losses anew (created again)
-        li = jax.random.randint(
-          jax.random.fold_in(keys[8], MUSTANGS_SALT), (2, P), 0, len(self._losses), jnp.int32
-        )
-        fresh_li = Players(li[0], li[1])
-      fresh_lineage = None  # fresh networks: new lineages, born here and now
-      if pool.lineage is not None:
-        born = jnp.full(P, lineage_id(cell_id, generation), jnp.int32)
-        fresh_lineage = Players(born, born)
-      fresh = Individuals(
-        fresh_params, fresh_opt, Players(lr0, lr0), Players(inf, inf), fresh_li, fresh_lineage
-      )
-      return ph.repair(diverged, new, pool, fit, fresh, M)
-
-    new = jax.lax.cond(diverged, repaired, lambda new: new, new)
-    weights_out = jnp.where(diverged, mix_ok / jnp.sum(mix_ok), weights_out)
-    score_out = jnp.where(diverged, INF, score_out)
-
-    metrics = {
-      "g_loss": jnp.mean(g_losses),
-      "d_loss": jnp.mean(d_losses),
-      "g_fitness": jnp.min(new.fitness.min),
-      "d_fitness": jnp.min(new.fitness.max),
-      "lr_g": jnp.mean(new.learning_rates.min),
-      "lr_d": jnp.mean(new.learning_rates.max),
-      "mixture_score": score_out,
-      "mixture_accepted": accept & ~diverged,
-      "replaced_g": jnp.sum(src.min >= 0).astype(jnp.int32),
-      "replaced_d": jnp.sum(src.max >= 0).astype(jnp.int32),
-      "diverged": diverged,
-      # Mustangs: the loss of the cell's best generator (0 without Mustangs).
-      "loss_index": (
-        new.loss_index.min[jnp.argmin(new.fitness.min)]
-        if self.mustangs
-        else jnp.zeros([], jnp.int32)
-      ),
-    }
-    no_lineage = Players(*(jnp.full(P, -1, jnp.int32),) * 2)
-    lineage = no_lineage if new.lineage is None else new.lineage
-    metrics.update(lineage_g=lineage.min, lineage_d=lineage.max)
-    out = (new.params, new.opt, new.learning_rates, new.fitness, weights_out, score_out)
-    out += (new.loss_index, new.lineage)
-    return out, metrics
 
   # ------------------------------------------------------------ read-out
   def mixture(self, state: CoevolutionState, cell: int | None = None):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any, NamedTuple
 
 from minmaxlab.coevolution._grid import neighbour_offsets
 
@@ -208,3 +209,22 @@ class CoevolutionConfig:
   @property
   def num_members(self) -> int:
     return len(neighbour_offsets(self.neighbourhood))
+
+
+class CoevolutionParams(NamedTuple):
+  """The tunable (traced) float parameters of the operators, evosax style: pass
+  them to ``Coevolution.step`` to vmap, tune or schedule them without a
+  recompile. Defaults: ``Coevolution.default_params()`` (the config's values).
+
+  Attributes:
+    mutation_probability: probability that a selected individual's learning
+      rate is mutated.
+    mutation_scale: standard deviation of the learning-rate mutation.
+    min_learning_rate: mutated learning rates are clipped to at least this.
+    mixture_sigma: step of the mixture-weight (1+1)-ES.
+  """
+
+  mutation_probability: Any
+  mutation_scale: Any
+  min_learning_rate: Any
+  mixture_sigma: Any

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from minmaxlab.coevolution._config import CoevolutionParams
 from minmaxlab.coevolution._operators import (
   INF,
   aggregate_fitness,
@@ -29,25 +30,6 @@ from minmaxlab.coevolution._operators import (
 from minmaxlab.coevolution._training import take, train
 from minmaxlab.games import Players
 from minmaxlab.transforms import merge_by_player, set_learning_rates, tree_all_finite, tree_where
-
-
-class CoevolutionParams(NamedTuple):
-  """The tunable (traced) float parameters of the operators, evosax style: pass
-  them to ``Coevolution.step`` to vmap, tune or schedule them without a
-  recompile. Defaults: ``Coevolution.default_params()`` (the config's values).
-
-  Attributes:
-    mutation_probability: probability that a selected individual's learning
-      rate is mutated.
-    mutation_scale: standard deviation of the learning-rate mutation.
-    min_learning_rate: mutated learning rates are clipped to at least this.
-    mixture_sigma: step of the mixture-weight (1+1)-ES.
-  """
-
-  mutation_probability: Any
-  mutation_scale: Any
-  min_learning_rate: Any
-  mixture_sigma: Any
 
 
 class Pool(NamedTuple):

@@ -222,7 +222,7 @@ def test_greedy_random_order_is_keyed():
 
 
 def test_ga_crossover_keeps_a_permutation():
-  from minmaxlab.coevolution._ensembles import _crossover_one
+  from minmaxlab.coevolution._genetic_ensemble import _crossover_one
 
   perm, units = jnp.asarray([0, 1, 2, 3]), jnp.asarray([9, 9, 9, 9])
   p, u = _crossover_one(perm, units, jnp.asarray([2, 3, 0, 1]), jnp.asarray([1, 2, 3, 4]), 0, 2)
