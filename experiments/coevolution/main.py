@@ -78,8 +78,6 @@ def main(argv):
     may_change=MAY_CHANGE,
     quiet=not _is_rank_zero(),
   )
-  if run.status != "finished" and _is_rank_zero():
-    print(header(config, workdir), flush=True)
   report = os.path.join(workdir, REPORT)
   lines = stored_report(report, config) if run.status == "finished" else None
   if lines is not None:
@@ -96,6 +94,8 @@ def main(argv):
   train.check_config(config)  # a bad value, or a grid too large here: before anything is written
   if _is_rank_zero() and jax.process_index() == 0:  # the process that writes the workdir
     runner.lock_workdir(workdir)  # one process per workdir: a second run stops in one line
+  if run.status != "finished" and _is_rank_zero():  # a valid config: say what will run
+    print(header(config, workdir), flush=True)
   # The main job is finished (runner.finish) after its baseline and comparison, below.
   resume = _RESUME.value or run.resume
   row = train.train(config, workdir, resume=resume, on_log=run.on_log, finish=False)
