@@ -11,7 +11,8 @@ Real images are 6000 random arrays in [-1, 1] (the cost depends on shapes only).
 Cases (``--cases``; default every one below), each in a fresh process, so that each compile
 is cold (the persistent compilation cache is off):
 
-* ``single:RxC``: one process, one device, grids 1x1, 2x2, 4x4, 6x6, 8x8, 12x12;
+* ``single:RxC``: one process, one device, grids 1x1, 2x2, 4x4, 6x6, 8x8, 12x12
+  (``donated:RxC``: the same with the step's input state donated, not in the default cases);
 * ``mpi2:RxC`` / ``mpi4:RxC``: ``mpirun -n 2`` (2x1 blocks of rows) and ``-n 4`` (2x2
   blocks), halos by ``mpi4jax.sendrecv`` (the venv's MPICH ``mpirun``), 4x4 to 12x12;
 * ``mesh4:RxC``: 4 fake CPU devices of one process, a 2x2 mesh, halos by ``lax.ppermute``
@@ -50,7 +51,13 @@ from experiments.benchmarks import _harness as h  # noqa: E402
 
 SINGLE = ("1x1", "2x2", "4x4", "6x6", "8x8", "12x12")
 DISTRIBUTED = ("4x4", "6x6", "8x8", "12x12")
-PLACEMENTS = {"single": (1, None), "mpi2": (2, (2, 1)), "mpi4": (4, (2, 2)), "mesh4": (4, (2, 2))}
+PLACEMENTS = {
+  "single": (1, None),
+  "donated": (1, None),  # single, the step jitted with donate_argnums=1 (its input state)
+  "mpi2": (2, (2, 1)),
+  "mpi4": (4, (2, 2)),
+  "mesh4": (4, (2, 2)),
+}
 DEFAULT_CASES = tuple(f"single:{g}" for g in SINGLE) + tuple(
   f"{p}:{g}" for p in ("mpi4", "mpi2", "mesh4") for g in DISTRIBUTED
 )
@@ -194,7 +201,8 @@ def single_program(case: Case, batches: int) -> Program:
   key = jax.random.key(0)
   state = jax.jit(coev.init)(key)
   images = _images()
-  compiled, timing = h.compile_timed(jax.jit(coev.step), key, state, images)
+  donate = (1,) if case.placement == "donated" else ()
+  compiled, timing = h.compile_timed(jax.jit(coev.step, donate_argnums=donate), key, state, images)
   return Program(compiled, state, images, timing)
 
 
