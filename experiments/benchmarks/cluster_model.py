@@ -197,7 +197,11 @@ def results_table(path: Path = RESULTS) -> str:
   ]
   order = {"single": 0, "donated": 1, "mpi2": 2, "mpi4": 3, "mesh4": 4}
   rows = [_case_row(r) for r in sorted(records, key=lambda r: (order[r["placement"]], r["cells"]))]
-  return "\n".join(head + rows + [""] + _ratio_lines(records)) + "\n"
+  lines = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+  failed = [f"{r['case']} ({r['error'].split(':')[0]}, {r['date']})" for r in lines if "error" in r]
+  head_note = "- Tries that failed (kept in the JSON; a rerun has its own row)"
+  note = [f"{head_note}: {', '.join(failed)}."] if failed else []
+  return "\n".join(head + rows + [""] + _ratio_lines(records) + note) + "\n"
 
 
 def _validation(records: list[dict], parts: dict, link) -> list[str]:
