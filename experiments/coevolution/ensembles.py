@@ -66,7 +66,7 @@ def score_function(exp, score: str = "auto", sampling: str = "independent", key=
     if score in ("auto", "fid"):
       fn = metrics.fid_score(lambda d_, x: net.apply(d_.classifier_params, x)[0])
     else:
-      fn = co.class_tvd_score(lambda d_, x: net.apply(d_.classifier_params, x)[1])
+      fn = metrics.class_tvd_score(lambda d_, x: net.apply(d_.classifier_params, x)[1])
     d = exp.data
   if sampling == "exact_proportion":
     fn = co.exact_proportion_score(fn)

@@ -17,8 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from minmaxlab.coevolution._operators import normalise_weights
-from minmaxlab.gan.metrics import class_tvd_score  # noqa: F401  (re-exported by coevolution)
+from minmaxlab.coevolution._operators import simplex_weights
 
 Score = Callable[[jax.Array], jax.Array]
 
@@ -90,12 +89,12 @@ def optimize_mixture(
   k_init, k_steps = jax.random.split(key)
   if random_init:
     weights = jax.random.uniform(k_init, weights.shape)
-  w0 = normalise_weights(weights, usable, uniform)
+  w0 = simplex_weights(weights, usable, uniform)
   s0 = score(w0)
 
   def step(carry, k):
     w, s = carry
-    proposal = normalise_weights(w + sigma * jax.random.normal(k, w.shape), usable, w)
+    proposal = simplex_weights(w + sigma * jax.random.normal(k, w.shape), usable, w)
     s_new = score(proposal)
     keep = s_new < s
     carry = (jnp.where(keep, proposal, w), jnp.where(keep, s_new, s))

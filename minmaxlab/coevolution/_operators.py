@@ -84,8 +84,9 @@ def replacement_sources(
   )
 
 
-def normalise_weights(weights: jax.Array, usable: jax.Array, fallback: jax.Array) -> jax.Array:
-  """Clip at 0, zero the unusable entries and renormalise (``fallback`` if all are 0)."""
+def simplex_weights(weights: jax.Array, usable: jax.Array, fallback: jax.Array) -> jax.Array:
+  """Mixture weights on the simplex: clip at 0, zero the unusable entries and divide by the
+  sum (``fallback`` if all are 0). Formerly ``normalise_weights`` (still importable)."""
   w = jnp.where(usable, jnp.maximum(weights, 0.0), 0.0)
   total = jnp.sum(w)
   return jnp.where(total > 0, w / jnp.where(total > 0, total, 1.0), fallback)
@@ -107,8 +108,8 @@ def mixture_es_step(
     ``(weights, score, accepted)``.
   """
   uniform = usable / jnp.maximum(jnp.sum(usable), 1)
-  w_now = normalise_weights(weights, usable, uniform)
-  w_new = normalise_weights(w_now + sigma * jax.random.normal(key, w_now.shape), usable, w_now)
+  w_now = simplex_weights(weights, usable, uniform)
+  w_new = simplex_weights(w_now + sigma * jax.random.normal(key, w_now.shape), usable, w_now)
   s_now, s_new = score(w_now), score(w_new)
   accept = s_new < s_now
   return jnp.where(accept, w_new, w_now), jnp.where(accept, s_new, s_now), accept

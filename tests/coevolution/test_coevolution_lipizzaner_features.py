@@ -103,7 +103,7 @@ def test_exact_proportion_score_scores_the_drawn_sample():
 
 def test_class_tvd_score_matches_metrics_class_tvd():
   logits_fn = lambda d, x: x  # noqa: E731  (samples are their own logits)
-  score = co.class_tvd_score(logits_fn)
+  score = metrics.class_tvd_score(logits_fn)
   key = jax.random.key(3)
   x = jax.random.normal(key, (1, 50, 4))
   assert float(score(None, x, jnp.ones(1))) == pytest.approx(
