@@ -88,6 +88,19 @@ def _marker_era(workdir: Path) -> bool:
   return isinstance(record, dict) and record.get("finish_rule") == FINISHED
 
 
+def checkpoint_steps(workdir: str | os.PathLike) -> list[int]:
+  """Steps of the checkpoints in ``workdir/checkpoints`` (read only: creates nothing)."""
+  folder = Path(workdir) / "checkpoints"
+  if not folder.is_dir():
+    return []
+  out = []
+  for p in folder.iterdir():
+    name = p.name
+    if name.startswith("step_") and name[5:].isdigit() and p.is_dir():
+      out.append(int(name[5:]))
+  return sorted(out)
+
+
 def is_finished(workdir: str | os.PathLike, total: int, products: Iterable[str] = ()) -> bool:
   """Whether the run in ``workdir`` finished ``total`` steps (see the module docstring):
   its marker records ``total`` or more and every product it lists, and every one of
@@ -97,8 +110,6 @@ def is_finished(workdir: str | os.PathLike, total: int, products: Iterable[str] 
   if marker is None:
     if (workdir / FINISHED).exists():
       return False  # damaged marker
-    from minmaxlab.runner._lifecycle import checkpoint_steps  # noqa: PLC0415 (imports JAX)
-
     if _marker_era(workdir):
       return False
     steps = checkpoint_steps(workdir)  # a run written before the marker existed

@@ -26,7 +26,7 @@ from typing import TextIO
 
 import jax
 
-from minmaxlab.runner._finish import FINISHED, is_finished
+from minmaxlab.runner._finish import FINISHED, checkpoint_steps, is_finished
 
 CACHE_ENV = "MINMAXLAB_CACHE_DIR"  # the compilation cache folder ("off": none)
 RERUN_ENV = "MINMAXLAB_RERUN"  # the command a user typed (set by dev.py)
@@ -226,19 +226,6 @@ def interrupted_line(unit: str, reached: int, total: int, saved: int | None, com
   """``interrupted at generation 7/40 (saved: generation 5); continue with: <command>``."""
   saved_text = "nothing saved yet" if saved is None else f"saved: {unit} {saved}"
   return f"interrupted at {unit} {reached}/{total} ({saved_text}); continue with: {command}"
-
-
-def checkpoint_steps(workdir: str | os.PathLike) -> list[int]:
-  """Steps of the checkpoints in ``workdir/checkpoints`` (read only: creates nothing)."""
-  folder = Path(workdir) / "checkpoints"
-  if not folder.is_dir():
-    return []
-  out = []
-  for p in folder.iterdir():
-    name = p.name
-    if name.startswith("step_") and name[5:].isdigit() and p.is_dir():
-      out.append(int(name[5:]))
-  return sorted(out)
 
 
 def finished_run(workdir: str | os.PathLike, total: int) -> dict | None:
