@@ -12,6 +12,7 @@ from minmaxlab.runner._checkpoint import CheckpointManager
 from minmaxlab.runner._compile_cache import program_cache
 from minmaxlab.runner._finish import (
   checkpoint_product,
+  checkpoint_steps,
   fault_point,
   finish,
   is_finished,
@@ -20,7 +21,6 @@ from minmaxlab.runner._finish import (
 )
 from minmaxlab.runner._host import cpu_has_avx512, cpu_model
 from minmaxlab.runner._lifecycle import (
-  checkpoint_steps,
   compilation_cache_dir,
   config_changes,
   enable_compilation_cache,
