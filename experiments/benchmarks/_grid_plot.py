@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 MARKERS = {"single": "o-", "mpi2": "s--", "mpi4": "^--", "mesh4": "d:"}
+COLORS = {"single": "C0", "mpi2": "C1", "mpi4": "C2", "mesh4": "C3"}  # the same in every panel
 
 
 def _series(records: list[dict], placement: str, get) -> tuple[list, list]:
@@ -20,7 +21,7 @@ def _panel(ax, records, get, ylabel, title, scale=1.0):
   for placement, marker in MARKERS.items():
     x, y = _series(records, placement, get)
     if x:
-      ax.plot(x, [v * scale for v in y], marker, label=placement)
+      ax.plot(x, [v * scale for v in y], marker, color=COLORS[placement], label=placement)
   ax.set_xscale("log")
   ax.set_xlabel("cells")
   ax.set_ylabel(ylabel)
