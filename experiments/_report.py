@@ -264,6 +264,12 @@ SUMMARY = (
     "pbt_vs_rs_v1",
     "experiments/pbt/protocols/pbt_vs_rs.v1.json",
   ),
+  (
+    "Game dynamics while training (AltGAN vs LA-AltGAN)",
+    "experiments/gan/README.md",
+    "dynamics_v2",
+    "experiments/gan/protocols/dynamics.v2.json",
+  ),
 )
 
 
