@@ -212,6 +212,7 @@ def _load_mpi(path, like):
   return jax.tree.unflatten(jax.tree.structure(like), leaves), metrics, int(z["traces"])
 
 
+@pytest.mark.slow  # mpirun: each rank starts JAX and compiles a generation
 @needs_mpi
 @pytest.mark.parametrize("n,kind,blocks", [(2, "von_neumann", ()), (4, "moore", (2, 2))])
 def test_mpi_ranks_match_single_device_bitwise(request, tmp_path, n, kind, blocks):
