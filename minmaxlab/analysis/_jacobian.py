@@ -187,17 +187,8 @@ def top_eigenvalues(
   n = int(w0.shape[0])
   if not 1 <= k < n - 1:
     raise ValueError(f"k must be in [1, {n - 2}] for {n} parameters, got {k}")
-  matvec_jax = jvp_operator(field, params, *args)
   dtype = w0.dtype
-
-  def matvec(u):
-    u = np.asarray(u)
-    if np.iscomplexobj(u):  # ARPACK may ask for complex products; J is real
-      re = np.asarray(matvec_jax(jnp.asarray(u.real, dtype)), np.float64)
-      im = np.asarray(matvec_jax(jnp.asarray(u.imag, dtype)), np.float64)
-      return re + 1j * im
-    return np.asarray(matvec_jax(jnp.asarray(u.reshape(-1), dtype)), np.float64)
-
+  matvec = _float64_matvec(jvp_operator(field, params, *args), dtype)
   op = LinearOperator((n, n), matvec=matvec, dtype=np.float64)
   key = jax.random.key(0) if key is None else key
   v0 = np.asarray(jax.random.normal(key, (n,), jnp.float32), np.float64)
@@ -219,6 +210,21 @@ def top_eigenvalues(
   if return_eigenvectors:
     return vals[order], vecs[:, order]
   return vals[order]
+
+
+def _float64_matvec(matvec_jax, dtype):
+  """ARPACK's ``matvec``: float64 (or complex) numpy vectors in and out, the product
+  computed by ``matvec_jax`` in ``dtype``."""
+
+  def matvec(u):
+    u = np.asarray(u)
+    if np.iscomplexobj(u):  # ARPACK may ask for complex products; J is real
+      re = np.asarray(matvec_jax(jnp.asarray(u.real, dtype)), np.float64)
+      im = np.asarray(matvec_jax(jnp.asarray(u.imag, dtype)), np.float64)
+      return re + 1j * im
+    return np.asarray(matvec_jax(jnp.asarray(u.reshape(-1), dtype)), np.float64)
+
+  return matvec
 
 
 def decompose(J: jax.Array) -> tuple[jax.Array, jax.Array]:
