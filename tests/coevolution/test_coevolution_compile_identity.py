@@ -4,7 +4,9 @@ generations, for ``smoke`` (one individual per cell, simultaneous schedule, Look
 two-population variant (Lipizzaner's schedule, ``d_every=2``, neighbourhood opponents), one
 recording per platform: AMD EPYC without AVX-512 (saved from the code before the compile-time
 changes), AMD EPYC with AVX-512 (saved from commit fe53e76, whose generation the first
-recording had checked) and Intel Xeon with AVX-512 (saved 2026-12-02 from commit 0354c25).
+recording had checked; re-recorded at commit 1443150 (issue 33) after every leaf of that recording
+had matched bit for bit: the same hashes, plus the lineage ids, without Adam's constant leaves)
+and Intel Xeon with AVX-512 (saved 2026-12-02 from commit 0354c25).
 Hashes are exact only on the same JAX build and CPU kind, so on another platform the test
 skips (naming the recorded ones). The recordings store each network as a tree of layers
 (``flat_params=False``); ``test_flat_parameters_give_the_structured_results`` checks the
