@@ -32,7 +32,6 @@ ALLOWED_LONG_FUNCTIONS = frozenset(
     "experiments/coevolution/ring_study.py::table",
     # Backends, data and PBT: one dispatch or loop each, not yet split into named parts.
     "minmaxlab/distributed/_backend.py::make_backend",
-    "minmaxlab/gan/data/_datasets.py::load",
     "minmaxlab/pbt/_worker.py::serve_trials",
     # Transformations: the builder and its closures (init/update) in one function.
     "minmaxlab/transforms/_alternating.py::alternating",

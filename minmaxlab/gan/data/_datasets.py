@@ -110,15 +110,7 @@ def load(
   if name in ("digits", "digits8"):
     return _digits(split, native=name == "digits8")
   if name == "fashion_mnist":
-    directory = Path(data_dir) if data_dir is not None else FASHION_MNIST_DIR
-    try:
-      return _idx_dataset(directory, split, name, 10)
-    except FileNotFoundError as e:
-      raise FileNotFoundError(
-        f"{e}. Fashion-MNIST is read from IDX files; on Debian/Ubuntu:"
-        " apt-get install dataset-fashion-mnist (installs them in"
-        f" {FASHION_MNIST_DIR}), or pass data_dir="
-      ) from e
+    return _fashion_mnist(split, data_dir)
   for prefix in ("mnist_idx:", "idx:"):
     if name.startswith(prefix):
       directory = name[len(prefix) :]
@@ -126,15 +118,7 @@ def load(
         raise ValueError(f"{name!r}: give a directory, e.g. 'idx:/path/to/mnist'")
       return _idx_dataset(directory, split, name, None)
   if name == "cifar10" or name.startswith("cifar10:"):
-    from minmaxlab.gan.data._cifar import CIFAR10_CLASSES, read_cifar10
-
-    directory = name[len("cifar10:") :] or data_dir
-    if not directory:
-      raise ValueError(
-        f"{name!r}: give the cifar-10-batches-py folder, as 'cifar10:<dir>' or data_dir="
-      )
-    images, labels = read_cifar10(directory, split)
-    return ArrayDataset(uint8_to_unit_range(images), labels, CIFAR10_CLASSES, name)
+    return _cifar10(name, split, data_dir)
   if name.startswith("tfds:"):
     from minmaxlab.gan.data._tfds import load_tfds
 
@@ -143,3 +127,27 @@ def load(
     f"unknown data set {name!r}: use 'digits', 'digits8', 'fashion_mnist', 'idx:<dir>',"
     " 'mnist_idx:<dir>', 'cifar10:<dir>' or 'tfds:<name>'"
   )
+
+
+def _fashion_mnist(split: str, data_dir) -> ArrayDataset:
+  directory = Path(data_dir) if data_dir is not None else FASHION_MNIST_DIR
+  try:
+    return _idx_dataset(directory, split, "fashion_mnist", 10)
+  except FileNotFoundError as e:
+    raise FileNotFoundError(
+      f"{e}. Fashion-MNIST is read from IDX files; on Debian/Ubuntu:"
+      " apt-get install dataset-fashion-mnist (installs them in"
+      f" {FASHION_MNIST_DIR}), or pass data_dir="
+    ) from e
+
+
+def _cifar10(name: str, split: str, data_dir) -> ArrayDataset:
+  from minmaxlab.gan.data._cifar import CIFAR10_CLASSES, read_cifar10
+
+  directory = name[len("cifar10:") :] or data_dir
+  if not directory:
+    raise ValueError(
+      f"{name!r}: give the cifar-10-batches-py folder, as 'cifar10:<dir>' or data_dir="
+    )
+  images, labels = read_cifar10(directory, split)
+  return ArrayDataset(uint8_to_unit_range(images), labels, CIFAR10_CLASSES, name)
