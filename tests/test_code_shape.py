@@ -34,7 +34,6 @@ ALLOWED_LONG_FUNCTIONS = frozenset(
     "minmaxlab/distributed/_backend.py::make_backend",
     "minmaxlab/pbt/_worker.py::serve_trials",
     # Transformations: the builder and its closures (init/update) in one function.
-    "minmaxlab/transforms/_alternating.py::alternating",
     "minmaxlab/transforms/_unrolled.py::unrolled",
     # Experiments' train loops and tables (the shared run lifecycle will shorten the loops).
     "experiments/gan/lookahead_study.py::run_arm",

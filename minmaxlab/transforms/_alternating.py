@@ -99,39 +99,48 @@ def alternating(
   parts = player_transforms(inner)
 
   def init_fn(params):
-    params = require_params(params, "alternating")
-    try:
-      inner_state = Players(parts.min.init(params.min), parts.max.init(params.max))
-    except NotPlayersError as err:
-      if isinstance(inner, PerPlayerTransformation):
-        raise
-      raise ValueError(
-        "alternating steps one player at a time, so it calls inner with a single"
-        f" player's params ({type(params.min).__name__}), but inner needs a Players"
-        " tree: it contains a per_player (or another two-player transform) inside an"
-        " optax.chain. Make the per_player the whole inner, with each player's"
-        " processing in its part: alternating(per_player(min=optax.chain(clip,"
-        " tx_min), max=optax.chain(clip, tx_max))); to clip jointly use"
-        " minmaxlab.with_field_processing(alternating(...), clip)"
-      ) from err
-    return AlternatingState(zeros_count(), inner_state)
+    return _init(inner, parts, params)
 
   def update_fn(updates, state, params=None, *, vector_field=None, **extra_args):
-    updates = check_updates(updates, "alternating")
-    params = require_params(params, "alternating")
-    vector_field = require_vector_field(vector_field, "alternating")
-    check_first_field(updates, vector_field, "alternating")
-    s_min, s_max = state.inner_state
-    y, total_max, field_max = params.max, None, updates.max
-    for j in range(max_steps):
-      if j > 0:
-        field_max = vector_field(Players(params.min, y), j).max
-      u, s_max = parts.max.update(field_max, s_max, y, **extra_args)
-      y = optax.apply_updates(y, u)
-      total_max = u if total_max is None else tree_add(total_max, u)
-    field_min = vector_field(Players(params.min, y), max_steps).min
-    u_min, s_min = parts.min.update(field_min, s_min, params.min, **extra_args)
-    new_state = AlternatingState(optax.safe_int32_increment(state.count), Players(s_min, s_max))
-    return Players(u_min, total_max), new_state
+    return _update(parts, max_steps, updates, state, params, vector_field, extra_args)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+def _init(inner, parts, params) -> AlternatingState:
+  params = require_params(params, "alternating")
+  try:
+    inner_state = Players(parts.min.init(params.min), parts.max.init(params.max))
+  except NotPlayersError as err:
+    if isinstance(inner, PerPlayerTransformation):
+      raise
+    raise ValueError(
+      "alternating steps one player at a time, so it calls inner with a single"
+      f" player's params ({type(params.min).__name__}), but inner needs a Players"
+      " tree: it contains a per_player (or another two-player transform) inside an"
+      " optax.chain. Make the per_player the whole inner, with each player's"
+      " processing in its part: alternating(per_player(min=optax.chain(clip,"
+      " tx_min), max=optax.chain(clip, tx_max))); to clip jointly use"
+      " minmaxlab.with_field_processing(alternating(...), clip)"
+    ) from err
+  return AlternatingState(zeros_count(), inner_state)
+
+
+def _update(parts, max_steps, updates, state, params, vector_field, extra_args):
+  """One game step: ``max_steps`` max-player steps, then the min player's at the new ``y``."""
+  updates = check_updates(updates, "alternating")
+  params = require_params(params, "alternating")
+  vector_field = require_vector_field(vector_field, "alternating")
+  check_first_field(updates, vector_field, "alternating")
+  s_min, s_max = state.inner_state
+  y, total_max, field_max = params.max, None, updates.max
+  for j in range(max_steps):
+    if j > 0:
+      field_max = vector_field(Players(params.min, y), j).max
+    u, s_max = parts.max.update(field_max, s_max, y, **extra_args)
+    y = optax.apply_updates(y, u)
+    total_max = u if total_max is None else tree_add(total_max, u)
+  field_min = vector_field(Players(params.min, y), max_steps).min
+  u_min, s_min = parts.min.update(field_min, s_min, params.min, **extra_args)
+  new_state = AlternatingState(optax.safe_int32_increment(state.count), Players(s_min, s_max))
+  return Players(u_min, total_max), new_state
