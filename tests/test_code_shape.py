@@ -33,8 +33,6 @@ ALLOWED_LONG_FUNCTIONS = frozenset(
     # Backends, data and PBT: one dispatch or loop each, not yet split into named parts.
     "minmaxlab/distributed/_backend.py::make_backend",
     "minmaxlab/pbt/_worker.py::serve_trials",
-    # Transformations: the builder and its closures (init/update) in one function.
-    "minmaxlab/transforms/_unrolled.py::unrolled",
     # Experiments' train loops and tables (the shared run lifecycle will shorten the loops).
     "experiments/gan/lookahead_study.py::run_arm",
     "experiments/gan/train.py::train",

@@ -121,42 +121,63 @@ def unrolled(
     Metz et al., 2017, "Unrolled Generative Adversarial Networks",
     https://arxiv.org/abs/1611.02163
   """
+  settings = _settings(inner, unroll_steps, differentiate_through_unroll, unroll_optimizer)
+
+  def init_fn(params):
+    return _init(settings.parts, params)
+
+  def update_fn(updates, state, params=None, *, loss_fn=None, **extra_args):
+    return _update(settings, updates, state, params, loss_fn, extra_args)
+
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+class _Settings(NamedTuple):
+  parts: Any  # each player's transform (PlayerTransforms)
+  simulate: Any  # the unroll optimizer, or None: the max player's own
+  unroll_steps: int
+  differentiate_through_unroll: bool
+
+
+def _settings(inner, unroll_steps, differentiate_through_unroll, unroll_optimizer) -> _Settings:
   check_int_at_least("unroll_steps", unroll_steps, 0)
-  unroll_steps = int(unroll_steps)
-  differentiate_through_unroll = bool(differentiate_through_unroll)
   parts = player_transforms(inner)
   simulate = (
     None if unroll_optimizer is None else as_transform(unroll_optimizer, "unroll_optimizer")
   )
+  return _Settings(parts, simulate, int(unroll_steps), bool(differentiate_through_unroll))
 
-  def init_fn(params):
-    params = require_params(params, "unrolled")
-    return UnrolledState(
-      zeros_count(), Players(parts.min.init(params.min), parts.max.init(params.max))
-    )
 
-  def update_fn(updates, state, params=None, *, loss_fn=None, **extra_args):
-    updates = check_updates(updates, "unrolled")
-    params = require_params(params, "unrolled")
-    loss_fn = _require_loss_fn(loss_fn)
-    s_min, s_max = state.inner_state
-    sim_tx = parts.max if simulate is None else simulate
-    sim_state0 = s_max if simulate is None else simulate.init(params.max)
+def _init(parts, params) -> UnrolledState:
+  params = require_params(params, "unrolled")
+  return UnrolledState(
+    zeros_count(), Players(parts.min.init(params.min), parts.max.init(params.max))
+  )
 
-    def unrolled_loss(x):
-      y, sim_state = params.max, sim_state0
-      for j in range(unroll_steps):
-        field = vector_field(lambda p, j=j: loss_fn(p, j))(Players(x, y))
-        u, sim_state = sim_tx.update(field.max, sim_state, y)
-        y = optax.apply_updates(y, u)
-      if not differentiate_through_unroll:
-        y = jax.lax.stop_gradient(y)
-      return _loss_min(loss_fn(Players(x, y), unroll_steps))
 
-    grad_min = jax.grad(unrolled_loss)(params.min)
-    u_min, s_min = parts.min.update(grad_min, s_min, params.min, **extra_args)
-    u_max, s_max = parts.max.update(updates.max, s_max, params.max, **extra_args)
-    new_state = UnrolledState(optax.safe_int32_increment(state.count), Players(s_min, s_max))
-    return Players(u_min, u_max), new_state
+def _update(settings: _Settings, updates, state, params, loss_fn, extra_args):
+  """One step: the min player's total derivative through the simulated max-player steps,
+  the max player's ordinary step."""
+  parts, simulate, unroll_steps, differentiate_through_unroll = settings
+  updates = check_updates(updates, "unrolled")
+  params = require_params(params, "unrolled")
+  loss_fn = _require_loss_fn(loss_fn)
+  s_min, s_max = state.inner_state
+  sim_tx = parts.max if simulate is None else simulate
+  sim_state0 = s_max if simulate is None else simulate.init(params.max)
 
-  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+  def unrolled_loss(x):
+    y, sim_state = params.max, sim_state0
+    for j in range(unroll_steps):
+      field = vector_field(lambda p, j=j: loss_fn(p, j))(Players(x, y))
+      u, sim_state = sim_tx.update(field.max, sim_state, y)
+      y = optax.apply_updates(y, u)
+    if not differentiate_through_unroll:
+      y = jax.lax.stop_gradient(y)
+    return _loss_min(loss_fn(Players(x, y), unroll_steps))
+
+  grad_min = jax.grad(unrolled_loss)(params.min)
+  u_min, s_min = parts.min.update(grad_min, s_min, params.min, **extra_args)
+  u_max, s_max = parts.max.update(updates.max, s_max, params.max, **extra_args)
+  new_state = UnrolledState(optax.safe_int32_increment(state.count), Players(s_min, s_max))
+  return Players(u_min, u_max), new_state
