@@ -31,7 +31,6 @@ ALLOWED_LONG_FUNCTIONS = frozenset(
     "experiments/coevolution/ensembles.py::search",
     "experiments/coevolution/ring_study.py::table",
     # Backends, data and PBT: one dispatch or loop each, not yet split into named parts.
-    "minmaxlab/distributed/_backend.py::make_backend",
     "minmaxlab/pbt/_worker.py::serve_trials",
     # Experiments' train loops and tables (the shared run lifecycle will shorten the loops).
     "experiments/gan/lookahead_study.py::run_arm",

@@ -156,78 +156,90 @@ def make_backend(
   if not isinstance(config, CoevolutionConfig):
     raise ValueError(f"config must be a CoevolutionConfig, got {type(config).__name__}")
   opts = compiler_options(compile)
-  rows, cols = config.rows, config.cols
   if name == "single":
-    # The state is already whole and readable here: no round trip through the host.
-    return Backend(
-      name,
-      config,
-      None,
-      True,
-      1,
-      lambda t: t,
-      lambda t: jax.tree.map(jnp.asarray, t),
-      _no_wait,
-      compiler_options=opts,
-    )
+    return _single_backend(config, opts)
   if name == "mesh":
-    from jax.experimental import multihost_utils
-
-    if mesh_exchange not in MESH_EXCHANGES:
-      raise ValueError(f"mesh_exchange must be one of {MESH_EXCHANGES}, got {mesh_exchange!r}")
-    mesh = grid_mesh(tuple(mesh_shape) if mesh_shape else None)
-    exchange = None
-    if mesh_exchange == "shard_map":
-      exchange = MeshExchange(mesh, rows, cols)  # checks the grid against the mesh
-    else:
-      check_grid_fits(rows, cols, mesh)
-      if config.cell_strategy == "auto":
-        config = dataclasses.replace(config, cell_strategy="vmap")  # XLA-derived halos need vmap
-    multi = jax.process_count() > 1
-
-    def to_host(t):
-      if multi:
-        return jax.tree.map(np.asarray, multihost_utils.process_allgather(t, tiled=True))
-      return jax.device_get(t)
-
-    def from_host(t):
-      shardings = grid_shardings(t, mesh, rows, cols)
-      return jax.tree.map(_from_callback, t, shardings)
-
-    def barrier():
-      if multi:
-        multihost_utils.sync_global_devices("minmaxlab.coevolution")
-
-    writer = jax.process_index() == 0
-    return Backend(
-      name,
-      config,
-      exchange,
-      writer,
-      jax.process_count(),
-      to_host,
-      from_host,
-      barrier,
-      mesh,
-      compiler_options=opts,
-    )
+    return _mesh_backend(config, mesh_shape, mesh_exchange, opts)
   if name == "mpi":
-    from minmaxlab.distributed._mpi import MPIExchange
-
-    # MPIExchange checks the ranks' tiling against the grid (mpi_blocks).
-    exchange = MPIExchange(rows, cols, blocks=tuple(mpi_blocks) if mpi_blocks else None)
-    return Backend(
-      name,
-      config,
-      exchange,
-      exchange.rank == 0,
-      exchange.size,
-      lambda t: exchange.gather_blocks(jax.device_get(t)),
-      lambda t: jax.tree.map(jnp.asarray, exchange.local(t)),
-      exchange.comm.Barrier,
-      compiler_options=opts,
-    )
+    return _mpi_backend(config, mpi_blocks, opts)
   raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
+
+
+def _single_backend(config: CoevolutionConfig, opts) -> Backend:
+  # The state is already whole and readable here: no round trip through the host.
+  return Backend(
+    "single",
+    config,
+    None,
+    True,
+    1,
+    lambda t: t,
+    lambda t: jax.tree.map(jnp.asarray, t),
+    _no_wait,
+    compiler_options=opts,
+  )
+
+
+def _mesh_backend(config: CoevolutionConfig, mesh_shape, mesh_exchange, opts) -> Backend:
+  from jax.experimental import multihost_utils
+
+  rows, cols = config.rows, config.cols
+  if mesh_exchange not in MESH_EXCHANGES:
+    raise ValueError(f"mesh_exchange must be one of {MESH_EXCHANGES}, got {mesh_exchange!r}")
+  mesh = grid_mesh(tuple(mesh_shape) if mesh_shape else None)
+  exchange = None
+  if mesh_exchange == "shard_map":
+    exchange = MeshExchange(mesh, rows, cols)  # checks the grid against the mesh
+  else:
+    check_grid_fits(rows, cols, mesh)
+    if config.cell_strategy == "auto":
+      config = dataclasses.replace(config, cell_strategy="vmap")  # XLA-derived halos need vmap
+  multi = jax.process_count() > 1
+
+  def to_host(t):
+    if multi:
+      return jax.tree.map(np.asarray, multihost_utils.process_allgather(t, tiled=True))
+    return jax.device_get(t)
+
+  def from_host(t):
+    shardings = grid_shardings(t, mesh, rows, cols)
+    return jax.tree.map(_from_callback, t, shardings)
+
+  def barrier():
+    if multi:
+      multihost_utils.sync_global_devices("minmaxlab.coevolution")
+
+  writer = jax.process_index() == 0
+  return Backend(
+    "mesh",
+    config,
+    exchange,
+    writer,
+    jax.process_count(),
+    to_host,
+    from_host,
+    barrier,
+    mesh,
+    compiler_options=opts,
+  )
+
+
+def _mpi_backend(config: CoevolutionConfig, mpi_blocks, opts) -> Backend:
+  from minmaxlab.distributed._mpi import MPIExchange
+
+  # MPIExchange checks the ranks' tiling against the grid (mpi_blocks).
+  exchange = MPIExchange(config.rows, config.cols, blocks=tuple(mpi_blocks) if mpi_blocks else None)
+  return Backend(
+    "mpi",
+    config,
+    exchange,
+    exchange.rank == 0,
+    exchange.size,
+    lambda t: exchange.gather_blocks(jax.device_get(t)),
+    lambda t: jax.tree.map(jnp.asarray, exchange.local(t)),
+    exchange.comm.Barrier,
+    compiler_options=opts,
+  )
 
 
 def _no_wait() -> None:
