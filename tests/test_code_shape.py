@@ -25,9 +25,6 @@ ALLOWED_LONG_FUNCTIONS = frozenset(
     # Analysis: one method dispatch each, written this session by issues 35 and 39.
     "minmaxlab/analysis/_step_sizes.py::contractive_step_sizes",
     "minmaxlab/analysis/_live.py::game_dynamics",
-    # The coevolution experiment's generation loop (restore or init, writers, one generation's
-    # evaluate/plot/checkpoint, summary): to split into named steps with the shared lifecycle.
-    "experiments/coevolution/train.py::train",
     # Coevolution studies (issue 33 edits experiments/coevolution this session).
     "experiments/coevolution/ensembles.py::search",
     "experiments/coevolution/ring_study.py::table",

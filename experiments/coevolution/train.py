@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -158,171 +158,24 @@ def train(
     return done  # a finished run: report it, change nothing
   workdir.mkdir(parents=True, exist_ok=True)
   t_build = time.perf_counter()
-  progs = programs(config)
-  exp, coev, backend = progs.exp, progs.exp.coev, progs.backend
-  rows, cols = coev.config.rows, coev.config.cols
-  run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
-  ckpt = runner.CheckpointManager(workdir / "checkpoints", max_to_keep=config.keep_checkpoints)
-  state = progs.init(keys(config)[0])
-  start = 0
-  latest = ckpt.latest_step()
-  backend.barrier()  # every process has looked before the writer saves anything
-  if latest is not None:
-    if not resume:
-      raise ValueError(
-        f"{workdir} already holds checkpoints; pass --resume to continue or use a fresh --workdir"
-      )
-    # Checkpoints hold the whole grid, whatever backend wrote them.
-    # The newest intact checkpoint (a damaged latest one is named in one line and skipped;
-    # every process reads the same files, so all pick the same one).
-    restored = restore_checkpoint(
-      ckpt, whole_grid_shapes(state, coev), run_key, writer=backend.writer
-    )
-    if not np.array_equal(np.asarray(restored["key"]), run_key):
-      raise ValueError(f"the checkpoint in {ckpt.directory} was written with another seed")
-    state = backend.from_host(restored["state"])  # uncommitted on one device: no recompile
-    start = int(restored["state"].generation)
-  writes = backend.writer
-  if writes:
-    runner.write_config(workdir, config, module=__name__)
-  writer = (
-    runner.MetricWriter(
-      workdir,
-      tensorboard=config.tensorboard and writes,
-      resume_step=start if resume else None,
-      step_key="generation",
-    )
-    if writes
-    else None
-  )
+  run = _open_run(config, workdir)
+  state, start = _restore_or_init(run, resume)
+  writer = _metric_writer(run, start, resume)
   if start == 0:
-    host = backend.to_host(state)
-    if writes:
-      ckpt.save(0, {"state": host, "key": run_key})
-  summary: dict[str, Any] = {
-    "grid": [rows, cols],
-    "cell_strategy": coev.cell_strategy,
-    "backend": backend.name,
-    "processes": backend.processes,
-  }
-  if exp.classifier is not None:
-    summary["classifier_test_accuracy"] = exp.classifier.test_accuracy
-  generation_key = keys(config)[1]
-  cell_steps = coev.config.num_cells * coev.config.steps_per_generation
-  bar = None
-  if config.progress and writes:
-    bar = runner.ProgressBar(
-      config.generations,
-      start=start,
-      unit="generation",
-      rate_unit="cell-steps",
-      work_per_unit=cell_steps,
-      label="one GAN" if rows * cols == 1 else f"{rows}x{cols} grid",  # the baseline: one GAN
-    )
+    host = run.backend.to_host(state)
+    if run.writes:
+      run.ckpt.save(0, {"state": host, "key": run.run_key})
+  summary = _summary_head(run)
+  bar = _progress_bar(run, start)
   row: dict = dict(writer.rows[-1]) if writer is not None and writer.rows else {}
-  seconds = []
-  rows_written: list[dict] = []
+  seconds: list[float] = []
   g = start
-  streak = 0  # generations in a row in which every cell diverged
   try:
-    while g < config.generations:
-      t0 = time.perf_counter()
-      state, m = progs.step(jax.random.fold_in(generation_key, g), state, exp.data)
-      m = jax.device_get(backend.to_host(m))
-      seconds.append(time.perf_counter() - t0)
-      g = generation = g + 1
-      row = summarise(m, cols)
-      row["seconds"] = seconds[-1]
-      streak, warning = divergence_check(  # the same on every process: raises everywhere
-        row["diverged"],
-        coev.config.num_cells,
-        generation,
-        streak,
-        config.get("diverged_patience", 3),
-      )
-      if warning and writes:
-        print(warning, file=sys.stderr, flush=True)
-      last = generation == config.generations
-      do_eval = generation % config.eval_every == 0 or last
-      do_plot = (config.plot_every and generation % config.plot_every == 0) or last
-      do_ckpt = generation % config.checkpoint_every == 0 or last
-      toy = exp.mixture is not None  # 2-D data: each cell's modes every generation (cheap)
-      host = backend.to_host(state) if (do_eval or do_plot or do_ckpt or toy) else None
-      # net_weights_dist every generation (to_host is a collective: every process takes part)
-      params = host.params if host is not None else backend.to_host(state.params)
-      if not writes:
-        continue  # the writer process evaluates, plots and saves the whole grid
-      row.update(weight_distances(params, coev.config.neighbourhood))
-      if toy or do_plot:
-        samples, per_cell, entries = cell_modes(progs, config, host)
-        row.update(entries)
-      if do_eval:
-        evals, x, cell = evaluate(progs, config, host, generation)
-        row.update(evals)
-        title = f"generation {generation}: mixture of cell ({cell // cols}, {cell % cols})"
-        png = workdir / "samples" / f"mixture_gen_{generation}.png"
-        _save_mixture(png, x, exp, title)
-        writer.image(generation, "samples/mixture", png)
-      if do_plot:
-        plots.save_cell_grid(
-          workdir / "samples" / f"cells_gen_{generation}.png",
-          samples,
-          modes=None if exp.mixture is None else np.asarray(exp.mixture.modes),
-          cell_metrics=per_cell,
-          weights=np.asarray(host.mixture_weights),
-          best_cell=int(m["best_cell"]),
-          title=f"generation {generation}",
-        )
-        cells_png = workdir / "samples" / f"cells_gen_{generation}.png"
-        writer.image(generation, "samples/cells", cells_png)
-      row = writer.write(generation, row)
-      writer.write_runs(generation, cell_scalars(m))
-      if do_ckpt:
-        ckpt.save(generation, {"state": host, "key": run_key})
-      if on_log is not None:  # before the line: Ctrl-C right after it names this generation
-        on_log(generation, row)
-      if bar is not None:
-        shown = {"best_score": row["best_score"], "g_loss": row["g_loss"], "d_loss": row["d_loss"]}
-        for k in ("modes_covered", "high_quality_rate", "fid", "class_tvd"):
-          if f"mixture/{k}" in row:
-            shown[k] = row[f"mixture/{k}"]
-        bar.update(generation, shown, seconds=seconds[-1])
+    g, row = _generations(run, state, start, row, writer, bar, on_log, seconds)
   finally:
-    if bar is not None:
-      bar.close()
-    if writer is not None:
-      writer.close()
-      rows_written = writer.rows
-    keys_plotted = [
-      k
-      for k in (
-        "best_score",
-        "mixture_score",
-        "g_loss",
-        "d_loss",
-        "g_fitness",
-        "d_fitness",
-        "lr_g",
-        "lr_d",
-        "mixture_accepted",
-        "mixture/modes_covered",
-        "mixture/high_quality_rate",
-        "mixture/mode_kl",
-        "mixture/fid",
-        "mixture/class_tvd",
-        "mixture/inception_score",
-        "grid/modes_covered",
-        "lineages",
-        "net_weights_dist/g",
-        "seconds",
-      )
-      if any(k in r for r in rows_written)
-    ]
-    runner.fault_point("finish:figures")
-    if rows_written:
-      runner.save_metric_curves(workdir / "metrics.png", rows_written, keys_plotted)
-  backend.barrier()
-  if not writes:
+    _close(run, bar, writer)
+  run.backend.barrier()
+  if not run.writes:
     return row
   runner.fault_point("finish:summary")
   summary.update(
@@ -338,6 +191,213 @@ def train(
   if finish:
     runner.finish(workdir, config.generations, end_products(config))
   return row
+
+
+class _Run(NamedTuple):
+  """What every step of :func:`train` reads (fixed for the run)."""
+
+  config: Any
+  workdir: Path
+  progs: Programs
+  backend: Any
+  run_key: np.ndarray  # the seed's key data, saved with every checkpoint
+  ckpt: runner.CheckpointManager
+
+  @property
+  def exp(self) -> Experiment:
+    return self.progs.exp
+
+  @property
+  def coev(self):
+    return self.progs.exp.coev
+
+  @property
+  def writes(self) -> bool:
+    """Whether this process writes the run's files (the others only take part in the
+    collectives)."""
+    return self.backend.writer
+
+
+def _open_run(config, workdir: Path) -> _Run:
+  progs = programs(config)
+  run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
+  ckpt = runner.CheckpointManager(workdir / "checkpoints", max_to_keep=config.keep_checkpoints)
+  return _Run(config, workdir, progs, progs.backend, run_key, ckpt)
+
+
+def _restore_or_init(run: _Run, resume: bool):
+  """``(state, generations taken)``: a fresh grid, or the newest intact checkpoint's."""
+  state = run.progs.init(keys(run.config)[0])
+  latest = run.ckpt.latest_step()
+  run.backend.barrier()  # every process has looked before the writer saves anything
+  if latest is None:
+    return state, 0
+  if not resume:
+    raise ValueError(
+      f"{run.workdir} already holds checkpoints; pass --resume to continue or use a fresh --workdir"
+    )
+  # Checkpoints hold the whole grid, whatever backend wrote them.
+  # The newest intact checkpoint (a damaged latest one is named in one line and skipped;
+  # every process reads the same files, so all pick the same one).
+  restored = restore_checkpoint(
+    run.ckpt, whole_grid_shapes(state, run.coev), run.run_key, writer=run.backend.writer
+  )
+  if not np.array_equal(np.asarray(restored["key"]), run.run_key):
+    raise ValueError(f"the checkpoint in {run.ckpt.directory} was written with another seed")
+  state = run.backend.from_host(restored["state"])  # uncommitted on one device: no recompile
+  return state, int(restored["state"].generation)
+
+
+def _metric_writer(run: _Run, start: int, resume: bool):
+  """The config file and the metric writer (``None`` on a process that does not write)."""
+  if not run.writes:
+    return None
+  runner.write_config(run.workdir, run.config, module=__name__)
+  return runner.MetricWriter(
+    run.workdir,
+    tensorboard=run.config.tensorboard,
+    resume_step=start if resume else None,
+    step_key="generation",
+  )
+
+
+def _summary_head(run: _Run) -> dict[str, Any]:
+  c = run.coev.config
+  summary: dict[str, Any] = {
+    "grid": [c.rows, c.cols],
+    "cell_strategy": run.coev.cell_strategy,
+    "backend": run.backend.name,
+    "processes": run.backend.processes,
+  }
+  if run.exp.classifier is not None:
+    summary["classifier_test_accuracy"] = run.exp.classifier.test_accuracy
+  return summary
+
+
+def _progress_bar(run: _Run, start: int):
+  if not (run.config.progress and run.writes):
+    return None
+  c = run.coev.config
+  return runner.ProgressBar(
+    run.config.generations,
+    start=start,
+    unit="generation",
+    rate_unit="cell-steps",
+    work_per_unit=c.num_cells * c.steps_per_generation,
+    label="one GAN" if c.rows * c.cols == 1 else f"{c.rows}x{c.cols} grid",  # the baseline
+  )
+
+
+def _generations(run: _Run, state, start, row, writer, bar, on_log, seconds):
+  """The generations from ``start`` to the end (``seconds`` gets each one's time):
+  ``(generations taken, last row)``."""
+  config, coev = run.config, run.coev
+  generation_key = keys(config)[1]
+  g = start
+  streak = 0  # generations in a row in which every cell diverged
+  while g < config.generations:
+    t0 = time.perf_counter()
+    state, m = run.progs.step(jax.random.fold_in(generation_key, g), state, run.exp.data)
+    m = jax.device_get(run.backend.to_host(m))
+    seconds.append(time.perf_counter() - t0)
+    g = generation = g + 1
+    row = summarise(m, coev.config.cols)
+    row["seconds"] = seconds[-1]
+    streak, warning = divergence_check(  # the same on every process: raises everywhere
+      row["diverged"],
+      coev.config.num_cells,
+      generation,
+      streak,
+      config.get("diverged_patience", 3),
+    )
+    if warning and run.writes:
+      print(warning, file=sys.stderr, flush=True)
+    row = _record(run, state, m, generation, row, writer)
+    if not run.writes:
+      continue
+    if on_log is not None:  # before the line: Ctrl-C right after it names this generation
+      on_log(generation, row)
+    if bar is not None:
+      shown = {"best_score": row["best_score"], "g_loss": row["g_loss"], "d_loss": row["d_loss"]}
+      for k in ("modes_covered", "high_quality_rate", "fid", "class_tvd"):
+        if f"mixture/{k}" in row:
+          shown[k] = row[f"mixture/{k}"]
+      bar.update(generation, shown, seconds=seconds[-1])
+  return g, row
+
+
+def _record(run: _Run, state, m, generation: int, row: dict, writer) -> dict:
+  """One generation's read-outs: every process takes part in the host transfers
+  (collectives); the writing process evaluates, plots, writes the row and saves the
+  checkpoint. Returns the row (as written, on the writing process)."""
+  config, exp = run.config, run.exp
+  last = generation == config.generations
+  do_eval = generation % config.eval_every == 0 or last
+  do_plot = (config.plot_every and generation % config.plot_every == 0) or last
+  do_ckpt = generation % config.checkpoint_every == 0 or last
+  toy = exp.mixture is not None  # 2-D data: each cell's modes every generation (cheap)
+  host = run.backend.to_host(state) if (do_eval or do_plot or do_ckpt or toy) else None
+  # net_weights_dist every generation (to_host is a collective: every process takes part)
+  params = host.params if host is not None else run.backend.to_host(state.params)
+  if not run.writes:
+    return row  # the writer process evaluates, plots and saves the whole grid
+  row.update(weight_distances(params, run.coev.config.neighbourhood))
+  if toy or do_plot:
+    samples, per_cell, entries = cell_modes(run.progs, config, host)
+    row.update(entries)
+  if do_eval:
+    _evaluate_and_save(run, host, generation, row, writer)
+  if do_plot:
+    cells_png = run.workdir / "samples" / f"cells_gen_{generation}.png"
+    plots.save_cell_grid(
+      cells_png,
+      samples,
+      modes=None if exp.mixture is None else np.asarray(exp.mixture.modes),
+      cell_metrics=per_cell,
+      weights=np.asarray(host.mixture_weights),
+      best_cell=int(m["best_cell"]),
+      title=f"generation {generation}",
+    )
+    writer.image(generation, "samples/cells", cells_png)
+  row = writer.write(generation, row)
+  writer.write_runs(generation, cell_scalars(m))
+  if do_ckpt:
+    run.ckpt.save(generation, {"state": host, "key": run.run_key})
+  return row
+
+
+def _evaluate_and_save(run: _Run, host, generation: int, row: dict, writer) -> None:
+  """The mixture's evaluation into ``row`` and its samples' picture."""
+  cols = run.coev.config.cols
+  evals, x, cell = evaluate(run.progs, run.config, host, generation)
+  row.update(evals)
+  title = f"generation {generation}: mixture of cell ({cell // cols}, {cell % cols})"
+  png = run.workdir / "samples" / f"mixture_gen_{generation}.png"
+  _save_mixture(png, x, run.exp, title)
+  writer.image(generation, "samples/mixture", png)
+
+
+# The curves of metrics.png (those the run logged).
+_CURVES = tuple(
+  """best_score mixture_score g_loss d_loss g_fitness d_fitness lr_g lr_d mixture_accepted
+  mixture/modes_covered mixture/high_quality_rate mixture/mode_kl mixture/fid mixture/class_tvd
+  mixture/inception_score grid/modes_covered lineages net_weights_dist/g seconds""".split()
+)
+
+
+def _close(run: _Run, bar, writer) -> None:
+  """Close the progress bar and the writer, and draw metrics.png from every row written
+  (also when the loop stopped with an error)."""
+  if bar is not None:
+    bar.close()
+  rows_written: list[dict] = []
+  if writer is not None:
+    writer.close()
+    rows_written = writer.rows
+  keys_plotted = [k for k in _CURVES if any(k in r for r in rows_written)]
+  runner.fault_point("finish:figures")
+  if rows_written:
+    runner.save_metric_curves(run.workdir / "metrics.png", rows_written, keys_plotted)
 
 
 def end_products(config) -> list[str]:
