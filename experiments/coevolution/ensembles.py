@@ -131,69 +131,108 @@ def search(
   _check("method", method, METHODS)
   config = run.config
   exp = train.build(config)
-  coev = exp.coev
-  rows, cols = coev.config.rows, coev.config.cols
   state = jax.tree.map(jnp.asarray, run.state["state"])
   k_latent, k_search, k_eval, k_real = jax.random.split(jax.random.key(seed), 4)
   fn, d = score_function(exp, score, sampling, k_real)
   n = int(samples or config.mixture_samples)
-  pair = coev.pair
-  z = jax.random.normal(k_latent, (n, pair.latent_dim))
-  draw = lambda gens, z: _draw(pair.generator.apply, gens, z)  # noqa: E731
-  # The trained mixture of the chosen (best) cell, as the training's read-out has it.
-  score_now = np.asarray(state.mixture_score).reshape(-1)
-  if cell is None:
-    cell = int(np.argmin(np.where(np.isfinite(score_now), score_now, np.inf)))
-  if not 0 <= cell < rows * cols:
-    raise ValueError(f"cell must be in [0, {rows * cols}), got {cell}")
-  cell_gens, cell_weights = coev.mixture(state, cell)
-  r, c = divmod(cell, cols)
-  member_cells = co.neighbour_indices(rows, cols, coev.config.neighbourhood)[r, c]
-  usable = co.member_mask(rows, cols, coev.config.neighbourhood)[r, c]
+  z = jax.random.normal(k_latent, (n, exp.coev.pair.latent_dim))
+  target = _Target(exp, state, _chosen_cell(exp.coev, state, cell), fn, d, z)
   opts = dict(options or {})
   t0 = time.perf_counter()
   if method == "es":
-    xs = draw(cell_gens, z)
-    score_of = lambda w: fn(d, xs, w)  # noqa: E731
-    out = jax.jit(lambda k, w: co.optimize_mixture(k, score_of, w, usable=usable, **opts))(
-      k_search, cell_weights
-    )
-    weights = np.asarray(out.weights, np.float64)
-    before, after = float(out.initial_score), float(out.score)
-    generators, candidates = cell_gens, [int(i) for i in member_cells]
-    extra = {"accepted": int(np.sum(out.accepted)), "evaluations": 1 + int(out.scores.shape[0])}
+    found = _es(target, k_search, opts)
   else:
-    generators = cell_best_generators(state)
-    xs = draw(generators, z)
-    score_of = lambda w: fn(d, xs, w)  # noqa: E731
-    trained = np.zeros(rows * cols)
-    np.add.at(trained, member_cells, np.asarray(cell_weights) * usable)
-    before = float(jax.jit(score_of)(jnp.asarray(trained, jnp.float32)))
-    lib = co.greedy_ensemble if method == "greedy" else co.ga_ensemble
-    out = lib(k_search, score_of, rows * cols, **opts)
-    weights, after = out.weights, out.score
-    candidates = list(range(rows * cols))
-    extra = {"evaluations": out.evaluations, "history": [float(h) for h in out.history]}
+    found = _ensemble(target, method, k_search, opts)
   seconds = time.perf_counter() - t0
   num_eval = int(config.num_eval_samples)
-  record = {
+  cols = exp.coev.config.cols
+  weights, candidates = found.weights, found.candidates
+  return {
     "method": method,
     "score": score if score != "auto" else ("tvd" if exp.mixture is not None else "fid"),
     "sampling": sampling,
     "seed": seed,
     "samples_per_generator": n,
-    "cell": [r, c],
+    "cell": list(divmod(target.cell, cols)),
     "options": opts,
     "weights": np.round(weights, 6).tolist(),
     "members": [[candidates[i] // cols, candidates[i] % cols] for i in np.flatnonzero(weights > 0)],
-    "score_before": before,
-    "score_after": after,
+    "score_before": found.before,
+    "score_after": found.after,
     "seconds": seconds,
-    "metrics_trained": _evaluate(exp, cell_gens, cell_weights, k_eval, num_eval, sampling),
-    "metrics_ensemble": _evaluate(exp, generators, weights, k_eval, num_eval, sampling),
-    **extra,
+    "metrics_trained": _evaluate(
+      exp, target.cell_gens, target.cell_weights, k_eval, num_eval, sampling
+    ),
+    "metrics_ensemble": _evaluate(exp, found.generators, weights, k_eval, num_eval, sampling),
+    **found.extra,
   }
-  return record
+
+
+def _chosen_cell(coev, state, cell: int | None) -> int:
+  """``cell`` (flat index), checked, or the best-scoring cell of the training's read-out."""
+  rows, cols = coev.config.rows, coev.config.cols
+  score_now = np.asarray(state.mixture_score).reshape(-1)
+  if cell is None:
+    cell = int(np.argmin(np.where(np.isfinite(score_now), score_now, np.inf)))
+  if not 0 <= cell < rows * cols:
+    raise ValueError(f"cell must be in [0, {rows * cols}), got {cell}")
+  return cell
+
+
+class _Target:
+  """What a search scores: the chosen cell's trained mixture, its members and the score of
+  samples drawn from the latents ``z``."""
+
+  def __init__(self, exp, state, cell: int, fn, d, z):
+    coev = exp.coev
+    rows, cols = coev.config.rows, coev.config.cols
+    self.exp, self.state, self.cell, self.fn, self.d, self.z = exp, state, cell, fn, d, z
+    # The trained mixture of the chosen (best) cell, as the training's read-out has it.
+    self.cell_gens, self.cell_weights = coev.mixture(state, cell)
+    r, c = divmod(cell, cols)
+    self.member_cells = co.neighbour_indices(rows, cols, coev.config.neighbourhood)[r, c]
+    self.usable = co.member_mask(rows, cols, coev.config.neighbourhood)[r, c]
+
+  def score_of(self, generators):
+    """``w -> score`` of the mixture of ``generators`` with weights ``w``."""
+    xs = _draw(self.exp.coev.pair.generator.apply, generators, self.z)
+    return lambda w: self.fn(self.d, xs, w)
+
+
+class _Found(NamedTuple):
+  weights: np.ndarray
+  before: float
+  after: float
+  generators: Any
+  candidates: list[int]  # the cells (flat) the weights are over
+  extra: dict
+
+
+def _es(t: _Target, k_search, opts) -> _Found:
+  """``co.optimize_mixture`` on the chosen cell's mixture."""
+  score_of = t.score_of(t.cell_gens)
+  out = jax.jit(lambda k, w: co.optimize_mixture(k, score_of, w, usable=t.usable, **opts))(
+    k_search, t.cell_weights
+  )
+  extra = {"accepted": int(np.sum(out.accepted)), "evaluations": 1 + int(out.scores.shape[0])}
+  weights = np.asarray(out.weights, np.float64)
+  candidates = [int(i) for i in t.member_cells]
+  return _Found(weights, float(out.initial_score), float(out.score), t.cell_gens, candidates, extra)
+
+
+def _ensemble(t: _Target, method: str, k_search, opts) -> _Found:
+  """``co.greedy_ensemble`` / ``co.ga_ensemble`` over every cell's best generator."""
+  c = t.exp.coev.config
+  num_cells = c.rows * c.cols
+  generators = cell_best_generators(t.state)
+  score_of = t.score_of(generators)
+  trained = np.zeros(num_cells)
+  np.add.at(trained, t.member_cells, np.asarray(t.cell_weights) * t.usable)
+  before = float(jax.jit(score_of)(jnp.asarray(trained, jnp.float32)))
+  lib = co.greedy_ensemble if method == "greedy" else co.ga_ensemble
+  out = lib(k_search, score_of, num_cells, **opts)
+  extra = {"evaluations": out.evaluations, "history": [float(h) for h in out.history]}
+  return _Found(out.weights, before, out.score, generators, list(range(num_cells)), extra)
 
 
 def write(workdir, record: dict) -> Path:
