@@ -42,6 +42,18 @@ def parse_workers(value: str) -> int | str:
   raise app.UsageError(f"--workers must be an integer >= 0 or 'mpi', got {value!r}")
 
 
+def header(config, workdir, workers) -> str:
+  """The first line of a campaign: what it will do and where."""
+  if workers == "mpi":
+    who = "workers on the MPI ranks 1..P-1"
+  else:
+    who = f"{workers} worker processes" if workers else "trials inline"
+  return (
+    f"pbt: {config.num_trials} trials of {config.steps_per_trial} steps, task {config.task}, "
+    f"a population of {config.population_size} ({config.exploit} exploit), {who} -> {workdir}"
+  )
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
@@ -81,6 +93,9 @@ def main(argv):
       raise SystemExit(f"ERROR: {e}") from None
   if _BUDGET.value is not None and not _BUDGET.value > 0:
     raise app.UsageError(f"--budget_s must be > 0, got {_BUDGET.value!r}")
+  controller_rank = workers != "mpi" or os.environ.get("PMI_RANK", "0") == "0"
+  if controller_rank and not runner.is_finished(_WORKDIR.value, _CONFIG.value.num_trials):
+    print(header(_CONFIG.value, _WORKDIR.value, workers), flush=True)
   s = train.train(
     _CONFIG.value,
     _WORKDIR.value,
