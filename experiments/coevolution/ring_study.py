@@ -302,12 +302,37 @@ def primary_results(protocol: dict, data: dict) -> list[dict]:
 def table(protocol: dict, data: dict) -> str:
   """The ``ring_v1`` block: every seed's final mixture per arm, the verdicts of the
   primary family (Holm), the secondary metrics (pooled grid, per-cell modes, seconds)."""
-  from experiments import stats
-
   arms, seeds, runs = protocol["arms"], protocol["seeds"], data["runs"]
   by = {(r["arm"], r["seed"]): r for r in runs}
+  lines = _header_lines(protocol, data, by)
+  lines += _final_mixture_table(protocol, runs, by)
+  lines += _verdict_lines(protocol, data)
+  lines += _secondary_table(protocol, by)
+  grid_arms = [
+    a for a in arms if arms[a]["overrides"].get("rows", 3) * arms[a]["overrides"].get("cols", 3) > 1
+  ]
+  lines += [
+    "",
+    f"Each cell's mode count at {protocol['endpoint']} (rows of the torus separated by `/`):",
+    "",
+    "| seed | " + " | ".join(_name(protocol, a) for a in grid_arms) + " |",
+    "|---|" + "---|" * len(grid_arms),
+  ]
+  for s in seeds:
+    cells = []
+    for a in grid_arms:
+      r = by.get((a, s))
+      cells.append(
+        " / ".join(" ".join(str(v) for v in row) for row in r["cells/modes_covered"]) if r else "-"
+      )
+    lines.append(f"| {s} | " + " | ".join(cells) + " |")
+  return "\n".join(lines)
+
+
+def _header_lines(protocol: dict, data: dict, by: dict) -> list[str]:
+  """Where the numbers come from, and which runs are missing."""
+  arms, seeds = protocol["arms"], protocol["seeds"]
   n_in = {a: sum((a, s) in by for s in seeds) for a in arms}
-  pr = protocol["primary"]
   lines = [
     f"Pre-registered: `{data['protocol']}` (registered {protocol['registered']}, before the "
     f"runs), {protocol['endpoint']}, seeds {_seed_list(seeds)}; host {data['host']['cpu']} "
@@ -323,10 +348,16 @@ def table(protocol: dict, data: dict) -> str:
       "that finished, not the registered n.",
       "",
     ]
+  return lines
+
+
+def _final_mixture_table(protocol: dict, runs: list, by: dict) -> list[str]:
+  """Every seed's final mixture (modes and HQ) per arm, and each arm's mean and sd."""
+  arms, seeds = protocol["arms"], protocol["seeds"]
   head = ["seed"]
   for a in arms:
     head += [f"{_name(protocol, a)}: modes / 8", "HQ"]
-  lines += [
+  lines = [
     f"**The final mixture at {protocol['endpoint']}** (plain GAN: its generator; "
     f"{protocol['settings']['num_eval_samples']} samples):",
     "",
@@ -348,13 +379,20 @@ def table(protocol: dict, data: dict) -> str:
       _mean_sd_cell(_values(runs, a, "mixture/modes_covered"), 1),
       _mean_sd_cell(_values(runs, a, "mixture/high_quality_rate"), 2),
     ]
-  lines += ["| " + " | ".join(row) + " |", ""]
+  return lines + ["| " + " | ".join(row) + " |", ""]
+
+
+def _verdict_lines(protocol: dict, data: dict) -> list[str]:
+  """The primary family's verdicts (Holm-adjusted p, then the raw p)."""
+  from experiments import stats
+
+  pr = protocol["primary"]
   family = primary_results(protocol, data)
   n_metrics = len(pr["metric"]) if isinstance(pr["metric"], list) else 1
   registered = f"{len(pr['comparisons'])} comparisons x {n_metrics} metrics"
   if len(family) < len(pr["comparisons"]) * n_metrics:
     registered = f"of the registered {registered}, those with runs in both arms"
-  lines += [
+  lines = [
     f"**Verdicts** (exact Mann-Whitney, {pr['alternative']}, alpha {pr['alpha']:g}; the p in "
     f"each sentence is Holm-adjusted over the {len(family)} primary tests ({registered}); "
     "the raw p follows it):",
@@ -362,7 +400,23 @@ def table(protocol: dict, data: dict) -> str:
   ]
   for o in family:
     lines.append(f"- {o['verdict']} Raw p = {stats.fmt_p(o['result']['p'])}.")
-  lines += [
+  return lines
+
+
+def _spread(rs: list, key: str) -> str:
+  """Median (range) of ``key`` over the runs ``rs`` that have it."""
+  v = sorted(r[key] for r in rs if r.get(key) is not None)
+  if not v:
+    return "-"
+  return f"{v[len(v) // 2]:.0f} ({v[0]:.0f}-{v[-1]:.0f})"
+
+
+def _secondary_table(protocol: dict, by: dict) -> list[str]:
+  """Pooled cells, issue 18's bar, the mixture's mode KL and the seconds per arm."""
+  from experiments import stats
+
+  arms, seeds = protocol["arms"], protocol["seeds"]
+  lines = [
     "",
     "**Secondary** (no test): every cell's best generator pooled with equal weights (500 "
     f"samples each); seeds meeting issue 18's bar (>= {BAR[0]} modes with HQ >= {BAR[1]:g}, "
@@ -387,37 +441,13 @@ def table(protocol: dict, data: dict) -> str:
       r["grid/modes_covered"] >= BAR[0] and r["grid/high_quality_rate"] >= BAR[1] for r in rs
     )
     kl = [float(r["mixture/mode_kl"]) for r in rs]
-
-    def spread(key, rs=rs):
-      v = sorted(r[key] for r in rs if r.get(key) is not None)
-      if not v:
-        return "-"
-      return f"{v[len(v) // 2]:.0f} ({v[0]:.0f}-{v[-1]:.0f})"
-
     lines.append(
       f"| {_name(protocol, a)} | {_mean_sd_cell(pm, 1)} ({' '.join(f'{x:.0f}' for x in pm)}) | "
       f"{stats.fmt_mean_sd(ph, 2)} ({_decimals(ph)}) | {ok_m}/{len(rs)} | {ok_p}/{len(rs)} | "
-      f"{stats.fmt_mean_sd(kl, 2)} | {spread('wall_seconds')} | {spread('cpu_seconds')} |"
+      f"{stats.fmt_mean_sd(kl, 2)} | {_spread(rs, 'wall_seconds')} | "
+      f"{_spread(rs, 'cpu_seconds')} |"
     )
-  grid_arms = [
-    a for a in arms if arms[a]["overrides"].get("rows", 3) * arms[a]["overrides"].get("cols", 3) > 1
-  ]
-  lines += [
-    "",
-    f"Each cell's mode count at {protocol['endpoint']} (rows of the torus separated by `/`):",
-    "",
-    "| seed | " + " | ".join(_name(protocol, a) for a in grid_arms) + " |",
-    "|---|" + "---|" * len(grid_arms),
-  ]
-  for s in seeds:
-    cells = []
-    for a in grid_arms:
-      r = by.get((a, s))
-      cells.append(
-        " / ".join(" ".join(str(v) for v in row) for row in r["cells/modes_covered"]) if r else "-"
-      )
-    lines.append(f"| {s} | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
+  return lines
 
 
 def readme_table() -> str:
