@@ -30,7 +30,6 @@ ALLOWED_LONG_FUNCTIONS = frozenset(
     # Experiments' train loops and tables (the shared run lifecycle will shorten the loops).
     "experiments/gan/lookahead_study.py::run_arm",
     "experiments/gan/train.py::train",
-    "experiments/pbt/results.py::table_v1",
   }
 )
 

@@ -630,20 +630,7 @@ def table_v1(data: dict, protocol: dict) -> str:
   ((a, b),) = protocol["primary"]["comparisons"]
   label = {k: protocol["arms"][k].get("label", k) for k in protocol["arms"]}
   seeds = v["seeds"]
-  lines = [
-    f"| seed | {label[a]} winner: trial, selection FID (1k) | rescored FID (10k) | "
-    f"{label[b]} winner: trial, selection FID (1k) | rescored FID (10k) | "
-    f"rescored difference {label[a]} − {label[b]} | replay FID (10k) {label[a]} / {label[b]} |",
-    "|---|---|---|---|---|---|---|",
-  ]
-  for i, s in enumerate(seeds):
-    ra, rb = v["runs"][(a, s)], v["runs"][(b, s)]
-    lines.append(
-      f"| {s} | {ra['winner']['trial']}, {v['selection'][a][i]:.1f} | "
-      f"{v['rescored'][a][i]:.1f} | {rb['winner']['trial']}, {v['selection'][b][i]:.1f} | "
-      f"{v['rescored'][b][i]:.1f} | {v['rescored'][a][i] - v['rescored'][b][i]:+.1f} | "
-      f"{v['replay'][a][i]:.1f} / {v['replay'][b][i]:.1f} |"
-    )
+  lines = _v1_seed_rows(v, a, b, label)
   lines.append("")
   lines.append(
     f"Mean ± sample sd (every seed in the table). Rescored FID: {label[a]} "
@@ -653,58 +640,13 @@ def table_v1(data: dict, protocol: dict) -> str:
   )
   lines.append("")
   want = len(protocol["seeds"])
-  prim = protocol["primary"]
   if len(seeds) < want:
     lines.append(
       f"**Incomplete: {len(seeds)} of {want} registered pairs finished; no verdict "
       "(the protocol's endpoint is all pairs).**"
     )
   if len(seeds) == want:  # the verdict only at the registered endpoint: every pair
-    r = stats.compare(
-      v["rescored"][a],
-      v["rescored"][b],
-      test=prim["test"],
-      paired=True,
-      alternative=prim["alternative"],
-    )
-    w = stats.wilcoxon(v["rescored"][a], v["rescored"][b], alternative=prim["alternative"])
-    text = stats.verdict(
-      r,
-      alpha=prim["alpha"],
-      name_a=label[a],
-      name_b=label[b],
-      lower_is_better=prim["lower_is_better"],
-      metric="the winner's FID rescored on 10k fresh samples",
-    )
-    lines.append(
-      "**Verdict (primary, at the registered endpoint):** "
-      + text
-      + f" Paired Wilcoxon signed-rank p = {stats.fmt_p(w)} (reported, not the "
-      f"registered test). Differences {label[a]} − {label[b]}, alpha {prim['alpha']}, "
-      f"{prim['alternative']}."
-    )
-    lines.append("")
-    lines.append("Secondary (no verdict; mean paired difference and its paired bootstrap 95% CI):")
-    lines.append("")
-    for key, what in (
-      ("selection", "the selection-time minimum (the winner's own 1k-sample FID)"),
-      (
-        "replay",
-        "the winners' hyperparameters replayed from scratch to the full lineage "
-        "length, FID on 10k fresh samples",
-      ),
-    ):
-      d = np.asarray(v[key][a]) - np.asarray(v[key][b])
-      lo, hi = stats.diff_ci(v[key][a], v[key][b], paired=True)
-      lines.append(
-        f"- {what}: {label[a]} {stats.fmt_mean_sd(v[key][a])} vs {label[b]} "
-        f"{stats.fmt_mean_sd(v[key][b])}, difference {d.mean():+.1f} [{lo:+.1f}, {hi:+.1f}]."
-      )
-    gap = {arm: np.asarray(v["rescored"][arm]) - np.asarray(v["selection"][arm]) for arm in (a, b)}
-    lines.append(
-      f"- winner's curse (rescored minus selection FID): {label[a]} "
-      f"{stats.fmt_values(gap[a])}, {label[b]} {stats.fmt_values(gap[b])}."
-    )
+    lines += _v1_verdict_lines(v, a, b, label, protocol["primary"])
   cpu = sum(r["cpu_s"] + r["winner"]["rescore_cpu_s"] + r["replay"]["cpu_s"] for r in data["runs"])
   lines.append("")
   lines.append(
@@ -717,6 +659,77 @@ def table_v1(data: dict, protocol: dict) -> str:
     + f"; CPU seconds of all runs: {cpu:.0f}."
   )
   return "\n".join(lines)
+
+
+def _v1_seed_rows(v: dict, a: str, b: str, label: dict) -> list[str]:
+  """The table of every seed's pair: winners, selection and rescored FIDs, replay FIDs."""
+  lines = [
+    f"| seed | {label[a]} winner: trial, selection FID (1k) | rescored FID (10k) | "
+    f"{label[b]} winner: trial, selection FID (1k) | rescored FID (10k) | "
+    f"rescored difference {label[a]} − {label[b]} | replay FID (10k) {label[a]} / {label[b]} |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for i, s in enumerate(v["seeds"]):
+    ra, rb = v["runs"][(a, s)], v["runs"][(b, s)]
+    lines.append(
+      f"| {s} | {ra['winner']['trial']}, {v['selection'][a][i]:.1f} | "
+      f"{v['rescored'][a][i]:.1f} | {rb['winner']['trial']}, {v['selection'][b][i]:.1f} | "
+      f"{v['rescored'][b][i]:.1f} | {v['rescored'][a][i] - v['rescored'][b][i]:+.1f} | "
+      f"{v['replay'][a][i]:.1f} / {v['replay'][b][i]:.1f} |"
+    )
+  return lines
+
+
+def _v1_verdict_lines(v: dict, a: str, b: str, label: dict, prim: dict) -> list[str]:
+  """The registered verdict (at every pair), the Wilcoxon p, the secondary differences."""
+  from experiments import stats
+
+  r = stats.compare(
+    v["rescored"][a],
+    v["rescored"][b],
+    test=prim["test"],
+    paired=True,
+    alternative=prim["alternative"],
+  )
+  w = stats.wilcoxon(v["rescored"][a], v["rescored"][b], alternative=prim["alternative"])
+  text = stats.verdict(
+    r,
+    alpha=prim["alpha"],
+    name_a=label[a],
+    name_b=label[b],
+    lower_is_better=prim["lower_is_better"],
+    metric="the winner's FID rescored on 10k fresh samples",
+  )
+  lines = [
+    "**Verdict (primary, at the registered endpoint):** "
+    + text
+    + f" Paired Wilcoxon signed-rank p = {stats.fmt_p(w)} (reported, not the "
+    f"registered test). Differences {label[a]} − {label[b]}, alpha {prim['alpha']}, "
+    f"{prim['alternative']}.",
+    "",
+    "Secondary (no verdict; mean paired difference and its paired bootstrap 95% CI):",
+    "",
+  ]
+  for key, what in (
+    ("selection", "the selection-time minimum (the winner's own 1k-sample FID)"),
+    (
+      "replay",
+      "the winners' hyperparameters replayed from scratch to the full lineage "
+      "length, FID on 10k fresh samples",
+    ),
+  ):
+    d = np.asarray(v[key][a]) - np.asarray(v[key][b])
+    lo, hi = stats.diff_ci(v[key][a], v[key][b], paired=True)
+    lines.append(
+      f"- {what}: {label[a]} {stats.fmt_mean_sd(v[key][a])} vs {label[b]} "
+      f"{stats.fmt_mean_sd(v[key][b])}, difference {d.mean():+.1f} [{lo:+.1f}, {hi:+.1f}]."
+    )
+  gap = {arm: np.asarray(v["rescored"][arm]) - np.asarray(v["selection"][arm]) for arm in (a, b)}
+  lines.append(
+    f"- winner's curse (rescored minus selection FID): {label[a]} "
+    f"{stats.fmt_values(gap[a])}, {label[b]} {stats.fmt_values(gap[b])}."
+  )
+  return lines
 
 
 def readme_table_v1() -> str:
