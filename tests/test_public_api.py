@@ -28,8 +28,9 @@ PINS = {
     stochastic_bilinear value_and_vector_field vector_field
   """,
   "transforms": """
-    AlternatingState AveragingState ExtragradientState FieldFn LookaheadMinmaxState
-    LookaheadTransformation OptimisticState PerPlayerState PerPlayerTransformation PlayerTransforms
+    AlternatingState AveragingState CarryingTransformation ExtragradientState FieldFn
+    LookaheadMinmaxState LookaheadTransformation OptimisticState PerPlayerState
+    PerPlayerTransformation PlayerTransforms
     SyncChoice UnrolledState VectorFieldFn alternating apply_game_step averaged_params
     count_learning_rates ema extragradient game_step hyperparam lookahead_minmax lookahead_scan
     lookahead_slow_params merge_by_player nested_lookahead_minmax optimistic per_player

@@ -9,6 +9,7 @@ from minmaxlab.transforms._averaging import (
   uniform,
 )
 from minmaxlab.transforms._common import (
+  CarryingTransformation,
   FieldFn,
   PerPlayerTransformation,
   PlayerTransforms,
@@ -46,6 +47,7 @@ from minmaxlab.transforms._unrolled import UnrolledState, unrolled
 __all__ = [
   "AlternatingState",
   "AveragingState",
+  "CarryingTransformation",
   "ExtragradientState",
   "FieldFn",
   "LookaheadMinmaxState",

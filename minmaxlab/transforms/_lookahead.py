@@ -11,6 +11,7 @@ import optax
 
 from minmaxlab.games import Players
 from minmaxlab.transforms._common import (
+  CarryingTransformation,
   as_transform,
   check_in,
   check_int_at_least,
@@ -64,16 +65,10 @@ class LookaheadMinmaxState(NamedTuple):
   synced: jax.Array
 
 
-class _LookaheadFields(NamedTuple):
-  init: optax.TransformInitFn
-  update: optax.TransformUpdateExtraArgsFn
-  update_and_apply: Callable[..., tuple[Players, LookaheadMinmaxState]]
-
-
-class LookaheadTransformation(_LookaheadFields, optax.GradientTransformationExtraArgs):
+class LookaheadTransformation(CarryingTransformation):
   """The transform of :func:`lookahead_minmax` and :func:`nested_lookahead_minmax`: an
-  optax transform with one more field, a function (``_replace`` and pytree maps keep it;
-  the transform unpacks into three values, ``init, update, update_and_apply = tx``).
+  optax transform that carries one more function, ``update_and_apply`` (see
+  :class:`~minmaxlab.transforms.CarryingTransformation`).
 
   ``update_and_apply(updates, state, params, **extra_args) -> (new_params, new_state)``
   is ``update`` followed by ``optax.apply_updates``, but the sync chooses between the
@@ -91,7 +86,8 @@ class LookaheadTransformation(_LookaheadFields, optax.GradientTransformationExtr
   steps without a sync. :func:`minmaxlab.game_step` uses it; a hand-written loop can too.
   """
 
-  __slots__ = ()
+  carried = "update_and_apply"
+  update_and_apply: Callable[..., tuple[Players, LookaheadMinmaxState]]
 
 
 def validate_level(i, sync_period, slow_step_size):
