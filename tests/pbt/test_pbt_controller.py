@@ -329,54 +329,8 @@ def test_lapsed_lease_is_requeued_and_late_report_ignored(tmp_path):
   c.close()
 
 
-def test_public_api():
-  assert set(pbt.__all__) == {
-    "CampaignFailed",
-    "ConfigMismatch",
-    "ControllerGone",
-    "TaskSpec",
-    "named_task",
-    "resolve_task",
-    "task_spec",
-    "Categorical",
-    "Continuous",
-    "Controller",
-    "EarlyStop",
-    "Ranking",
-    "comparator_ranking",
-    "key_ranking",
-    "pareto_fronts",
-    "pareto_rank",
-    "scalar",
-    "weighted_sum",
-    "PBTState",
-    "Store",
-    "Trial",
-    "VectorizedPBT",
-    "explore",
-    "explore_values",
-    "exponential_decay",
-    "gather_members",
-    "join_run",
-    "load_checkpoint",
-    "mpi_worker",
-    "mpi_world",
-    "needed_trials",
-    "piecewise_constant",
-    "replay",
-    "run_mpi",
-    "run_trial",
-    "sample_prior",
-    "sample_values",
-    "serve_trials",
-    "set_hyperparams",
-    "tournament_exploit",
-    "truncation_exploit",
-    "truncation_size",
-    "validate_space",
-    "vectorized_pbt",
-    "worker_loop",
-  }
+def test_every_public_name_is_documented():
+  # the names themselves are pinned in tests/test_public_api.py (the one API pin file)
   for name in pbt.__all__:
     assert getattr(pbt, name).__doc__, name
 
