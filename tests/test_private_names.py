@@ -17,15 +17,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("experiments", "minmaxlab")
 
 # (file, "module._name") pairs that remain.
-_TRAFFIC = "experiments.benchmarks._hlo_traffic."
 ALLOWED = {
   # experiments/benchmarks belongs to the benchmark harness's owner this session (issue 36).
   ("experiments/benchmarks/dynamics_overhead.py", "experiments.gan.train._dynamics_program"),
   ("experiments/benchmarks/dynamics_overhead.py", "experiments.gan.train._programs"),
-  *(
-    ("experiments/benchmarks/transform_overhead.py", _TRAFFIC + name)
-    for name in "_body_conditionals _computation _instructions _sync_kernel_names _traffic".split()
-  ),
 }
 
 

@@ -27,7 +27,7 @@ def _array_bytes(shape: str) -> int:
   return n * _DTYPE_BYTES[m.group(1)]
 
 
-def _computation(hlo_text: str, name: str) -> list[str]:
+def computation(hlo_text: str, name: str) -> list[str]:
   """The instruction lines of one HLO computation."""
   lines, inside = [], False
   for line in hlo_text.splitlines():
@@ -39,13 +39,13 @@ def _computation(hlo_text: str, name: str) -> list[str]:
   return lines
 
 
-def _instructions(lines: list[str]) -> list:
+def instructions(lines: list[str]) -> list:
   """Array-shaped instructions (matches: name, shape, opcode, operands); tuples are left out."""
   inst = [re.match(r"\s*(?:ROOT )?%(\S+) = (\S+) ([\w-]+)\((.*?)\)", x) for x in lines]
   return [m for m in inst if m]
 
 
-def _traffic(inst: list, kinds: collections.Counter) -> tuple[int, int]:
+def traffic(inst: list, kinds: collections.Counter) -> tuple[int, int]:
   size = {m.group(1): _array_bytes(m.group(2)) for m in inst}
   written = read = 0
   for m in inst:
@@ -56,12 +56,12 @@ def _traffic(inst: list, kinds: collections.Counter) -> tuple[int, int]:
   return written, read
 
 
-def _body_conditionals(hlo_text: str) -> list[tuple[str, str]]:
+def body_conditionals(hlo_text: str) -> list[tuple[str, str]]:
   """``(false branch, true branch)`` computation names of every ``conditional`` in the scan's
   loop body (a Lookahead step's no-sync and sync branches)."""
   body = re.search(r"body=%([\w.\-]+)", hlo_text)
   out = []
-  for line in _computation(hlo_text, body.group(1)) if body else []:
+  for line in computation(hlo_text, body.group(1)) if body else []:
     # a conditional's shape is a tuple: found by its opcode
     m = re.search(r" conditional\(.*branch_computations=\{%([\w.\-]+), %([\w.\-]+)\}", line)
     old = re.search(
@@ -88,9 +88,9 @@ def step_traffic(hlo_text: str) -> dict:
   if body is None:
     return {}
   kinds = collections.Counter()
-  written, read = _traffic(_instructions(_computation(hlo_text, body.group(1))), kinds)
-  for no_sync, _ in _body_conditionals(hlo_text):
-    w, r = _traffic(_instructions(_computation(hlo_text, no_sync)), kinds)
+  written, read = traffic(instructions(computation(hlo_text, body.group(1))), kinds)
+  for no_sync, _ in body_conditionals(hlo_text):
+    w, r = traffic(instructions(computation(hlo_text, no_sync)), kinds)
     written, read = written + w, read + r
   return {"written": written, "read": read, "kernels": sum(kinds.values()), **kinds}
 
@@ -113,23 +113,23 @@ def xla_cost(run, params, state, batches):
     return {"flops": 0.0, "bytes": 0.0, "step": {}, "hlo": None}
 
 
-def _sync_kernel_names(hlo_text: str) -> set[str]:
+def sync_kernel_names(hlo_text: str) -> set[str]:
   """The instructions of the sync branch (the true one) of every ``conditional`` in the scan's
   loop body: what a Lookahead step runs once in k steps."""
   names = set()
-  for _, sync in _body_conditionals(hlo_text):
-    lines = "\n".join(_computation(hlo_text, sync))
+  for _, sync in body_conditionals(hlo_text):
+    lines = "\n".join(computation(hlo_text, sync))
     names |= set(re.findall(r"^\s*(?:ROOT )?%(\S+) = ", lines, flags=re.M))
   return names
 
 
 def kernel_profile(run, params, state, batches, calls=3, hlo_text=None) -> dict:
   """Kernel time of a call (``jax.profiler``, median of ``calls`` profiled calls): in total and
-  in the sync branch (:func:`_sync_kernel_names`), and the sync's share. Each kernel is timed
+  in the sync branch (:func:`sync_kernel_names`), and the sync's share. Each kernel is timed
   by itself, so unlike the wall-clock ratios this share does not move with the host's load
   between calls. ``hlo_text``: the compiled program's HLO, if already at hand."""
   hlo = hlo_text or run.lower(params, state, batches).compile().as_text()
-  sync = _sync_kernel_names(hlo)
+  sync = sync_kernel_names(hlo)
   totals, syncs = [], []
   for _ in range(calls):
     ns, _, _ = _kernel_profile.kernel_times(

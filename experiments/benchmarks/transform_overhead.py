@@ -45,14 +45,9 @@ if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/
   sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from experiments.benchmarks import _harness as h  # noqa: E402
-from experiments.benchmarks._hlo_traffic import (  # noqa: E402, F401 (tests read them here)
-  _body_conditionals,
-  _computation,
-  _instructions,
-  _sync_kernel_names,
-  _traffic,
+from experiments.benchmarks._hlo_traffic import (  # noqa: E402
+  body_conditionals,
   kernel_profile,
-  step_traffic,
   xla_cost,
 )
 
@@ -189,7 +184,7 @@ def _compile_all(variants, params, batches) -> tuple[dict, str | None]:
     rep, _ = h.timed(lambda run=run, state=state: run(params, state, batches))
     runs[variant] = (run, state, rep.wall_s, xla_cost(run, params, state, batches))
     if variant == "lookahead":
-      layout = "cond" if _body_conditionals(runs[variant][3]["hlo"]) else "select"
+      layout = "cond" if body_conditionals(runs[variant][3]["hlo"]) else "select"
   return runs, layout
 
 

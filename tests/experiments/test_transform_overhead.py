@@ -9,12 +9,13 @@ import jax.numpy as jnp
 import pytest
 
 import minmaxlab as mml
+from experiments.benchmarks import _hlo_traffic as hlo
 from experiments.benchmarks import transform_overhead as bench
 
 
 def _traffic(body, *args):
   run = jax.jit(lambda *a: jax.lax.scan(body, a, None, length=10)[0])
-  return bench.step_traffic(run.lower(*args).compile().as_text())
+  return hlo.step_traffic(run.lower(*args).compile().as_text())
 
 
 def _plain(c, _):
@@ -46,11 +47,11 @@ def test_step_traffic_counts_the_no_sync_branch():
     return (x, jax.lax.cond(i % 5 == 0, lambda: jnp.cos(b) @ b, lambda: b * 0.5), i), None
 
   run = jax.jit(lambda *a: jax.lax.scan(with_cond, a, None, length=10)[0])
-  hlo = run.lower(x, big, 0).compile().as_text()
-  got = bench.step_traffic(hlo)
-  body = re.search(r"body=%([\w.\-]+)", hlo).group(1)
+  hlo_text = run.lower(x, big, 0).compile().as_text()
+  got = hlo.step_traffic(hlo_text)
+  body = re.search(r"body=%([\w.\-]+)", hlo_text).group(1)
   kinds = collections.Counter()
-  written, read = bench._traffic(bench._instructions(bench._computation(hlo, body)), kinds)
+  written, read = hlo.traffic(hlo.instructions(hlo.computation(hlo_text, body)), kinds)
   mb = 500 * 500 * 4
   assert (got["written"] - written, got["read"] - read) == (mb, mb), (written, read, got)
   assert got["kernels"] == sum(kinds.values()) + 1 and "dot" not in got, (kinds, got)
@@ -66,7 +67,7 @@ def _lookahead_step_traffic(scheme, via, layout="cond"):
     ("la", mml.lookahead_minmax(make(), 5, 0.5, sync_layout=layout), via),
   ):
     run, state = bench.compiled_run(tx, params, field, 2, via=v)
-    got[name] = bench.step_traffic(run.lower(params, state, batches).compile().as_text())
+    got[name] = hlo.step_traffic(run.lower(params, state, batches).compile().as_text())
   return (
     got["la"]["written"] - got["plain"]["written"],
     got["la"]["read"] - got["plain"]["read"],
@@ -115,7 +116,7 @@ def test_sync_kernel_names_are_the_true_branch_and_their_time_is_profiled():
     return (x, jax.lax.cond(i % 5 == 0, lambda: jnp.cos(b) @ b, lambda: b * 0.5), i), None
 
   run = jax.jit(lambda *a: jax.lax.scan(with_cond, a, None, length=10)[0])
-  names = bench._sync_kernel_names(run.lower(x, big, 0).compile().as_text())
+  names = hlo.sync_kernel_names(run.lower(x, big, 0).compile().as_text())
   assert any(n.startswith(("dot", "ynn_fusion")) for n in names), names
   assert not any("multiply" in n for n in names if not n.startswith(("dot", "ynn"))), names
 
