@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from minmaxlab.coevolution import _phases as phases_lib
 from minmaxlab.coevolution._lineage import lineage_id
+from minmaxlab.coevolution._lr_mutation import PerUpdate
 from minmaxlab.coevolution._operators import INF
 from minmaxlab.coevolution._phases import FitnessBatch, Individuals, Phases, Pool
 from minmaxlab.coevolution._training import CellSpec, indexed_loss, take
@@ -92,7 +93,7 @@ def generation(setup: CellSetup, key, cell_id, neighbourhood, weights, mask, dat
     select_keys, fit, usable, pool, spec.labels, c, params, ph.selection
   )
   # 3. training; 4. replacement: trained vs local, on the same fitness batch and opponents
-  trained, g_losses, d_losses = _train(setup, keys, data, pool, usable, selected, per_logit)
+  trained, g_losses, d_losses = _train(setup, keys, data, pool, usable, selected, per_logit, params)
   train_ok = jnp.all(jnp.isfinite(g_losses)) & jnp.all(jnp.isfinite(d_losses))
   new, src = _replacement(setup, pool, fit, batch, trained, selected, per_logit)
   # 5. mixture weights: (1+1)-ES over the neighbourhood's best generators
@@ -138,21 +139,32 @@ def _fitness(spec: CellSpec, ph: Phases, keys: CellKeys, data, pool: Pool, per_l
 class _Trained(NamedTuple):
   params: Players
   opt: Any
+  learning_rates: Any = None  # the tracked ones after per-update mutation, else None
 
 
-def _train(setup: CellSetup, keys: CellKeys, data, pool: Pool, usable, selected, per_logit):
+def _train(setup: CellSetup, keys: CellKeys, data, pool: Pool, usable, selected, per_logit, params):
   """Phase 3: the selected individuals trained against opponents drawn from the
   neighbourhood every step: the other side's selected individuals (slots < P), with
-  opponents="neighbourhood" also every usable neighbour's individuals. Returns
-  ``(_Trained, generator losses, discriminator losses)``."""
+  opponents="neighbourhood" also every usable neighbour's individuals; with
+  ``lr_mutation`` other than ``"per_generation"`` the learning rates mutate before every
+  update (``params``: the ``CoevolutionParams``). Returns ``(_Trained, generator losses,
+  discriminator losses)``."""
   spec, c = setup.spec, setup.spec.config
   P = c.population_size
   with_neighbours = c.opponents == "neighbourhood" or (c.opponents == "auto" and not c.selection)
   pool_g = jnp.concatenate([jnp.ones(P, bool), usable.min[P:] & with_neighbours])
   pool_d = jnp.concatenate([jnp.ones(P, bool), usable.max[P:] & with_neighbours])
   neighbours = take(pool.params.min, slice(P, None)), take(pool.params.max, slice(P, None))
-  mustangs = {"loss_index": selected.loss_index} if setup.mustangs else {}
-  (trained, opt), g_losses, d_losses = setup.phases.train(
+  extra = {"loss_index": selected.loss_index} if setup.mustangs else {}
+  if c.lr_mutation != "per_generation":  # Lipizzaner's mutation before every update
+    extra["per_update"] = PerUpdate(
+      selected.learning_rates,
+      params.mutation_probability,
+      params.mutation_scale,
+      c.learning_rate,
+      c.lr_mutation == "reference_as_run",
+    )
+  out, g_losses, d_losses = setup.phases.train(
     spec,
     per_logit,
     keys.train,
@@ -162,9 +174,9 @@ def _train(setup: CellSetup, keys: CellKeys, data, pool: Pool, usable, selected,
     (pool_g, pool_d),
     neighbours,
     with_neighbours,
-    **mustangs,
+    **extra,
   )
-  return _Trained(trained, opt), g_losses, d_losses
+  return _Trained(*out), g_losses, d_losses
 
 
 def _replacement(setup: CellSetup, pool: Pool, fit, batch: FitnessBatch, trained, selected, loss):
@@ -184,10 +196,11 @@ def _replacement(setup: CellSetup, pool: Pool, fit, batch: FitnessBatch, trained
     None if pool.loss_index is None else own(pool.loss_index),
     None if pool.lineage is None else own(pool.lineage),
   )
+  lr = selected.learning_rates if trained.learning_rates is None else trained.learning_rates
   trained_ones = Individuals(
     trained.params,
     trained.opt,
-    selected.learning_rates,
+    lr,
     fit_tr,
     selected.loss_index,
     selected.lineage,

@@ -13,6 +13,7 @@ SCHEDULES = ("simultaneous", "lipizzaner")
 GENERATOR_SELECTIONS = ("tournament", "lineage")
 TOURNAMENT_SAMPLINGS = ("with_replacement", "without_replacement")
 FITNESS_NOISES = ("shared", "fresh")
+LR_MUTATIONS = ("per_generation", "reference", "reference_as_run")
 MUSTANGS_LOSSES = ("ns_bce", "lsgan", "heuristic")
 MUSTANGS_MODES = ("at_creation", "always")
 
@@ -48,10 +49,29 @@ class CoevolutionConfig:
       fitness evaluation and the trained individuals' rescoring) or ``"fresh"``
       (Lipizzaner's: each evaluation of a generator against a discriminator, and of a
       discriminator against a generator, draws its own noise; the rescoring too).
-    learning_rate: initial learning rate of both players.
-    mutation_probability, mutation_scale: each selected individual's learning
-      rate gets ``+ mutation_scale * N(0, 1)`` with this probability.
-    min_learning_rate: mutated learning rates are clipped to at least this.
+    learning_rate: initial learning rate of both players (Lipizzaner's
+      ``default_adam_learning_rate``, ``lr0`` below).
+    lr_mutation: when and how learning rates are mutated (with probability
+      ``p = mutation_probability``, ``alpha = mutation_scale``):
+      ``"per_generation"`` (default, this library's rule): each selected individual's
+      learning rate gets ``+ alpha * N(0, 1)`` once per generation, clipped to at least
+      ``min_learning_rate``, and its updates use it.
+      ``"reference"`` (Lipizzaner's rule as written): before every update of a player
+      (each batch where it steps), ``lr <- max(0, lr + alpha * N(-lr0 / 10, lr0))``,
+      and that update uses the mutated value (``min_learning_rate`` unused).
+      ``"reference_as_run"`` (what Lipizzaner's code does): the same mutations of the
+      tracked learning rate (``CoevolutionState.learning_rates``, the logged ``lr_g``,
+      ``lr_d``), but each update builds ``Adam(lr=mutated)`` and then
+      ``load_state_dict(saved)``, which restores the saved param group's ``lr``
+      (PyTorch's ``state_dict`` holds it, ``load_state_dict`` overwrites the new
+      optimizer's): an individual's updates all use the learning rate of its first
+      update (``lr0`` after one mutation), inherited by its copies with the optimizer
+      state. So the paper's runs trained at ``lr0 + alpha * N(-lr0/10, lr0)`` with
+      probability ``p``, else ``lr0``, fixed per lineage. See
+      ``minmaxlab.coevolution._lr_mutation``.
+    mutation_probability, mutation_scale: ``p`` and ``alpha`` of ``lr_mutation``.
+    min_learning_rate: ``"per_generation"``'s mutated learning rates are clipped to at
+      least this.
     batch_size: training minibatch.
     steps_per_generation: training steps per generation (Lipizzaner: one epoch).
       Every step draws a fresh minibatch and updates the generators.
@@ -130,6 +150,7 @@ class CoevolutionConfig:
   fitness_samples: int = 1000
   fitness_noise: str = "shared"
   learning_rate: float = 2e-4
+  lr_mutation: str = "per_generation"
   mutation_probability: float = 0.5
   mutation_scale: float = 1e-4
   min_learning_rate: float = 1e-7
@@ -185,6 +206,8 @@ class CoevolutionConfig:
       bad("tournament_sampling", f"one of {TOURNAMENT_SAMPLINGS}")
     if self.fitness_noise not in FITNESS_NOISES:
       bad("fitness_noise", f"one of {FITNESS_NOISES}")
+    if self.lr_mutation not in LR_MUTATIONS:
+      bad("lr_mutation", f"one of {LR_MUTATIONS}")
     if self.opponents not in ("auto", "selected", "neighbourhood"):
       bad("opponents", "one of ('auto', 'selected', 'neighbourhood')")
     if self.schedule not in SCHEDULES:

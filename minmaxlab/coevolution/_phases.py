@@ -239,7 +239,8 @@ def select_and_mutate(
   selection: Callable = tournament_selection,
 ) -> tuple[Individuals, Players]:
   """Select ``P`` generators and ``P`` discriminators from the pool and mutate
-  their learning rates (``set`` into their scheme states).
+  their learning rates (``set`` into their scheme states; only with
+  ``config.lr_mutation="per_generation"``, the other rules mutate in training).
 
   Each side keeps its own part of the optimizer state; the shared part (e.g. a
   step count) follows the generator. Without ``config.selection`` the cell's own
@@ -277,9 +278,11 @@ def select_and_mutate(
       k, lr, params.mutation_probability, params.mutation_scale, params.min_learning_rate
     )
 
-  lr_g = mutate(keys[2], pool.learning_rates.min[idx_g])
-  lr_d = mutate(jax.random.fold_in(keys[2], 1), pool.learning_rates.max[idx_d])
-  opt = jax.vmap(set_learning_rates)(opt, lr_g, lr_d)
+  lr_g, lr_d = pool.learning_rates.min[idx_g], pool.learning_rates.max[idx_d]
+  if config.lr_mutation == "per_generation":  # else before every update (train's per_update)
+    lr_g = mutate(keys[2], lr_g)
+    lr_d = mutate(jax.random.fold_in(keys[2], 1), lr_d)
+    opt = jax.vmap(set_learning_rates)(opt, lr_g, lr_d)
   fit = Players(fitness.min[idx_g], fitness.max[idx_d])
   by_side = lambda t: None if t is None else Players(t.min[idx_g], t.max[idx_d])
   # Mustangs' losses and the lineage ids go with the chosen individuals.

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from minmaxlab.coevolution import _lr_mutation as lr_mutation
 from minmaxlab.coevolution._operators import INF
 from minmaxlab.games import Players, value_and_vector_field
 from minmaxlab.transforms import merge_by_player, tree_where
@@ -168,7 +169,17 @@ class _Trainer(NamedTuple):
 
 
 def train(
-  spec, per_logit, key, data, params, opt, pools, neighbours, with_neighbours, loss_index=None
+  spec,
+  per_logit,
+  key,
+  data,
+  params,
+  opt,
+  pools,
+  neighbours,
+  with_neighbours,
+  loss_index=None,
+  per_update=None,
 ):
   """``steps_per_generation`` training batches of one cell's ``P`` selected pairs.
 
@@ -188,12 +199,17 @@ def train(
       is then unused). With ``config.mustangs_mode="always"`` the generator's index
       is drawn anew for every batch from the pair's batch key instead.
 
+    per_update: ``None``, or a ``minmaxlab.coevolution._lr_mutation.PerUpdate``: before
+      every update of a player its tracked learning rate is mutated as Lipizzaner does
+      (``CoevolutionConfig.lr_mutation``), and the carry holds the tracked ones.
+
   With ``config.loss="wgan"`` every discriminator update is followed by clipping
   its weights to ``[-config.wgan_clip, config.wgan_clip]``.
 
   Returns:
     ``((params, opt), g_losses, d_losses)``: ``[S, P]`` and ``[S // d_every, P]``, or
-    ``[S // n_critic, P]`` and ``[S, P]``.
+    ``[S // n_critic, P]`` and ``[S, P]``; with ``per_update`` the first item is
+    ``(params, opt, learning_rates)``, the tracked learning rates after the phase.
   """
   c = spec.config
   P = c.population_size
@@ -206,7 +222,16 @@ def train(
   draws = jax.vmap(lambda k: _step_draws(t, indices, k))(
     jax.random.split(key, c.steps_per_generation)
   )
+  steps = (
+    functools.partial(step_both, t),
+    functools.partial(_train_g_step, t),
+    functools.partial(_train_d_step, t),
+  )
   carry = (params, opt)
+  if per_update is not None:  # Lipizzaner's mutation before every update of a player
+    sides = (("min", "max"), ("min",), ("max",))
+    steps = tuple(lr_mutation.wrap(f, s, per_update, t.batched) for f, s in zip(steps, sides))
+    carry = (carry, per_update.learning_rates)
   if P == 1:
     # One individual: the loop carries it without the population axis (no per-step squeeze
     # and expand of every weight), the pair's draws likewise; the opponents' indices keep
@@ -214,17 +239,14 @@ def train(
     carry = jax.tree.map(lambda x: x[0], carry)
     draws = draws._replace(pairs=jax.tree.map(lambda x: x[:, 0], draws.pairs))
   carry, g_losses, d_losses = train_schedule(
-    functools.partial(step_both, t),
-    functools.partial(_train_g_step, t),
-    carry,
-    draws,
-    c.d_every,
-    c.n_critic,
-    functools.partial(_train_d_step, t),
+    steps[0], steps[1], carry, draws, c.d_every, c.n_critic, steps[2]
   )
   if P == 1:
     carry = jax.tree.map(lambda x: x[None], carry)
     g_losses, d_losses = g_losses[:, None], d_losses[:, None]
+  if per_update is not None:
+    (params, opt), lr = carry
+    carry = (params, opt, lr)
   return carry, g_losses, d_losses
 
 
