@@ -14,6 +14,7 @@ from minmaxlab.coevolution._cell import MUSTANGS_SALT, CellSetup
 from minmaxlab.coevolution._cell import generation as cell_generation
 from minmaxlab.coevolution._config import MUSTANGS_LOSSES, CoevolutionConfig, CoevolutionParams
 from minmaxlab.coevolution._exchange import WholeGrid
+from minmaxlab.coevolution._fast_matmul import pair_with_matmuls
 from minmaxlab.coevolution._grid import gather_neighbours, member_mask
 from minmaxlab.coevolution._lineage import MAX_CELLS, lineage_id
 from minmaxlab.coevolution._operators import INF
@@ -231,7 +232,7 @@ class Coevolution:
     self.cell_data = cell_data
     self._spec = CellSpec(
       config,
-      pair,
+      pair_with_matmuls(pair, config.matmuls),
       self.scheme,
       self._labels,
       sample_real,

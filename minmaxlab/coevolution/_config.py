@@ -135,6 +135,14 @@ class CoevolutionConfig:
       (``map`` on CPU, where it was faster for MLP cells; tiny 2-D networks
       run faster with ``"vmap"``; docs/benchmarks.md),
       ``vmap`` elsewhere.
+    matmuls: the step's dense-layer matmuls: ``"float32"`` (default) or ``"bfloat16"``
+      (bfloat16 operands, float32 accumulation and result, forward and backward;
+      parameters and everything else float32; changes the numerics; see
+      ``minmaxlab.coevolution._fast_matmul``).
+    d_forward: how a discriminator's update evaluates the real batch and the fakes:
+      ``"separate"`` (default: two forward passes) or ``"joined"`` (one forward pass on
+      the two batches concatenated, then split: the same values for a discriminator
+      whose rows are independent, i.e. without batch statistics, to float rounding).
   """
 
   rows: int = 3
@@ -166,6 +174,8 @@ class CoevolutionConfig:
   mixture_samples: int = 1000
   opponents: str = "auto"
   cell_strategy: str = "auto"
+  matmuls: str = "float32"
+  d_forward: str = "separate"
 
   def __post_init__(self):
     def bad(name, expected):
@@ -216,6 +226,10 @@ class CoevolutionConfig:
       bad("mustangs_mode", f"one of {MUSTANGS_MODES}")
     if self.cell_strategy not in CELL_STRATEGIES:
       bad("cell_strategy", f"one of {CELL_STRATEGIES}")
+    if self.matmuls not in ("float32", "bfloat16"):
+      bad("matmuls", "one of ('float32', 'bfloat16')")
+    if self.d_forward not in ("separate", "joined"):
+      bad("d_forward", "one of ('separate', 'joined')")
     if not 0.0 <= self.mutation_probability <= 1.0:
       bad("mutation_probability", "in [0, 1]")
     for name in ("mutation_scale", "mixture_sigma"):

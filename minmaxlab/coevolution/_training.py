@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import optax
 
 from minmaxlab.coevolution import _lr_mutation as lr_mutation
+from minmaxlab.coevolution._fast_matmul import d_logits
 from minmaxlab.coevolution._operators import INF
 from minmaxlab.games import Players, value_and_vector_field
 from minmaxlab.transforms import merge_by_player, tree_where
@@ -335,7 +336,7 @@ def _train_pair(t: _Trainer, p, o, opp_g, opp_d, r: PairDraws):
     real, z = _batch(t, r, i, 0)
     own_fake, opp_fake = G.apply(q.min, z), G.apply(opp_g, z)
     loss_min = per_logit(D.apply(opp_d, real), D.apply(opp_d, own_fake))[0]
-    loss_max = per_logit(D.apply(q.max, real), D.apply(q.max, opp_fake))[1]
+    loss_max = per_logit(*d_logits(t.spec.config, D, q.max, real, opp_fake))[1]
     return loss_min, loss_max
 
   vaf = value_and_vector_field(loss_fn)
@@ -373,7 +374,7 @@ def _train_d_pair(t: _Trainer, p, o, opp_g, r: PairDraws, which=1):
   def field(q, i):
     real, z = _batch(t, r, i, which)
     fake = G.apply(opp_g, z)
-    loss_d = lambda d: per_logit(D.apply(d, real), D.apply(d, fake))[1]
+    loss_d = lambda d: per_logit(*d_logits(t.spec.config, D, d, real, fake))[1]
     loss, grad = jax.value_and_grad(loss_d)(q.max)
     return loss, Players(jax.tree.map(jnp.zeros_like, q.min), grad)
 
