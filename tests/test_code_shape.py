@@ -27,9 +27,6 @@ ALLOWED_LONG_FUNCTIONS = frozenset(
     "minmaxlab/analysis/_live.py::game_dynamics",
     # The PBT worker's serving loop, not yet split into named parts (issue 37 edits pbt).
     "minmaxlab/pbt/_worker.py::serve_trials",
-    # Experiments' train loops and tables (the shared run lifecycle will shorten the loops).
-    "experiments/gan/lookahead_study.py::run_arm",
-    "experiments/gan/train.py::train",
   }
 )
 
@@ -45,7 +42,6 @@ ALLOWED_LONG_FILES = frozenset(
     "minmaxlab/pbt/_store.py",
     # Study tables and the statistics module: one function per table or test.
     "experiments/gan/results.py",
-    "experiments/gan/train.py",  # the GAN trainer (the shared run lifecycle will shorten it)
     "experiments/pbt/results.py",
     "experiments/pbt/train.py",  # the PBT study's trainer and its reliability checks (issue 37)
     "experiments/stats.py",

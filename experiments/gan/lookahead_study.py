@@ -9,6 +9,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -144,24 +145,81 @@ def _chunk(exp, config):
   return jax.jit(jax.vmap(one))
 
 
+class _Arm(NamedTuple):
+  """What every step of :func:`run_arm` reads (fixed for the arm)."""
+
+  config: Any
+  seeds: list[int]
+  exp: Any  # train.Experiment, its optimizer wrapped in the study's averages
+  keys: list  # (init, train, eval) keys per seed
+  chunk: Any  # the vmapped chunk of train steps (one program for every seed)
+  generate: Any  # the jitted generator
+  run: Any  # runner.TrainingRun: the arm's checkpoints
+
+
 def run_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float, log=print) -> list[dict]:
   """Train one arm for every seed in ``seeds`` at once (one vmapped program) in
   ``run_dir``, resuming from its checkpoint; return one result per seed."""
-  import jax
-
-  import minmaxlab
-  from experiments.gan import train
   from minmaxlab import runner
 
   run_dir = Path(run_dir)
   done = run_dir / "result.json"
   if done.exists():
     return json.loads(done.read_text())
-  run_dir.mkdir(parents=True, exist_ok=True)
+  arm = _open_arm(config, seeds, run_dir, ema_horizon)
+  state = arm.run.restore_or_init(_init(arm), resume=True, step_of=lambda s: int(s.step[0]))
+  rows_file = run_dir / "evals.jsonl"
+  rows: list[dict] = []  # one row per evaluation step: per-seed lists
+  if arm.run.start:
+    rows = [r for r in runner.read_jsonl(rows_file) if r["step"] <= arm.run.start]
+  step = arm.run.start
+  cpu = rows[-1]["cpu_s"] if rows else 0.0
+  diverged: dict[int, int] = {}
+  while step < config.num_steps:
+    t0 = time.process_time()
+    state = _train_to_evaluation(arm, state, diverged)
+    step = int(state.step[0])
+    row: dict = {"step": step, **_evaluate_seeds(arm, state, step)}
+    cpu += time.process_time() - t0
+    row["cpu_s"] = cpu
+    rows.append(row)
+    arm.run.checkpoint(step, state)
+    _write_rows(rows_file, rows)
+    log(
+      f"{run_dir.name} step {step}: "
+      + " ".join(f"{k}={np.mean(row[k]):.1f}" for k in row if k.endswith("/fid"))
+      + f" (mean over seeds; cpu {cpu:.0f} s)"
+    )
+  results = _results(arm, rows, step, cpu, diverged)
+  done.write_text(json.dumps(results))
+  if rows:  # final samples of the slow weights (run folder only, not committed)
+    _save_final_samples(arm, state, step)
+  return results
+
+
+def _open_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float) -> _Arm:
+  import jax
+
+  from experiments.gan import train
+  from minmaxlab import runner
+
+  run = runner.TrainingRun(run_dir, config, config.num_steps, keep_checkpoints=1)
   train.check_config(config)
   exp = train.build(config)
   exp = exp._replace(tx=_tx(config, ema_horizon))
   keys = [jax.random.split(jax.random.key(s), 3) for s in seeds]  # (init, train, eval) per seed
+  generate = jax.jit(exp.pair.generator.apply)
+  return _Arm(config, list(seeds), exp, keys, _chunk(exp, config), generate, run)
+
+
+def _init(arm: _Arm):
+  """Every seed's state at step 0 (one vmapped program)."""
+  import jax
+
+  import minmaxlab
+  from experiments.gan import train
+
+  exp = arm.exp
 
   @jax.jit
   def init(init_keys):
@@ -172,57 +230,59 @@ def run_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float, log=pri
 
     return jax.vmap(one)(init_keys)
 
-  chunk = _chunk(exp, config)
-  train_keys = jax.numpy.stack([k[1] for k in keys])
-  generate = jax.jit(exp.pair.generator.apply)
-  ckpt = runner.CheckpointManager(run_dir / "checkpoints", max_to_keep=1)
-  rows_file = run_dir / "evals.jsonl"
-  state = init(jax.numpy.stack([k[0] for k in keys]))
-  rows: list[dict] = []  # one row per evaluation step: per-seed lists
-  if ckpt.latest_step() is not None:
-    state, _ = ckpt.restore(jax.eval_shape(lambda: state))
-    rows = [r for r in runner.read_jsonl(rows_file) if r["step"] <= int(state.step[0])]
-  step = int(state.step[0])
-  cpu = rows[-1]["cpu_s"] if rows else 0.0
-  diverged: dict[int, int] = {}
-  while step < config.num_steps:
-    t0 = time.process_time()
-    for _ in range(config.eval_every // config.log_every):
-      state, finite = chunk(state, train_keys)
-      for i, ok in enumerate(np.asarray(finite)):
-        if not ok and seeds[i] not in diverged:
-          diverged[seeds[i]] = int(state.step[i])
-    step = int(state.step[0])
-    row: dict = {"step": step}
-    for i in range(len(seeds)):
-      z = jax.random.normal(
-        jax.random.fold_in(keys[i][2], step), (config.num_eval_samples, exp.pair.latent_dim)
-      )
-      one = jax.tree.map(lambda x, i=i: x[i], state)
-      evaluate_images = _image_evaluator(config)  # loaded once per process, at first use
-      for name, g in _points(config, one).items():
-        x = np.concatenate([np.asarray(generate(g, z[j : j + 500])) for j in range(0, len(z), 500)])
-        m = evaluate_images(x) if np.all(np.isfinite(x)) else {k: math.inf for k in METRICS}
-        for k in METRICS:
-          row.setdefault(f"{name}/{k}", []).append(float(m[k]))
-    cpu += time.process_time() - t0
-    row["cpu_s"] = cpu
-    rows.append(row)
-    ckpt.save(step, state)
-    tmp = rows_file.with_suffix(".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tmp.replace(rows_file)
-    log(
-      f"{run_dir.name} step {step}: "
-      + " ".join(f"{k}={np.mean(row[k]):.1f}" for k in row if k.endswith("/fid"))
-      + f" (mean over seeds; cpu {cpu:.0f} s)"
+  return init(jax.numpy.stack([k[0] for k in arm.keys]))
+
+
+def _train_to_evaluation(arm: _Arm, state, diverged: dict[int, int]):
+  """``eval_every`` steps of every seed; a seed whose parameters become non-finite is
+  recorded in ``diverged`` (seed -> step) the first time."""
+  import jax
+
+  train_keys = jax.numpy.stack([k[1] for k in arm.keys])
+  for _ in range(arm.config.eval_every // arm.config.log_every):
+    state, finite = arm.chunk(state, train_keys)
+    for i, ok in enumerate(np.asarray(finite)):
+      if not ok and arm.seeds[i] not in diverged:
+        diverged[arm.seeds[i]] = int(state.step[i])
+  return state
+
+
+def _evaluate_seeds(arm: _Arm, state, step: int) -> dict[str, list[float]]:
+  """``"<point>/<metric>"`` -> one value per seed, at the evaluation points of each seed."""
+  import jax
+
+  config, out = arm.config, {}
+  for i in range(len(arm.seeds)):
+    z = jax.random.normal(
+      jax.random.fold_in(arm.keys[i][2], step), (config.num_eval_samples, arm.exp.pair.latent_dim)
     )
+    one = jax.tree.map(lambda x, i=i: x[i], state)
+    evaluate_images = _image_evaluator(config)  # loaded once per process, at first use
+    for name, g in _points(config, one).items():
+      x = np.concatenate(
+        [np.asarray(arm.generate(g, z[j : j + 500])) for j in range(0, len(z), 500)]
+      )
+      m = evaluate_images(x) if np.all(np.isfinite(x)) else {k: math.inf for k in METRICS}
+      for k in METRICS:
+        out.setdefault(f"{name}/{k}", []).append(float(m[k]))
+  return out
+
+
+def _write_rows(path: Path, rows: list[dict]) -> None:
+  tmp = path.with_suffix(".tmp")
+  tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
+  tmp.replace(path)
+
+
+def _results(arm: _Arm, rows: list[dict], step: int, cpu: float, diverged) -> list[dict]:
+  """One result per seed: its curves, where it diverged and the evaluation classifier."""
   from experiments import _classifier_cache
 
+  config = arm.config
   # which evaluation classifier scored these curves (FIDs compare only under the same one)
   scorer = _classifier_cache.cached_identity(config.dataset, config.classifier.cache_dir or None)
   results = []
-  for i, seed in enumerate(seeds):
+  for i, seed in enumerate(arm.seeds):
     curves = [{k: (v[i] if isinstance(v, list) else v) for k, v in r.items()} for r in rows]
     results.append(
       {
@@ -234,10 +294,16 @@ def run_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float, log=pri
         "curves": curves,
       }
     )
-  done.write_text(json.dumps(results))
-  if rows:  # final samples of the slow weights (run folder only, not committed)
-    for i, seed in enumerate(seeds):
-      g = _points(config, jax.tree.map(lambda x, i=i: x[i], state))["slow"]
-      z = jax.random.normal(jax.random.fold_in(keys[i][2], step), (64, exp.pair.latent_dim))
-      runner.save_image_grid(run_dir / f"samples_slow_s{seed}.png", np.asarray(generate(g, z)))
   return results
+
+
+def _save_final_samples(arm: _Arm, state, step: int) -> None:
+  import jax
+
+  from minmaxlab import runner
+
+  for i, seed in enumerate(arm.seeds):
+    g = _points(arm.config, jax.tree.map(lambda x, i=i: x[i], state))["slow"]
+    z = jax.random.normal(jax.random.fold_in(arm.keys[i][2], step), (64, arm.exp.pair.latent_dim))
+    path = arm.run.workdir / f"samples_slow_s{seed}.png"
+    runner.save_image_grid(path, np.asarray(arm.generate(g, z)))

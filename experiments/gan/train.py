@@ -8,7 +8,6 @@ from a checkpoint therefore reproduces the uninterrupted run exactly.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -20,9 +19,9 @@ import numpy as np
 import optax
 
 import minmaxlab
-from experiments import _classifier_cache
+from experiments.gan import readouts
 from minmaxlab import runner
-from minmaxlab.gan import data, losses, metrics, models
+from minmaxlab.gan import data, losses, models
 
 SCHEMES = ("gda", "alternating", "extragradient", "optimistic", "unrolled")
 MIXTURES = ("ring8", "grid25")
@@ -236,13 +235,18 @@ _LOOP_ONLY = (
 def _programs(config):
   """Build and jit everything once per config in a process (tests resume in-process)."""
   exp = build(config)
-  return exp, make_init(exp, config), make_chunk(exp, config), Evaluator(exp, config)
+  return (
+    exp,
+    make_init(exp, config),
+    make_chunk(exp, config),
+    readouts.Evaluator(exp, config, _keys(config)[2]),
+  )
 
 
 @runner.program_cache(loop_only=tuple(k for k in _LOOP_ONLY if k != "dynamics"))
 def _dynamics_program(config):
   """The dynamics' jitted program, built at the first evaluation that needs it."""
-  return make_dynamics(_programs(config)[0], config)
+  return readouts.make_dynamics(_programs(config)[0], config)
 
 
 all_finite = minmaxlab.transforms.tree_all_finite  # the one finite check (a traced boolean)
@@ -287,49 +291,6 @@ def make_chunk(exp: Experiment, config) -> Callable:
   return jax.jit(chunk, in_shardings=replicated, out_shardings=replicated)
 
 
-# The dynamics' fixed batch and probes: fold_in(key(seed), DYNAMICS_KEY), apart from the
-# training and evaluation keys (split from the same key), so enabling it changes no other draw.
-DYNAMICS_KEY = 39
-# The linearised schemes of analysis.game_dynamics (optimistic and unrolled: no radius).
-_DYNAMICS_SCHEMES = {"gda": "gda", "alternating": "alternating", "extragradient": "extragradient"}
-
-
-def make_dynamics(exp: Experiment, config) -> Callable[[minmaxlab.Players], dict[str, Any]]:
-  """A ``params -> metrics row`` of :func:`minmaxlab.analysis.game_dynamics` (jitted).
-
-  At a fixed batch (``config.dynamics.batch_size`` real samples and latents, the same at
-  every evaluation, so the curves change only with the parameters) and fixed probes: the
-  outer eigenvalues of the game Jacobian, the rotational share, and the spectral radius of
-  ``config.scheme``'s update operator (with ``config.lookahead``, the cycle's) at the two
-  players' learning rates ``lr_min``/``lr_max``. That operator is the linearised SGD step:
-  Adam's per-coordinate scaling and momentum are not in it. Keys: ``dynamics/...``
-  (:meth:`~minmaxlab.analysis.GameDynamics.row`).
-  """
-  from minmaxlab import analysis  # noqa: PLC0415
-
-  d = config.dynamics
-  key = jax.random.fold_in(jax.random.key(config.seed), DYNAMICS_KEY)
-  k_real, k_z, k_loss, k_probe = jax.random.split(key, 4)
-  b = d.batch_size or config.batch_size
-  batch = (exp.sample_real(k_real, b), jax.random.normal(k_z, (b, exp.pair.latent_dim)), k_loss)
-  scheme = _DYNAMICS_SCHEMES.get(config.scheme)
-  fn = functools.partial(
-    analysis.game_dynamics,
-    minmaxlab.vector_field(exp.loss_fn),
-    num_eigenvalues=d.num_eigenvalues,
-    eigen_iterations=d.eigen_iterations,
-    num_probes=d.num_probes,
-    scheme=scheme,
-    step_size=minmaxlab.Players(config.lr_min, config.lr_max),
-    max_steps=config.max_steps,
-    sync_period=config.sync_period if config.lookahead and scheme else None,
-    slow_step_size=config.slow_step_size,
-    radius_iterations=d.radius_iterations,
-  )
-  compiled = jax.jit(lambda params, batch, key: fn(params, *batch, key=key))
-  return lambda params: compiled(params, batch, k_probe).row()
-
-
 def dynamics_due(config, step: int) -> bool:
   """Whether the evaluation at ``step`` also measures the dynamics."""
   every = config.get("dynamics_every", 0)
@@ -338,71 +299,13 @@ def dynamics_due(config, step: int) -> bool:
   return step % (config.eval_every * every) == 0 or step == config.num_steps
 
 
-def _curve_keys(rows: list[dict]) -> list[str]:
-  """The numeric metrics of ``rows`` that ``metrics.png`` plots (not the ``dynamics/`` ones)."""
-  return sorted(
-    {
-      k
-      for r in rows
-      for k, v in r.items()
-      if k != "step"
-      and not k.startswith("dynamics/")
-      and isinstance(v, (int, float))
-      and not isinstance(v, bool)
-    }
-  )
+class _Programs(NamedTuple):
+  """The jitted programs of one config (built once per process)."""
 
-
-def generator_params(config, state: TrainState) -> dict[str, Any]:
-  """The generators to evaluate: the current one and, with ``ema_decay``, its EMA."""
-  out = {"": state.params.min}
-  if config.ema_decay > 0:
-    out["ema/"] = minmaxlab.transforms.averaged_params(state.opt_state).min
-  return out
-
-
-class Evaluator:
-  """Metrics of a generator at a step (mixture metrics, or classifier FID/IS/TVD)."""
-
-  def __init__(self, exp: Experiment, config):
-    self.exp, self.config = exp, config
-    self.eval_key = _keys(config)[2]
-    self.image_evaluator, self.classifier = None, None
-    if exp.mixture is None:
-      self.image_evaluator, self.classifier = _classifier_cache.classifier_evaluator(
-        config.dataset,
-        cache_dir=config.classifier.cache_dir or None,
-        data_dir=config.data_dir or None,
-        steps=config.classifier.steps,
-      )
-    gen = exp.pair.generator.apply
-    self._generate = jax.jit(gen)
-    if exp.mixture is not None:
-      mixture = exp.mixture
-      self._mixture_metrics = jax.jit(lambda s: metrics.mixture_metrics(s, mixture))
-
-  def samples(self, g_params, step: int, n: int) -> np.ndarray:
-    key = jax.random.fold_in(self.eval_key, step)
-    z = jax.random.normal(key, (n, self.exp.pair.latent_dim))
-    bs = 500
-    out = [np.asarray(self._generate(g_params, z[i : i + bs])) for i in range(0, n, bs)]
-    return np.concatenate(out)
-
-  def __call__(self, g_params, step: int) -> tuple[dict[str, float], np.ndarray]:
-    x = self.samples(g_params, step, self.config.num_eval_samples)
-    if self.exp.mixture is not None:
-      m = {k: v.item() for k, v in jax.device_get(self._mixture_metrics(jnp.asarray(x))).items()}
-    else:
-      m = self.image_evaluator(x)
-    return m, x
-
-
-def _save_samples(path: Path, x: np.ndarray, exp: Experiment, n: int, title: str) -> None:
-  path.parent.mkdir(parents=True, exist_ok=True)
-  if exp.mixture is not None:
-    runner.save_scatter(path, x, np.asarray(exp.mixture.modes), title=title)
-  else:
-    runner.save_image_grid(path, x[:n])
+  exp: Experiment
+  init: Callable[[], TrainState]
+  chunk: Callable
+  evaluator: readouts.Evaluator
 
 
 def train(
@@ -420,7 +323,8 @@ def train(
   last, the finish marker (``runner.finish``; a run cut short before it completes these
   when resumed, without training again if its final checkpoint is intact).
   With ``config.dynamics_every = N > 0``, every N-th evaluation's row also has the
-  ``dynamics/`` estimates of :func:`make_dynamics` (``metrics.jsonl`` and TensorBoard).
+  ``dynamics/`` estimates of :func:`~experiments.gan.readouts.make_dynamics`
+  (``metrics.jsonl`` and TensorBoard).
 
   Args:
     config: an ``ml_collections.ConfigDict`` (see ``configs/base.py``).
@@ -438,89 +342,98 @@ def train(
   workdir = Path(workdir).resolve()
   if resume and (done := runner.finished_run(workdir, config.num_steps)) is not None:
     return done  # a finished run: report it, change nothing
-  workdir.mkdir(parents=True, exist_ok=True)
-  exp, init, chunk, evaluator = _programs(config)
-  ckpt = runner.CheckpointManager(workdir / "checkpoints", max_to_keep=config.keep_checkpoints)
-  state = init()
-  start = 0
-  if ckpt.latest_step() is not None:
-    if not resume:
-      raise ValueError(
-        f"{workdir} already holds checkpoints; pass --resume to continue or use a fresh --workdir"
-      )
-    changed = runner.config_changes(workdir, config, RESUME_MAY_CHANGE)
-    if changed:  # e.g. another seed: refuse instead of rewriting config.json
-      diff = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in changed.items())
-      raise ValueError(f"{workdir} holds a run of another config ({diff}); use a fresh --workdir")
-    state, _ = ckpt.restore(jax.eval_shape(lambda: state))
-    start = int(state.step)
-  if (mesh := data_mesh(config)) is not None:  # replicas of the state on every device
-    from jax.sharding import NamedSharding, PartitionSpec
-
-    state = jax.device_put(state, NamedSharding(mesh, PartitionSpec()))
-  runner.write_config(workdir, config, module=__name__)
-  writer = runner.MetricWriter(
-    workdir, tensorboard=config.tensorboard, resume_step=start if resume else None
+  progs = _Programs(*_programs(config))
+  run = runner.TrainingRun(
+    workdir, config, config.num_steps, module=__name__, keep_checkpoints=config.keep_checkpoints
   )
+  state = run.restore_or_init(progs.init(), resume=resume, may_change=RESUME_MAY_CHANGE)
+  state = _replicate(config, state)
+  run.open_writers(resume=resume, tensorboard=config.tensorboard)
   summary: dict[str, Any] = {}
-  if evaluator.classifier is not None:
-    summary["classifier_test_accuracy"] = evaluator.classifier.test_accuracy
-  if start == 0:
-    ckpt.save(0, state)
-  bar = runner.ProgressBar(config.num_steps, start=start) if config.progress else None
-  row: dict = dict(writer.rows[-1]) if writer.rows else {}  # a finish cut short: the last row
+  if progs.evaluator.classifier is not None:
+    summary["classifier_test_accuracy"] = progs.evaluator.classifier.test_accuracy
+  if run.start == 0:
+    run.checkpoint(0, state)
+  if config.progress:
+    run.open_progress()
+  row = run.last_row()  # a finish cut short: the last row
   try:
-    step = start
-    while step < config.num_steps:
-      new_state, step_losses, finite = chunk(state)
-      step_losses = np.asarray(step_losses)
-      if not (bool(finite) and np.all(np.isfinite(step_losses))):
-        bad = np.flatnonzero(~np.all(np.isfinite(step_losses), axis=1))
-        at = step + 1 + (int(bad[0]) if bad.size else config.log_every - 1)
-        last = ckpt.latest_step()
-        raise TrainingDiverged(
-          f"training diverged at step {at}: non-finite "
-          f"{'losses ' + str(step_losses[bad[0]].tolist()) if bad.size else 'parameters'}; "
-          f"the last good checkpoint is step {last} in {ckpt.directory} "
-          f"(lower the learning rates or change the loss, then --resume)"
-        )
-      state, step = new_state, step + config.log_every
-      row = {  # the generator is the min player, the discriminator the max player
-        "g_loss": float(step_losses[:, 0].mean()),
-        "d_loss": float(step_losses[:, 1].mean()),
-      }
-      evals = {}
-      if step % config.eval_every == 0 or step == config.num_steps:
-        for prefix, g in generator_params(config, state).items():
-          m, x = evaluator(g, step)
-          evals.update({prefix + k: v for k, v in m.items()})
-          png = workdir / "samples" / f"{prefix.replace('/', '_')}step_{step}.png"
-          _save_samples(png, x, exp, config.grid_samples, f"{prefix}step {step}")
-          writer.image(step, f"{prefix}samples", png)
-        if dynamics_due(config, step):
-          evals.update(_dynamics_program(config)(state.params))
-      row = writer.write(step, {**row, **evals})
-      if step % config.checkpoint_every == 0 or step == config.num_steps:
-        ckpt.save(step, state)
-      if bar is not None:
-        shown = {
-          k: v for k, v in evals.items() if not k.endswith("_std") and not k.startswith("dynamics/")
-        }
-        bar.update(step, {"g_loss": row["g_loss"], "d_loss": row["d_loss"]}, shown)
-      if on_log is not None:
-        on_log(step, row)
+    state, row = _steps(run, progs, state, row, on_log)
   finally:
-    if bar is not None:
-      bar.close()
-    writer.close()
-    runner.fault_point("finish:figures")
     # The dynamics (TensorBoard, metrics.jsonl) stay out: twice the panels, twice the seconds.
-    runner.save_metric_curves(workdir / "metrics.png", writer.rows, keys=_curve_keys(writer.rows))
-  runner.fault_point("finish:summary")
+    run.close(readouts.curve_keys)
   summary.update({"final": row, "steps": int(state.step)})
-  runner.write_json(workdir / "summary.json", summary)
-  runner.finish(workdir, config.num_steps, end_products(config))  # the finish rule
+  run.finish(summary, end_products(config))  # the finish rule
   return row
+
+
+def _replicate(config, state: TrainState) -> TrainState:
+  """With data parallelism, replicas of the state on every device of the mesh."""
+  if (mesh := data_mesh(config)) is None:
+    return state
+  from jax.sharding import NamedSharding, PartitionSpec
+
+  return jax.device_put(state, NamedSharding(mesh, PartitionSpec()))
+
+
+def _steps(run: runner.TrainingRun, progs: _Programs, state, row: dict, on_log):
+  """The chunks from ``run.start`` to the end: ``(state, last row)``."""
+  config = run.config
+  step = run.start
+  while step < config.num_steps:
+    new_state, step_losses, finite = progs.chunk(state)
+    step_losses = np.asarray(step_losses)
+    _check_finite(run, step, step_losses, finite)
+    state, step = new_state, step + config.log_every
+    row = {  # the generator is the min player, the discriminator the max player
+      "g_loss": float(step_losses[:, 0].mean()),
+      "d_loss": float(step_losses[:, 1].mean()),
+    }
+    evals = {}
+    if step % config.eval_every == 0 or step == config.num_steps:
+      evals = _evaluate(run, progs, state, step)
+    row = run.writer.write(step, {**row, **evals})
+    if step % config.checkpoint_every == 0 or step == config.num_steps:
+      run.checkpoint(step, state)
+    if run.bar is not None:
+      shown = {
+        k: v for k, v in evals.items() if not k.endswith("_std") and not k.startswith("dynamics/")
+      }
+      run.bar.update(step, {"g_loss": row["g_loss"], "d_loss": row["d_loss"]}, shown)
+    if on_log is not None:
+      on_log(step, row)
+  return state, row
+
+
+def _check_finite(run: runner.TrainingRun, step: int, step_losses: np.ndarray, finite) -> None:
+  """Raise :class:`TrainingDiverged` naming the first non-finite step of the chunk after
+  ``step`` and the last good checkpoint."""
+  if bool(finite) and np.all(np.isfinite(step_losses)):
+    return
+  bad = np.flatnonzero(~np.all(np.isfinite(step_losses), axis=1))
+  at = step + 1 + (int(bad[0]) if bad.size else run.config.log_every - 1)
+  last = run.ckpt.latest_step()
+  raise TrainingDiverged(
+    f"training diverged at step {at}: non-finite "
+    f"{'losses ' + str(step_losses[bad[0]].tolist()) if bad.size else 'parameters'}; "
+    f"the last good checkpoint is step {last} in {run.ckpt.directory} "
+    f"(lower the learning rates or change the loss, then --resume)"
+  )
+
+
+def _evaluate(run: runner.TrainingRun, progs: _Programs, state, step: int) -> dict:
+  """The evaluation at ``step``: every generator's metrics and samples' picture, and (when
+  due) the dynamics."""
+  config, evals = run.config, {}
+  for prefix, g in readouts.generator_params(config, state).items():
+    m, x = progs.evaluator(g, step)
+    evals.update({prefix + k: v for k, v in m.items()})
+    png = run.workdir / "samples" / f"{prefix.replace('/', '_')}step_{step}.png"
+    readouts.save_samples(png, x, progs.exp, config.grid_samples, f"{prefix}step {step}")
+    run.writer.image(step, f"{prefix}samples", png)
+  if dynamics_due(config, step):
+    evals.update(_dynamics_program(config)(state.params))
+  return evals
 
 
 def end_products(config) -> list[str]:

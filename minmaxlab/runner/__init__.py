@@ -4,7 +4,8 @@ Atomic orbax checkpoints (:class:`CheckpointManager`), metrics to JSONL and
 TensorBoard (:class:`MetricWriter`; :class:`EventFileWriter` over tensorboardX),
 a live :class:`ProgressBar`, and PNG plots (sample grids, 2-D scatter, metric
 curves), the life of a run from the command line (reruns, Ctrl-C, the finish rule:
-:func:`finish`/:func:`is_finished`) and the workdir lock. The library itself never
+:func:`finish`/:func:`is_finished`), one training run's files in the order a train
+loop uses them (:class:`TrainingRun`) and the workdir lock. The library itself never
 touches disk except through this package.
 """
 
@@ -41,6 +42,7 @@ from minmaxlab.runner._program_key import program_key
 from minmaxlab.runner._progress import ProgressBar
 from minmaxlab.runner._stored_programs import StoredProgram, stored_program
 from minmaxlab.runner._tensorboard import EventFileWriter, read_events, read_scalars
+from minmaxlab.runner._training_run import TrainingRun
 from minmaxlab.runner._workdir_lock import WorkdirBusy, lock_workdir, workdir_lock
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
   "ProgressBar",
   "Run",
   "StoredProgram",
+  "TrainingRun",
   "WorkdirBusy",
   "checkpoint_product",
   "checkpoint_steps",

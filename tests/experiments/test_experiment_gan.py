@@ -90,7 +90,7 @@ def test_divergence_stops_with_message_and_keeps_last_good_checkpoint(tmp_path, 
   config.lr_min = config.lr_max = 1e30  # then the learning rates explode
   # A resume normally refuses another learning rate (tested in test_reliability); here the
   # changed rate is only the way to make a healthy run diverge after its checkpoint at step 40.
-  monkeypatch.setattr(train.runner, "config_changes", lambda *args, **kwargs: {})
+  monkeypatch.setattr("minmaxlab.runner._training_run.config_changes", lambda *args, **kwargs: {})
   with pytest.raises(train.TrainingDiverged, match=r"diverged at step 4\d: non-finite") as err:
     train.train(config, tmp_path, resume=True)
   assert "last good checkpoint is step 40" in str(err.value)
