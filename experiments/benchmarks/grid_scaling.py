@@ -18,9 +18,9 @@ is cold (the persistent compilation cache is off):
 * ``mesh4:RxC``: 4 fake CPU devices of one process, a 2x2 mesh, halos by ``lax.ppermute``
   inside ``shard_map``, 4x4 to 12x12.
 
-Per case, every timed generation listed (``--repeats`` after one warm-up, the generation and
-the exchange alone interleaved by ``_harness.interleave``): wall and CPU seconds, seconds per
-cell-batch (a generation's wall seconds over cells x batches: the per-generation work of
+Per case, every timed generation listed (``--repeats`` after ``--warmup`` untimed ones, the
+generation and the exchange alone interleaved by ``_harness.interleave``): wall and CPU seconds,
+seconds per cell-batch (a generation's wall seconds over cells x batches: the per-generation work of
 fitness, selection and replacement is spread over the batches), compile seconds (trace, lower
 and XLA of the step), peak RSS, XLA temp bytes, state bytes, and for ranks and devices the
 exchange: the halo messages the step sends, recorded while it is traced (bytes and count per
@@ -29,7 +29,7 @@ share of the generation. Ranks and devices share this host's cores: the numbers 
 cost of distribution, not a speed-up. Every line carries the load average before and after.
 
   python experiments/benchmarks/grid_scaling.py [--out FILE.jsonl] [--cases single:1x1,...]
-      [--batches 20] [--repeats 3] [--plot FILE.png]
+      [--batches 20] [--repeats 3] [--warmup 1] [--plot FILE.png]
 
 Cases already in ``--out`` are skipped (a run resumes). ``--plot`` alone redraws the plot.
 """
@@ -267,7 +267,7 @@ def mesh_program(case: Case, batches: int) -> Program:
   return Program(compiled, state, data, timing, sent, exchange_program(ex, sent, mesh))
 
 
-def local_measurement(prog: Program, repeats: int) -> dict:
+def local_measurement(prog: Program, repeats: int, warmup: int = 1) -> dict:
   """This process's numbers: the interleaved repeats of the generation (and the exchange
   alone), compile timing, peak RSS, XLA memory, state bytes, messages."""
   import jax
@@ -276,7 +276,7 @@ def local_measurement(prog: Program, repeats: int) -> dict:
   if prog.exchange is not None:
     fn, bufs = prog.exchange
     cases["exchange"] = lambda r: fn(bufs)
-  reps = h.interleave(cases, repeats, warmup=1)
+  reps = h.interleave(cases, repeats, warmup=warmup)
   local_state = sum(
     sh.data.nbytes for x in jax.tree.leaves(prog.state) for sh in x.addressable_shards
   )
@@ -336,7 +336,7 @@ def combine(case: Case, batches: int, locals_: list[dict]) -> dict:
   return out
 
 
-def worker(case: Case, batches: int, repeats: int) -> None:
+def worker(case: Case, batches: int, repeats: int, warmup: int = 1) -> None:
   """Run one case in this process (or this MPI rank); the first process prints ``RESULT``."""
   import jax
 
@@ -345,20 +345,20 @@ def worker(case: Case, batches: int, repeats: int) -> None:
     from mpi4py import MPI
 
     prog = mpi_program(case, batches)
-    locals_ = MPI.COMM_WORLD.gather(local_measurement(prog, repeats), root=0)
+    locals_ = MPI.COMM_WORLD.gather(local_measurement(prog, repeats, warmup), root=0)
     if MPI.COMM_WORLD.Get_rank() != 0:
       return
   else:
     build = mesh_program if case.placement == "mesh4" else single_program
-    locals_ = [local_measurement(build(case, batches), repeats)]
+    locals_ = [local_measurement(build(case, batches), repeats, warmup)]
   print("RESULT " + __import__("json").dumps(combine(case, batches, locals_)), flush=True)
 
 
-def command(case: Case, batches: int, repeats: int) -> tuple[list[str], dict]:
+def command(case: Case, batches: int, repeats: int, warmup: int = 1) -> tuple[list[str], dict]:
   """The command (and environment) running ``case`` in fresh processes."""
   here = str(Path(__file__).resolve())
   cmd = [sys.executable, here, "--worker", case.name, f"--batches={batches}"]
-  cmd.append(f"--repeats={repeats}")
+  cmd += [f"--repeats={repeats}", f"--warmup={warmup}"]
   env = dict(os.environ, PYTHONPATH=str(h.ROOT), JAX_NUM_CPU_DEVICES="1")
   if case.placement == "mesh4":
     env["JAX_NUM_CPU_DEVICES"] = str(case.units)
@@ -367,9 +367,9 @@ def command(case: Case, batches: int, repeats: int) -> tuple[list[str], dict]:
   return cmd, env
 
 
-def run_case(case: Case, batches: int, repeats: int, timeout: float) -> dict:
+def run_case(case: Case, batches: int, repeats: int, timeout: float, warmup: int = 1) -> dict:
   """One case in fresh processes: its JSON record (or an ``error`` record)."""
-  cmd, env = command(case, batches, repeats)
+  cmd, env = command(case, batches, repeats, warmup)
   load_before = [round(v, 2) for v in os.getloadavg()]
   t0 = time.perf_counter()
   code, out, err = h.run_child(cmd, timeout, env)
@@ -382,6 +382,7 @@ def run_case(case: Case, batches: int, repeats: int, timeout: float) -> dict:
     "units": case.units,
     "cells_per_unit": case.rows * case.cols // case.units,
     "batches_per_generation": batches,
+    "warmup_generations": warmup,
     "work": WORK,
     "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     "load_average_before": load_before,
@@ -399,18 +400,20 @@ def main(argv=None) -> None:
   ap.add_argument("--out", default="runs/grid_scaling/grid_scaling.jsonl")
   ap.add_argument("--cases", default=",".join(DEFAULT_CASES))
   ap.add_argument("--batches", type=int, default=20, help="batches per cell and generation")
-  ap.add_argument("--repeats", type=int, default=3, help="timed generations after one warm-up")
+  ap.add_argument("--repeats", type=int, default=3, help="timed generations after the warm-up")
+  ap.add_argument("--warmup", type=int, default=1, help="untimed generations first (0 or more)")
   ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per case")
   ap.add_argument("--plot", default="", help="write the plot of --out here (PNG)")
   ap.add_argument("--plot-only", action="store_true", help="only redraw the plot")
   ap.add_argument("--worker", default="", help=argparse.SUPPRESS)
   args = ap.parse_args(argv)
-  if args.batches < 2 or args.repeats < 1:
+  if args.batches < 2 or args.repeats < 1 or args.warmup < 0:
     raise SystemExit(
-      f"--batches must be >= 2 and --repeats >= 1, got {args.batches}, {args.repeats}"
+      f"--batches must be >= 2, --repeats >= 1 and --warmup >= 0, got {args.batches},"
+      f" {args.repeats}, {args.warmup}"
     )
   if args.worker:
-    return worker(Case.parse(args.worker), args.batches, args.repeats)
+    return worker(Case.parse(args.worker), args.batches, args.repeats, args.warmup)
   cases = [Case.parse(c) for c in args.cases.split(",") if c]
   if not args.plot_only:
     done = {r["case"] for r in h.read_lines(args.out) if "error" not in r}
@@ -418,7 +421,7 @@ def main(argv=None) -> None:
       if case.name in done:
         print(f"# {case.name}: already in {args.out}", file=sys.stderr)
         continue
-      h.emit(run_case(case, args.batches, args.repeats, args.timeout), args.out)
+      h.emit(run_case(case, args.batches, args.repeats, args.timeout, args.warmup), args.out)
   if args.plot:
     from experiments.benchmarks._grid_plot import plot
 
