@@ -84,18 +84,21 @@ FIELDS: dict[str, tuple[str, str, str]] = {
   "trainer.params.n_replacements": ("n_replacements", _S, ""),
   "trainer.params.default_adam_learning_rate": ("learning_rate", _S, "Adam (0.5, 0.999)"),
   "trainer.params.alpha": (
-    "mutation_scale",
-    _V,
-    "kept for a user who turns the mutation on (this library's rule: per generation, "
-    "lr + alpha N(0, 1)); the reference draws alpha N(-lr0/10, lr0) per batch",
+    "mutation_scale, with lr_mutation = reference_as_run",
+    _S,
+    "alpha of the reference's mutation before every update of a player, with probability p: "
+    "lr <- max(0, lr + alpha N(-lr0/10, lr0)), lr0 = default_adam_learning_rate "
+    "(tests/coevolution/test_lr_mutation.py: a hand-written loop over two generations)",
   ),
   "trainer.params.mutation_probability": (
-    "mutation_probability = 0",
+    "mutation_probability, with lr_mutation = reference_as_run",
     _S,
-    "the reference's applied learning rate is fixed after an individual's first update: each "
-    "update builds Adam(lr=mutated) and then load_state_dict restores the saved param group's "
-    "lr (PyTorch's state_dict holds each group's lr); the one mutation that reaches an update "
-    "has std alpha * lr0 = 2e-8 at the MNIST settings, so its effective mutation is none",
+    "p of that mutation. The update then builds Adam(lr=mutated) and calls load_state_dict(saved), "
+    "which restores the saved param group's lr (PyTorch's state_dict holds each group's lr), so "
+    "an individual's updates all use the learning rate of its first update; reference_as_run "
+    "does the same (the tracked value still mutates and is logged, as the reference's); "
+    "lr_mutation = reference is the rule as written (the mutated value used), per_generation "
+    "this library's own (tests/coevolution/test_lr_mutation.py, all three)",
   ),
   "trainer.params.discriminator_skip_each_nth_step": ("d_every", _S, "d_every = skip + 1"),
   "trainer.params.mixture_sigma": ("mixture_sigma", _S, ""),
@@ -251,7 +254,9 @@ def read(path) -> dict:
   for field, ours in simple.items():
     if field in flat:
       out[ours] = flat[field]
-  out["mutation_probability"] = 0.0  # the reference's effective mutation (FIELDS)
+  if p + "mutation_probability" in flat:
+    out["mutation_probability"] = float(flat[p + "mutation_probability"])
+  out["lr_mutation"] = "reference_as_run"  # what the reference's code does (FIELDS)
   if p + "discriminator_skip_each_nth_step" in flat:
     out["d_every"] = _d_every(flat[p + "discriminator_skip_each_nth_step"])
   if p + "fitness.fitness_mode" in flat:

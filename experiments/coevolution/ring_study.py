@@ -4,6 +4,9 @@ r"""Issue 34c, the ring: the reference's coupling vs tournament selection vs a p
   python -m experiments.coevolution.ring_study resume       # the same: finished runs kept
   python -m experiments.coevolution.ring_study table [--write]   # the README block
   python -m experiments.coevolution.ring_study figure
+  nohup nice -n 10 python -m experiments.coevolution.ring_study run --version 2 > runs/ring_v2.log &
+      # protocols/ring.v2.json (issue 33): the reference coupling with the reference's
+      # learning-rate mutation as run, beside ring.v1's reference arm and plain GAN run again
 
 The arms, seeds and settings come from the pre-registered protocol
 ``protocols/ring.v1.json``: ``configs/ring8_3x3.py``, then the protocol's ``common``
@@ -38,6 +41,19 @@ RESULTS = HERE / "results" / "ring_v1.json"
 FIGURE = HERE / "results" / "ring_v1.png"
 ISSUE18 = HERE / "results" / "issue18_ring8_study.json"
 RUNS = REPO / "runs" / "ring_v1"
+
+
+def paths(version: int) -> dict:
+  """Protocol, results JSON, figure and run folder of version ``version`` (1: the constants
+  above; 2: issue 33's arm with the reference's learning-rate mutation as run)."""
+  return {
+    "protocol": HERE / "protocols" / f"ring.v{version}.json",
+    "results": HERE / "results" / f"ring_v{version}.json",
+    "figure": HERE / "results" / f"ring_v{version}.png",
+    "runs": REPO / "runs" / f"ring_v{version}",
+  }
+
+
 README = "experiments/coevolution/README.md"
 # The fields of each run's config.json copied into the results: what the run really ran.
 OPERATOR_FIELDS = (
@@ -50,6 +66,7 @@ OPERATOR_FIELDS = (
   "generator_selection",
   "tournament_size",
   "n_replacements",
+  "lr_mutation",
   "mutation_probability",
   "mutation_scale",
   "mixture_sigma",
@@ -150,7 +167,12 @@ def read_run(workdir: Path, arm: str, seed: int) -> dict | None:
   }
 
 
-def collect(protocol: dict, runs_dir: Path = RUNS) -> dict:
+def _relative(path) -> str:
+  path = Path(path).resolve()
+  return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def collect(protocol: dict, runs_dir: Path = RUNS, protocol_path: Path = PROTOCOL) -> dict:
   """Every finished run of the protocol under ``runs_dir``, in protocol order."""
   import jax
 
@@ -163,7 +185,7 @@ def collect(protocol: dict, runs_dir: Path = RUNS) -> dict:
   return {
     "study": protocol["study"],
     "version": protocol["version"],
-    "protocol": str(PROTOCOL.relative_to(REPO)),
+    "protocol": _relative(protocol_path),
     "registered": protocol["registered"],
     "classifier": None,
     "host": {"cpu": _cpu_model(), "cpus": os.cpu_count(), "jax": jax.__version__},
@@ -217,7 +239,7 @@ def run(protocol_path=PROTOCOL, runs_dir=RUNS, results=RESULTS, arms=None, seeds
           f"{row.get('grid/high_quality_rate', float('nan')):.3f}; wall "
           f"{timing['wall_seconds']:.0f} s, CPU {timing['cpu_seconds']:.0f} s"
         )
-      data = collect(protocol, runs_dir)
+      data = collect(protocol, runs_dir, protocol_path)
       results.parent.mkdir(parents=True, exist_ok=True)
       tmp = results.with_suffix(".tmp")
       tmp.write_text(json.dumps(data, indent=1) + "\n")
@@ -233,7 +255,12 @@ PRIMARY = {  # metric -> (label in the verdicts, digits of the verdicts, digits 
 }
 BAR = (7, 0.8)  # issue 18's bar: >= 7 of 8 modes with a high-quality rate >= 0.8
 # Short names of the arms in the tables and verdicts (the protocol's labels are longer).
-NAMES = {"reference": "reference coupling", "selection": "selection", "plain_gan": "plain GAN"}
+NAMES = {
+  "reference": "reference coupling",
+  "reference_as_run": "reference coupling, lr mutation as run",
+  "selection": "selection",
+  "plain_gan": "plain GAN",
+}
 
 
 def _name(protocol: dict, arm: str) -> str:
@@ -333,12 +360,13 @@ def _header_lines(protocol: dict, data: dict, by: dict) -> list[str]:
   """Where the numbers come from, and which runs are missing."""
   arms, seeds = protocol["arms"], protocol["seeds"]
   n_in = {a: sum((a, s) in by for s in seeds) for a in arms}
+  where = paths(protocol["version"])
   lines = [
     f"Pre-registered: `{data['protocol']}` (registered {protocol['registered']}, before the "
     f"runs), {protocol['endpoint']}, seeds {_seed_list(seeds)}; host {data['host']['cpu']} "
     f"({data['host']['cpus']} CPUs, JAX {data['host']['jax']}), code of commit "
-    f"{data['commit']}; JSON `{RESULTS.relative_to(REPO)}`, figure "
-    f"`{FIGURE.relative_to(REPO)}`.",
+    f"{data['commit']}; JSON `{where['results'].relative_to(REPO)}`, figure "
+    f"`{where['figure'].relative_to(REPO)}`.",
     "",
   ]
   missing = [f"{_name(protocol, a)} {n_in[a]}/{len(seeds)}" for a in arms if n_in[a] < len(seeds)]
@@ -453,6 +481,15 @@ def _secondary_table(protocol: dict, by: dict) -> list[str]:
 def readme_table() -> str:
   """The README block ``ring_v1`` from the committed protocol and JSON."""
   return table(load_protocol(), json.loads(RESULTS.read_text()))
+
+
+def readme_table_v2() -> str:
+  """The README block ``ring_v2`` (issue 33's learning-rate mutation as run) from the
+  committed protocol and JSON; until its JSON is committed, a line saying so."""
+  where = paths(2)
+  if not where["results"].exists():
+    return f"No runs yet: `{where['results'].relative_to(REPO)}` is not there."
+  return table(load_protocol(where["protocol"]), json.loads(where["results"].read_text()))
 
 
 def figure(protocol=None, data=None, path=FIGURE) -> Path:
@@ -623,6 +660,7 @@ def issue18_nosel_own_long_pairs() -> str:
 
 BLOCKS = {
   "ring_v1": "readme_table",
+  "ring_v2": "readme_table_v2",
   "ring_issue18": "issue18_table",
   "ring_issue18_main": "issue18_main_pairs",
   "ring_issue18_nosel_own": "issue18_nosel_own_pairs",
@@ -636,9 +674,15 @@ def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   ap.add_argument("what", choices=["run", "resume", "table", "figure"])
   ap.add_argument("--write", action="store_true", help="table: write the README blocks")
+  ap.add_argument("--version", type=int, default=1, choices=(1, 2), help="run/figure: protocol")
   args = ap.parse_args(argv)
+  where = paths(args.version)
   if args.what in ("run", "resume"):
-    run(log=lambda s: print(s, flush=True))
+    protocol, say = load_protocol(where["protocol"]), lambda s: print(s, flush=True)
+    if protocol.get("run_order") is None:  # arm-major (ring.v1)
+      run(where["protocol"], where["runs"], where["results"], log=say)
+    for seed in protocol["seeds"] if protocol.get("run_order") else ():  # seed-major
+      run(where["protocol"], where["runs"], where["results"], seeds=[seed], log=say)
   elif args.what == "table":
     for name in BLOCKS:
       body = _report.make(name)
@@ -648,8 +692,8 @@ def main(argv=None):
       else:
         print(body + "\n")
   else:
-    figure()
-    print(FIGURE)
+    protocol = load_protocol(where["protocol"])
+    print(figure(protocol, json.loads(where["results"].read_text()), where["figure"]))
 
 
 if __name__ == "__main__":

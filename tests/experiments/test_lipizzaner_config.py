@@ -142,7 +142,8 @@ def test_neurips2018_mnist_maps_every_field(tmp_path, n):
     "n_replacements": 1,
     "learning_rate": 0.0002,
     "mutation_scale": 0.0001,
-    "mutation_probability": 0.0,  # what the reference applies (load_state_dict restores the lr)
+    "mutation_probability": 0.5,
+    "lr_mutation": "reference_as_run",  # the update uses the lr load_state_dict restores
     "mixture_sigma": 0.01,
     "selection": False,
     "fitness_samples": 1000,

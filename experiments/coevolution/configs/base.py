@@ -35,6 +35,11 @@ def get_config() -> ml_collections.ConfigDict:
   # "shared" (one noise draw per generation) or "fresh" (per evaluation, as Lipizzaner)
   c.fitness_noise = "shared"
   c.learning_rate = 2e-4
+  # Learning-rate mutation: "per_generation" (+ mutation_scale N(0, 1) w.p. mutation_probability
+  # once per generation), "reference" (Lipizzaner's max(0, lr + alpha N(-lr0/10, lr0)) before
+  # every update) or "reference_as_run" (the same, but each update uses the learning rate its
+  # optimizer state restores: the first update's, as Lipizzaner's load_state_dict does).
+  c.lr_mutation = "per_generation"
   c.mutation_probability = 0.5
   c.mutation_scale = 1e-4
   c.batch_size = 100
