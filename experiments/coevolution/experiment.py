@@ -379,21 +379,34 @@ def restore_checkpoint(ckpt, whole, run_key, step=None, *, writer: bool = True) 
   too: each individual then starts a lineage at its own cell and the checkpoint's
   generation, and one line (on the ``writer`` process) says so. A checkpoint that fits
   neither raises the error of the current layout."""
-  notes: list[str] = []
   say = lambda line: print(line, file=sys.stderr, flush=True) if writer else None  # noqa: E731
+  target = {"state": whole, "key": run_key}
+  return restore_any_layout(ckpt, jax.eval_shape(lambda: target), step, say)[0]
+
+
+def restore_run(ckpt, target, step=None):
+  """``(tree, metadata)`` of checkpoint ``step`` into ``target`` (:func:`checkpoint_target`):
+  the hook :func:`minmaxlab.runner.load_run` calls, so a finished run opens as it resumes (a
+  checkpoint from before lineage ids too, see :func:`restore_checkpoint`)."""
+  return restore_any_layout(ckpt, target, step, lambda line: print(line, file=sys.stderr))
+
+
+def restore_any_layout(ckpt, target, step, say) -> tuple[dict, dict]:
+  """``(tree, metadata)``: the current layout, or one from before lineage ids (ids filled in
+  as :func:`restore_checkpoint` says); ``say(line)`` for the notes."""
+  notes: list[str] = []
   try:
-    restored, _ = ckpt.restore(
-      jax.eval_shape(lambda: {"state": whole, "key": run_key}), step, log=notes.append
-    )
+    restored = ckpt.restore(target, step, log=notes.append)
   except RuntimeError as e:  # runner.CheckpointError: no checkpoint fits this layout
     error = e
   else:
     for line in notes:
       say(line)
     return restored
-  old = {"state": whole._replace(lineage=None), "key": run_key}
+  whole = target["state"]
+  old = {"state": whole._replace(lineage=None), "key": target["key"]}
   try:
-    restored, meta = ckpt.restore(jax.eval_shape(lambda: old), step, log=lambda line: None)
+    restored, meta = ckpt.restore(old, step, log=lambda line: None)
   except RuntimeError:
     for line in notes:
       say(line)
@@ -406,4 +419,4 @@ def restore_checkpoint(ckpt, whole, run_key, step=None, *, writer: bool = True) 
     f" lineage at its own cell and generation {g}"
   )
   restored["state"] = restored["state"]._replace(lineage=Players(ids, ids.copy()))
-  return restored
+  return restored, meta

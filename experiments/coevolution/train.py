@@ -36,6 +36,7 @@ from experiments.coevolution.experiment import (  # noqa: F401  (the experiment'
   modes,
   programs,
   restore_checkpoint,
+  restore_run,
   sample_best_mixture,
   whole_grid_shapes,
 )
@@ -156,28 +157,28 @@ def train(
   workdir = Path(workdir).resolve()
   if resume and (done := runner.finished_run(workdir, config.generations)) is not None:
     return done  # a finished run: report it, change nothing
-  workdir.mkdir(parents=True, exist_ok=True)
   t_build = time.perf_counter()
   run = _open_run(config, workdir)
-  state, start = _restore_or_init(run, resume)
-  writer = _metric_writer(run, start, resume)
+  state = _restore_or_init(run, resume)
+  start = run.files.start
+  writer = run.files.open_writers(
+    resume=resume, tensorboard=config.tensorboard, step_key="generation"
+  )
   if start == 0:
-    host = run.backend.to_host(state)
-    if run.writes:
-      run.ckpt.save(0, {"state": host, "key": run.run_key})
+    host = run.backend.to_host(state)  # a collective: every process takes part
+    run.files.checkpoint(0, {"state": host, "key": run.run_key})
   summary = _summary_head(run)
-  bar = _progress_bar(run, start)
-  row: dict = dict(writer.rows[-1]) if writer is not None and writer.rows else {}
+  bar = _progress_bar(run)
+  row = run.files.last_row()
   seconds: list[float] = []
   g = start
   try:
     g, row = _generations(run, state, start, row, writer, bar, on_log, seconds)
   finally:
-    _close(run, bar, writer)
+    run.files.close(lambda rows: [k for k in _CURVES if any(k in r for r in rows)])
   run.backend.barrier()
   if not run.writes:
     return row
-  runner.fault_point("finish:summary")
   summary.update(
     final=row,
     generations=g,
@@ -187,9 +188,7 @@ def train(
   )
   if not seconds and (saved := runner.saved_summary(workdir, "generations", g)) is not None:
     summary = saved  # a finish cut short after its summary: keep its timings
-  runner.write_json(workdir / "summary.json", summary)
-  if finish:
-    runner.finish(workdir, config.generations, end_products(config))
+  run.files.finish(summary, end_products(config), mark=finish)
   return row
 
 
@@ -201,7 +200,7 @@ class _Run(NamedTuple):
   progs: Programs
   backend: Any
   run_key: np.ndarray  # the seed's key data, saved with every checkpoint
-  ckpt: runner.CheckpointManager
+  files: runner.TrainingRun  # the run's files (checkpoints, config, metrics, summary)
 
   @property
   def exp(self) -> Experiment:
@@ -221,43 +220,39 @@ class _Run(NamedTuple):
 def _open_run(config, workdir: Path) -> _Run:
   progs = programs(config)
   run_key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
-  ckpt = runner.CheckpointManager(workdir / "checkpoints", max_to_keep=config.keep_checkpoints)
-  return _Run(config, workdir, progs, progs.backend, run_key, ckpt)
+  files = runner.TrainingRun(
+    workdir,
+    config,
+    config.generations,
+    module=__name__,
+    keep_checkpoints=config.keep_checkpoints,
+    writes=progs.backend.writer,
+  )
+  return _Run(config, workdir, progs, progs.backend, run_key, files)
 
 
 def _restore_or_init(run: _Run, resume: bool):
-  """``(state, generations taken)``: a fresh grid, or the newest intact checkpoint's."""
-  state = run.progs.init(keys(run.config)[0])
-  latest = run.ckpt.latest_step()
-  run.backend.barrier()  # every process has looked before the writer saves anything
-  if latest is None:
-    return state, 0
-  if not resume:
-    raise ValueError(
-      f"{run.workdir} already holds checkpoints; pass --resume to continue or use a fresh --workdir"
+  """A fresh grid, or the newest intact checkpoint's (``run.files.start``: its generation)."""
+  restored_generation = []
+
+  def restore(ckpt, state):
+    # Checkpoints hold the whole grid, whatever backend wrote them. The newest intact
+    # checkpoint (a damaged latest one is named in one line and skipped; every process
+    # reads the same files, so all pick the same one).
+    restored = restore_checkpoint(
+      ckpt, whole_grid_shapes(state, run.coev), run.run_key, writer=run.backend.writer
     )
-  # Checkpoints hold the whole grid, whatever backend wrote them.
-  # The newest intact checkpoint (a damaged latest one is named in one line and skipped;
-  # every process reads the same files, so all pick the same one).
-  restored = restore_checkpoint(
-    run.ckpt, whole_grid_shapes(state, run.coev), run.run_key, writer=run.backend.writer
-  )
-  if not np.array_equal(np.asarray(restored["key"]), run.run_key):
-    raise ValueError(f"the checkpoint in {run.ckpt.directory} was written with another seed")
-  state = run.backend.from_host(restored["state"])  # uncommitted on one device: no recompile
-  return state, int(restored["state"].generation)
+    if not np.array_equal(np.asarray(restored["key"]), run.run_key):
+      raise ValueError(f"the checkpoint in {ckpt.directory} was written with another seed")
+    restored_generation.append(int(restored["state"].generation))
+    return run.backend.from_host(restored["state"])  # uncommitted on one device: no recompile
 
-
-def _metric_writer(run: _Run, start: int, resume: bool):
-  """The config file and the metric writer (``None`` on a process that does not write)."""
-  if not run.writes:
-    return None
-  runner.write_config(run.workdir, run.config, module=__name__)
-  return runner.MetricWriter(
-    run.workdir,
-    tensorboard=run.config.tensorboard,
-    resume_step=start if resume else None,
-    step_key="generation",
+  return run.files.restore_or_init(
+    run.progs.init(keys(run.config)[0]),
+    resume=resume,
+    restore=restore,
+    step_of=lambda state: restored_generation[-1],
+    before=run.backend.barrier,  # every process has looked before the writer saves anything
   )
 
 
@@ -274,13 +269,11 @@ def _summary_head(run: _Run) -> dict[str, Any]:
   return summary
 
 
-def _progress_bar(run: _Run, start: int):
-  if not (run.config.progress and run.writes):
+def _progress_bar(run: _Run):
+  if not run.config.progress:
     return None
   c = run.coev.config
-  return runner.ProgressBar(
-    run.config.generations,
-    start=start,
+  return run.files.open_progress(
     unit="generation",
     rate_unit="cell-steps",
     work_per_unit=c.num_cells * c.steps_per_generation,
@@ -362,7 +355,7 @@ def _record(run: _Run, state, m, generation: int, row: dict, writer) -> dict:
   row = writer.write(generation, row)
   writer.write_runs(generation, cell_scalars(m))
   if do_ckpt:
-    run.ckpt.save(generation, {"state": host, "key": run.run_key})
+    run.files.checkpoint(generation, {"state": host, "key": run.run_key})
   return row
 
 
@@ -383,21 +376,6 @@ _CURVES = tuple(
   mixture/modes_covered mixture/high_quality_rate mixture/mode_kl mixture/fid mixture/class_tvd
   mixture/inception_score grid/modes_covered lineages net_weights_dist/g seconds""".split()
 )
-
-
-def _close(run: _Run, bar, writer) -> None:
-  """Close the progress bar and the writer, and draw metrics.png from every row written
-  (also when the loop stopped with an error)."""
-  if bar is not None:
-    bar.close()
-  rows_written: list[dict] = []
-  if writer is not None:
-    writer.close()
-    rows_written = writer.rows
-  keys_plotted = [k for k in _CURVES if any(k in r for r in rows_written)]
-  runner.fault_point("finish:figures")
-  if rows_written:
-    runner.save_metric_curves(run.workdir / "metrics.png", rows_written, keys_plotted)
 
 
 def end_products(config) -> list[str]:

@@ -55,7 +55,9 @@ def load_run(workdir: str | os.PathLike, step: int | None = None, module: str | 
 
   The trainer module is the one recorded in ``config.json`` (``run.module``, written by
   :func:`write_config`) or ``module``; it must define ``checkpoint_target(config)``, the
-  abstract pytree of its checkpoints (shapes and dtypes only: nothing is compiled). It is
+  abstract pytree of its checkpoints (shapes and dtypes only: nothing is compiled), and may
+  define ``restore_run(manager, target, step) -> (tree, metadata)``, how it restores them
+  (e.g. an older layout, as it does when it resumes); default ``manager.restore``. It is
   imported from any working directory: when its package is not importable from there, from
   the folder ``config.json`` recorded (``run.module_root``) or the nearest one above
   ``workdir`` that holds it.
@@ -84,7 +86,9 @@ def load_run(workdir: str | os.PathLike, step: int | None = None, module: str | 
   trainer = _import_trainer(name, workdir, record)
   config = ml_collections.ConfigDict(saved)
   target = trainer.checkpoint_target(config)
-  state, meta = CheckpointManager(workdir / "checkpoints").restore(target, step)
+  manager = CheckpointManager(workdir / "checkpoints")
+  restore = getattr(trainer, "restore_run", None)
+  state, meta = restore(manager, target, step) if restore else manager.restore(target, step)
   summary_path = workdir / "summary.json"
   summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
   return Run(

@@ -331,3 +331,30 @@ def test_the_verdict_line_names_the_winner_with_both_numbers():
     "class TVD tied (0.200 vs 0.200)"
   )
   assert compare.verdict({}, {}) == "verdict: not evaluated"
+
+
+def test_load_run_opens_a_checkpoint_from_before_lineage_ids(tmp_path, capsys):
+  """``runner.load_run`` restores as a resume does (the trainer's ``restore_run``): a run whose
+  checkpoint has no lineage ids opens, each individual starting a lineage at its cell and the
+  checkpoint's generation, the other numbers as saved. Nothing is compiled but ``init``."""
+  from minmaxlab import coevolution as co
+
+  config = _config()
+  runner.write_config(tmp_path, config, module=train.__name__)
+  state = jax.jit(train.build(config).coev.init)(train.keys(config)[0])
+  state = state._replace(generation=np.int32(3))
+  key = np.asarray(jax.random.key_data(jax.random.key(config.seed)))
+  old = {"state": state._replace(lineage=None), "key": key}
+  runner.CheckpointManager(tmp_path / "checkpoints").save(3, old)
+  capsys.readouterr()
+  run = runner.load_run(tmp_path)
+  assert "step_3 was written before lineage ids" in capsys.readouterr().err
+  assert run.step == 3
+  jax.tree.map(
+    np.testing.assert_array_equal, run.state["state"]._replace(lineage=None), old["state"]
+  )
+  cell, born = co.lineage_origin(run.state["state"].lineage.min)
+  assert np.all(born == 3)
+  np.testing.assert_array_equal(
+    cell[..., 0], np.arange(config.rows * config.cols).reshape(config.rows, config.cols)
+  )
