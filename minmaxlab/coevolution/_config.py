@@ -254,10 +254,12 @@ class CoevolutionParams(NamedTuple):
   recompile. Defaults: ``Coevolution.default_params()`` (the config's values).
 
   Attributes:
-    mutation_probability: probability that a selected individual's learning
-      rate is mutated.
-    mutation_scale: standard deviation of the learning-rate mutation.
-    min_learning_rate: mutated learning rates are clipped to at least this.
+    mutation_probability: probability that a learning rate is mutated (``p`` of
+      ``CoevolutionConfig.lr_mutation``).
+    mutation_scale: ``alpha`` of ``CoevolutionConfig.lr_mutation`` (per generation: the
+      standard deviation of the step).
+    min_learning_rate: ``"per_generation"``'s mutated learning rates are clipped to at
+      least this.
     mixture_sigma: step of the mixture-weight (1+1)-ES.
   """
 
