@@ -85,6 +85,10 @@ class Backend:
     mesh: the device mesh (``mesh`` backend), else ``None``.
     compiler_options: XLA options of every program :meth:`jit` compiles (see
       :func:`compiler_options`), else ``None``.
+    donate: whether :meth:`jit`'s ``step`` donates its input state (``donate_argnums``):
+      the new state then reuses the old one's memory (one whole state less at the peak),
+      and the state passed in is deleted by the call (read nothing from it afterwards).
+      The same numbers either way.
   """
 
   name: str
@@ -97,20 +101,22 @@ class Backend:
   barrier: Callable[[], None]
   mesh: Any = None
   compiler_options: dict | None = None
+  donate: bool = False
 
   def jit(self, coevolution) -> tuple[Callable, Callable]:
     """``(init, step)`` of ``coevolution`` jitted for this backend: ``init(key)``
     gives this program's (placed) cells, ``step(key, state, data)`` one generation."""
-    opts = self.compiler_options
+    opts, donate = self.compiler_options, (1,) if self.donate else ()
     if self.mesh is None:
       return (
         jax.jit(coevolution.init, compiler_options=opts),
-        jax.jit(coevolution.step, compiler_options=opts),
+        jax.jit(coevolution.step, compiler_options=opts, donate_argnums=donate),
       )
     abstract = jax.eval_shape(coevolution.init, jax.random.key(0))
     shardings = grid_shardings(abstract, self.mesh, self.config.rows, self.config.cols)
     init = jax.jit(coevolution.init, out_shardings=shardings, compiler_options=opts)
-    return init, sharded_step(coevolution, self.mesh, abstract, compiler_options=opts)
+    step = sharded_step(coevolution, self.mesh, abstract, opts, donate=self.donate)
+    return init, step
 
   def put_data(self, data: Any) -> Any:
     """The step's ``data`` placed for this backend (replicated over a mesh)."""
@@ -133,6 +139,7 @@ def make_backend(
   mesh_exchange: str = "shard_map",
   mpi_blocks: tuple[int, int] | None = None,
   compile: str = "default",
+  donate: bool = False,
 ) -> Backend:
   """The :class:`Backend` of ``name`` for the grid of ``config``.
 
@@ -148,6 +155,7 @@ def make_backend(
       :func:`mpi_blocks`).
     compile: ``"default"``, ``"fast"`` or ``"fastest"``: the XLA options of the programs
       :meth:`Backend.jit` compiles (:func:`compiler_options`).
+    donate: :attr:`Backend.donate` (the step donates its input state).
 
   Raises:
     ValueError: before any work, when the grid cannot be split over the devices
@@ -157,12 +165,14 @@ def make_backend(
     raise ValueError(f"config must be a CoevolutionConfig, got {type(config).__name__}")
   opts = compiler_options(compile)
   if name == "single":
-    return _single_backend(config, opts)
-  if name == "mesh":
-    return _mesh_backend(config, mesh_shape, mesh_exchange, opts)
-  if name == "mpi":
-    return _mpi_backend(config, mpi_blocks, opts)
-  raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
+    backend = _single_backend(config, opts)
+  elif name == "mesh":
+    backend = _mesh_backend(config, mesh_shape, mesh_exchange, opts)
+  elif name == "mpi":
+    backend = _mpi_backend(config, mpi_blocks, opts)
+  else:
+    raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
+  return dataclasses.replace(backend, donate=bool(donate))
 
 
 def _single_backend(config: CoevolutionConfig, opts) -> Backend:

@@ -88,7 +88,13 @@ class MeshExchange(BlockExchange):
     raise ValueError(f"op must be 'min' or 'sum', got {op!r}")
 
 
-def sharded_step(coevolution, mesh: Mesh, state_example: Any, compiler_options: dict | None = None):
+def sharded_step(
+  coevolution,
+  mesh: Mesh,
+  state_example: Any,
+  compiler_options: dict | None = None,
+  donate: bool = False,
+):
   """Compile ``coevolution.step`` once for a grid sharded over ``mesh``.
 
   Two ways, chosen by the coevolution's exchange:
@@ -111,6 +117,8 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any, compiler_options: 
     state_example: a state (or its abstract shape) to derive the shardings from.
     compiler_options: XLA options of the compile (``jax.jit(compiler_options=...)``,
       e.g. :func:`minmaxlab.distributed.compiler_options`); ``None``: XLA's defaults.
+    donate: donate the input state's buffers to the step (``donate_argnums=1``): the
+      state passed in is deleted by the call, and its memory holds the new state.
 
   Returns:
     ``step(key, state, data) -> (state, metrics)``, jitted once, keeping the
@@ -149,6 +157,7 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any, compiler_options: 
           in_shardings=(replicated, state_sharding, replicated),
           out_shardings=(state_sharding, None),
           compiler_options=compiler_options,
+          donate_argnums=(1,) if donate else (),
         )
       return compiled[tree](key, state, data)
 
@@ -166,4 +175,5 @@ def sharded_step(coevolution, mesh: Mesh, state_example: Any, compiler_options: 
     in_shardings=(replicated, state_sharding, replicated),
     out_shardings=(state_sharding, replicated),
     compiler_options=compiler_options,
+    donate_argnums=(1,) if donate else (),
   )
