@@ -12,7 +12,8 @@ Cases (``--cases``; default every one below), each in a fresh process, so that e
 is cold (the persistent compilation cache is off):
 
 * ``single:RxC``: one process, one device, grids 1x1, 2x2, 4x4, 6x6, 8x8, 12x12
-  (``donated:RxC``: the same with the step's input state donated, not in the default cases);
+  (``donated:RxC``: the same with the step's input state donated, ``make_backend(...,
+  donate=True)``, not in the default cases);
 * ``mpi2:RxC`` / ``mpi4:RxC``: ``mpirun -n 2`` (2x1 blocks of rows) and ``-n 4`` (2x2
   blocks), halos by ``mpi4jax.sendrecv`` (the venv's MPICH ``mpirun``), 4x4 to 12x12;
 * ``mesh4:RxC``: 4 fake CPU devices of one process, a 2x2 mesh, halos by ``lax.ppermute``
@@ -53,7 +54,7 @@ SINGLE = ("1x1", "2x2", "4x4", "6x6", "8x8", "12x12")
 DISTRIBUTED = ("4x4", "6x6", "8x8", "12x12")
 PLACEMENTS = {
   "single": (1, None),
-  "donated": (1, None),  # single, the step jitted with donate_argnums=1 (its input state)
+  "donated": (1, None),  # single, the step donating its input state (make_backend donate=True)
   "mpi2": (2, (2, 1)),
   "mpi4": (4, (2, 2)),
   "mesh4": (4, (2, 2)),
@@ -197,12 +198,15 @@ def _traced_messages(exchange, messages: list, trace) -> list:
 def single_program(case: Case, batches: int) -> Program:
   import jax
 
+  from minmaxlab.distributed import make_backend
+
   coev = coevolution(case.rows, case.cols, batches)
   key = jax.random.key(0)
   state = jax.jit(coev.init)(key)
   images = _images()
-  donate = (1,) if case.placement == "donated" else ()
-  compiled, timing = h.compile_timed(jax.jit(coev.step, donate_argnums=donate), key, state, images)
+  # the library's own jit of the step; "donated": make_backend(..., donate=True)
+  _, step = make_backend(coev.config, donate=case.placement == "donated").jit(coev)
+  compiled, timing = h.compile_timed(step, key, state, images)
   return Program(compiled, state, images, timing)
 
 
