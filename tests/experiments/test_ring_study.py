@@ -195,3 +195,19 @@ def test_issue18_tables_from_the_json():
 def test_issue18_readme_blocks_are_current(name):
   readme, _ = _report.BLOCKS[name]
   assert _report.read_block(_report.REPO / readme, name) == _report.make(name)
+
+
+def test_v2_arm_runs_the_reference_mutation_as_run(protocol):
+  """ring.v2 (issue 33): the reference coupling of v1 with ``lr_mutation="reference_as_run"``
+  (the reference's p and alpha), beside v1's plain GAN; nothing else differs from v1's arms."""
+  v2 = rs.load_protocol(rs.paths(2)["protocol"])
+  assert list(v2["arms"]) == ["reference_as_run", "plain_gan"] and v2["seeds"] == list(range(10))
+  assert v2["primary"]["comparisons"] == [["reference_as_run", "plain_gan"]]
+  new, old = rs.arm_config(v2, "reference_as_run", 3), rs.arm_config(protocol, "reference", 3)
+  c = coevolution_config(new)
+  assert c.lr_mutation == "reference_as_run" and not c.selection
+  assert (c.mutation_probability, c.mutation_scale) == (0.5, 1e-4)
+  diff = {k for k in new if new[k] != old[k]}
+  assert diff == {"lr_mutation", "mutation_probability", "mutation_scale"}
+  plain2, plain1 = rs.arm_config(v2, "plain_gan", 3), rs.arm_config(protocol, "plain_gan", 3)
+  assert plain2.to_dict() == plain1.to_dict()
