@@ -3,12 +3,17 @@
 G 64-256-256-784 (tanh), D 784-256-256-1, batch 100, Adam(2e-4, 0.5, 0.999) with
 Lookahead-minmax, and Lipizzaner's training schedule: per batch the generator steps, then on
 every second batch (``d_every=2``) the discriminator steps against the updated generator with
-fresh fakes (``schedule="lipizzaner"``). Full Lipizzaner parity: ``--config.lookahead=False``
-(plain Adam). The results tables of experiments/coevolution/README.md measured before this
-default used ``--config.schedule=simultaneous --config.d_every=1``. The
-mixture (1+1)-ES scores classifier-FID inside the step (the evaluation CNN's 128-d
-features, trained once and cached). Lipizzaner trains a full epoch (600 batches) per
-generation for 200 generations; this CPU-sized default takes 100 steps per generation.
+fresh fakes (``schedule="lipizzaner"``). Lipizzaner's operators as its code runs them (the
+``lipizzaner-gan/mnist.yml`` setting, selection on): ``--config.lookahead=False`` (plain Adam)
+``--config.lr_mutation=reference_as_run`` (its learning-rate mutation before every update, the
+update using the learning rate its optimizer state restores)
+``--config.tournament_sampling=without_replacement --config.fitness_noise=fresh``; its
+neurips2018 MNIST runs: ``configs/lipizzaner.py`` with their YAML file. The results tables of
+experiments/coevolution/README.md measured before this default used
+``--config.schedule=simultaneous --config.d_every=1``. The mixture (1+1)-ES scores
+classifier-FID inside the step (the evaluation CNN's 128-d features, trained once and cached).
+Lipizzaner trains a full epoch (600 batches) per generation for 200 generations; this
+CPU-sized default takes 100 steps per generation.
 """
 
 from experiments.coevolution.configs import base

@@ -5,7 +5,10 @@
 
 The file's fields override ``base.py`` (the table of what maps where is ``FIELDS`` in
 ``experiments/coevolution/lipizzaner_config.py`` and the parity table of
-experiments/coevolution/README.md); every other field can still be set by flag.
+experiments/coevolution/README.md); every other field can still be set by flag. The
+reference's learning-rate mutation maps to ``lr_mutation="reference_as_run"`` (what its code
+runs: the mutation before every update, each update at the learning rate its optimizer state
+restores) with the file's ``alpha`` and ``mutation_probability``.
 """
 
 from experiments.coevolution import lipizzaner_config
