@@ -41,7 +41,6 @@ ALLOWED_LONG_FILES = frozenset(
     # The PBT store: one class per storage concern, not yet split into modules.
     "minmaxlab/pbt/_store.py",
     # Study tables and the statistics module: one function per table or test.
-    "experiments/gan/results.py",
     "experiments/pbt/results.py",
     "experiments/pbt/train.py",  # the PBT study's trainer and its reliability checks (issue 37)
     "experiments/stats.py",

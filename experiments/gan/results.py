@@ -19,7 +19,7 @@ an interrupted one resumes from its checkpoint with identical numbers (every dra
 a function of ``(seed, step)``, as in ``train.py``). The study writes
 ``<out>/<study>.json`` (every run's curves) and ``<out>/<study>.png``. The arms and
 the training of one arm are in ``lookahead_study.py``; this file runs the study and
-reports it (JSON, figure, table).
+reports it (JSON, figure, table); version 2 (pre-registered) is ``lookahead_v2.py``.
 """
 
 from __future__ import annotations
@@ -227,134 +227,20 @@ def table(data: dict, last: int = 1) -> str:
 
 # -- generated README blocks (experiments/_report.py) -------------------------------------
 
-PROTOCOLS = ROOT / "protocols"
 V0_SHORT, V0_LONG = (
   ROOT / "results" / "lookahead.json",
   ROOT / "results" / "long" / "lookahead.json",
 )
-V2_NEW = ROOT / "results" / "v2" / "lookahead.json"
 POINT_LABELS = {"slow": "slow weights / iterate", "ema": "EMA (fast)", "slow_ema": "EMA (slow)"}
-# settings that make runs of the same study comparable (the JSON's protocol record)
-SAME_SETTINGS = (
-  "architecture",
-  "b1",
-  "b2",
-  "batch_size",
-  "dataset",
-  "eval_every",
-  "hidden",
-  "latent_dim",
-  "loss",
-  "lr_max",
-  "lr_min",
-  "num_eval_samples",
-  "num_steps",
-  "slow_step_size",
-  "ema_horizon_steps",
-  "classifier_steps",
-)
 
 
-def _at(run: dict, key: str, steps) -> float:
+def at_steps(run: dict, key: str, steps) -> float:
   """The mean of ``run``'s ``key`` over its evaluations at ``steps``."""
   by_step = {row["step"]: row for row in run["curves"]}
   missing = [s for s in steps if s not in by_step]
   if missing:
     raise ValueError(f"{run['arm']} seed {run['seed']} has no evaluation at steps {missing}")
   return float(np.mean([by_step[s][key] for s in steps]))
-
-
-def v2_runs() -> tuple[dict, list[dict]]:
-  """Protocol v2 and its runs: seeds 0-4 from version 0's 20k-step JSON, seeds 5-9 from
-  ``results/v2`` (checked: the same settings, one classifier)."""
-  from experiments import _report
-
-  protocol = _report.load_protocol(PROTOCOLS / "lookahead.v2.json")
-  old = json.loads(V0_LONG.read_text())
-  parts = [(old, range(0, 5))]
-  if V2_NEW.exists():
-    parts.append((json.loads(V2_NEW.read_text()), range(5, 10)))
-  ref = old["protocol"]
-  runs = []
-  for data, seeds in parts:
-    differ = [k for k in SAME_SETTINGS if data["protocol"].get(k) != ref.get(k)]
-    if differ:
-      raise ValueError(f"lookahead v2: runs with other settings ({', '.join(differ)})")
-    overrides = set(data["protocol"].get("overrides", [])) - {"seeds"}
-    if overrides:
-      raise ValueError(f"lookahead v2: runs with overridden settings {sorted(overrides)}")
-    runs += [r for r in data["runs"] if r["arm"] in protocol["arms"] and r["seed"] in seeds]
-  _report.one_scorer(runs, lambda r: f"{r['arm']} s{r['seed']}")
-  return protocol, runs
-
-
-def _primary_point(arm_spec: dict) -> str:
-  return "slow_ema" if arm_spec.get("lookahead") else "ema"
-
-
-def readme_table_v2() -> str:
-  """The README block ``lookahead_v2``: every seed's endpoint FID at the primary (EMA) and
-  raw points, and the registered verdicts (Mann-Whitney, Holm over the three comparisons)."""
-  from experiments import _report, stats
-
-  protocol, runs = v2_runs()
-  steps, prim = protocol["endpoint_steps"], protocol["primary"]
-  arms = protocol["arms"]
-  labels = {a: spec["label"] for a, spec in arms.items()}
-  by_arm = {a: sorted((r for r in runs if r["arm"] == a), key=lambda r: r["seed"]) for a in arms}
-  primary = {
-    a: [_at(r, f"{_primary_point(arms[a])}/fid", steps) for r in rs] for a, rs in by_arm.items()
-  }
-  raw = {a: [_at(r, "slow/fid", steps) for r in rs] for a, rs in by_arm.items()}
-  lines = _report.incomplete_note(by_arm, labels, len(protocol["seeds"]))
-  head = f"FID, mean of steps {steps[0]}-{steps[-1]}"
-  lines += [
-    f"| method | seeds | primary point | {head} (every seed, 0 first) | raw point: {head} |"
-    " IS, primary | class TVD, primary |",
-    "|---|---|---|---|---|---|---|",
-  ]
-  for a, rs in by_arm.items():
-    if not rs:
-      lines.append(f"| {labels[a]} | - | - | - | - | - | - |")
-      continue
-    point = _primary_point(arms[a])
-    is_ = [_at(r, f"{point}/inception_score", steps) for r in rs]
-    tvd = [_at(r, f"{point}/class_tvd", steps) for r in rs]
-    lines.append(
-      f"| {labels[a]} | {','.join(str(r['seed']) for r in rs)} | {POINT_LABELS[point]} | "
-      f"{stats.fmt_values(primary[a])} | {stats.fmt_values(raw[a])} | "
-      f"{stats.fmt_mean_sd(is_, 2)} | {stats.fmt_mean_sd(tvd, 3)} |"
-    )
-  comps = [tuple(c) for c in prim["comparisons"]]
-  kw = dict(test=prim["test"], alpha=prim["alpha"], lower_is_better=True, metric="FID")
-  lines += [
-    "",
-    f"**Primary** (registered: EMA of the slow weights vs EMA of the iterate, the endpoint "
-    f"mean of steps {steps[0]}-{steps[-1]}; {stats.TEST_LABELS[prim['test']]}, alpha "
-    f"{prim['alpha']}, Holm over {len(comps)}):",
-  ]
-  lines += _report.family(primary, comps, labels, **kw)
-  lines += ["", "Secondary, the raw points (slow weights vs iterate; Holm over the same three):"]
-  lines += _report.family(raw, comps, labels, **kw)
-  lines += ["", "Secondary, spread across seeds at the primary points (two-sided F-test, raw p):"]
-  for a, b in _report.tested(primary, comps):
-    p = stats.variance_ratio_test(primary[a], primary[b])
-    sa, sb = stats.mean_sd(primary[a])[1], stats.mean_sd(primary[b])[1]
-    lines.append(
-      f"- {labels[a]} sd {sa:.1f} vs {labels[b]} sd {sb:.1f}: p = {stats.fmt_p(p)}"
-      f" (n = {len(primary[a])}/{len(primary[b])})"
-    )
-  lines += _report.scorer_lines(_report.one_scorer(runs))
-  return "\n".join(lines)
-
-
-def plot_v2(path: Path = ROOT / "results" / "v2" / "lookahead_all_seeds.png") -> Path:
-  """The figure of protocol v2: every arm's FID curves over its ten seeds (seeds 0-4 from
-  version 0's JSON, 5-9 from ``results/v2``), one panel per evaluation point."""
-  _, runs = v2_runs()
-  path.parent.mkdir(parents=True, exist_ok=True)
-  plot({"runs": runs}, path)
-  return path
 
 
 def readme_table_v0(path: Path = V0_LONG, step: int = 20000) -> str:
@@ -382,12 +268,12 @@ def readme_table_v0(path: Path = V0_LONG, step: int = 20000) -> str:
       if key not in rs[0]["curves"][0]:
         cells.append("-")
         continue
-      v = [_at(r, key, [step]) for r in rs]
+      v = [at_steps(r, key, [step]) for r in rs]
       cells.append(stats.fmt_values(v))
       if p == "slow":
         slow[arm] = v
-    cells.append(stats.fmt_mean_sd([_at(r, "slow/inception_score", [step]) for r in rs], 2))
-    cells.append(stats.fmt_mean_sd([_at(r, "slow/class_tvd", [step]) for r in rs], 3))
+    cells.append(stats.fmt_mean_sd([at_steps(r, "slow/inception_score", [step]) for r in rs], 2))
+    cells.append(stats.fmt_mean_sd([at_steps(r, "slow/class_tvd", [step]) for r in rs], 3))
     lines.append("| " + " | ".join(cells) + " |")
   base = {"alternating": "alt", "extragradient": "eg"}
   tests = []
@@ -418,7 +304,7 @@ def _register() -> None:
   from experiments import _report
 
   readme = "experiments/gan/README.md"
-  _report.register("lookahead_v2", readme, f"{__name__}:readme_table_v2")
+  _report.register("lookahead_v2", readme, "experiments.gan.lookahead_v2:readme_table_v2")
   _report.register("lookahead_v0_3k", readme, f"{__name__}:readme_table_v0_3k")
   _report.register("lookahead_v0_10k", readme, f"{__name__}:readme_table_v0_10k")
   _report.register("lookahead_v0_20k", readme, f"{__name__}:readme_table_v0")
@@ -464,6 +350,8 @@ def parse_args(argv=None):
 def main(argv=None) -> None:
   args = parse_args(argv)
   if args.report:
+    from experiments.gan.lookahead_v2 import plot_v2, readme_table_v2
+
     plot_v2()
     print(readme_table_v2())
     return
