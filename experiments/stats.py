@@ -23,12 +23,12 @@ two-sample tests at equal sizes) the two two-sided conventions agree.
 
 from __future__ import annotations
 
-import itertools
 import math
 from fractions import Fraction
-from functools import lru_cache
 
 import numpy as np
+
+from experiments import _exact_nulls as exact
 
 ALTERNATIVES = ("two-sided", "less", "greater")
 TESTS = ("mann_whitney", "permutation", "sign_flip", "wilcoxon")
@@ -82,7 +82,7 @@ def bootstrap_ci(
   x = _sample(x, "x")
   _check_level(level)
   rng = np.random.default_rng(seed)
-  return _percentiles(_resample(rng, x, stat, n_resamples), level)
+  return exact.percentiles(exact.resample(rng, x, stat, n_resamples), level)
 
 
 def diff_ci(
@@ -105,10 +105,11 @@ def diff_ci(
   rng = np.random.default_rng(seed)
   if paired:
     _check_paired(a, b)
-    diffs = _resample(rng, a - b, np.mean, n_resamples)
+    diffs = exact.resample(rng, a - b, np.mean, n_resamples)
   else:
-    diffs = _resample(rng, a, np.mean, n_resamples) - _resample(rng, b, np.mean, n_resamples)
-  return _percentiles(diffs, level)
+    mean_a = exact.resample(rng, a, np.mean, n_resamples)
+    diffs = mean_a - exact.resample(rng, b, np.mean, n_resamples)
+  return exact.percentiles(diffs, level)
 
 
 # -- two-sample tests -------------------------------------------------------------------
@@ -127,9 +128,9 @@ def mann_whitney(a, b, alternative: str = "two-sided") -> float:
   """
   a, b = _sample(a, "a"), _sample(b, "b")
   _check_alternative(alternative)
-  ranks2 = _doubled_midranks(np.concatenate([a, b]))
-  counts = _subset_sum_counts(ranks2, a.size)
-  return _integer_pvalue(counts, int(ranks2[: a.size].sum()), alternative)
+  ranks2 = exact.doubled_midranks(np.concatenate([a, b]))
+  counts = exact.subset_sum_counts(ranks2, a.size)
+  return exact.integer_pvalue(counts, int(ranks2[: a.size].sum()), alternative)
 
 
 def permutation_test(
@@ -166,7 +167,7 @@ def permutation_test(
     # enumerate the smaller arm's members; the first combination is the observed split
     small = min(n_a, n_b)
     order = pooled if n_a <= n_b else np.concatenate([pooled[n_a:], pooled[:n_a]])
-    sums = order[_combinations(pooled.size, small)].sum(axis=1)
+    sums = order[exact.combinations(pooled.size, small)].sum(axis=1)
     sums_a = sums if n_a <= n_b else total - sums
     null = sums_a / n_a - (total - sums_a) / n_b
     observed, plus = null[0], 0
@@ -176,14 +177,14 @@ def permutation_test(
     sums_a = np.concatenate(
       [
         rng.permuted(np.broadcast_to(pooled, (k, pooled.size)), axis=1)[:, :n_a].sum(axis=1)
-        for k in _batches(n_resamples, pooled.size)
+        for k in exact.batches(n_resamples, pooled.size)
       ]
     )
     null = sums_a / n_a - (total - sums_a) / n_b
     observed = pooled[:n_a].sum() / n_a - pooled[n_a:].sum() / n_b
     plus = 1
   tol = _RTOL * max(abs(observed), float(np.abs(pooled).max()))
-  hits = _float_tail_count(null, observed, tol, alternative)
+  hits = exact.float_tail_count(null, observed, tol, alternative)
   return (hits + plus) / (null.size + plus)
 
 
@@ -208,7 +209,7 @@ def sign_flip_test(a, b, alternative: str = "two-sided") -> float:
   for v in d:  # every signed sum; index 0 is the all-plus (observed) one
     sums = np.concatenate([sums + v, sums - v])
   tol = _RTOL * float(np.abs(d).sum())
-  return _float_tail_count(sums, sums[0], tol, alternative) / sums.size
+  return exact.float_tail_count(sums, sums[0], tol, alternative) / sums.size
 
 
 def wilcoxon(a, b, alternative: str = "two-sided") -> float:
@@ -228,12 +229,12 @@ def wilcoxon(a, b, alternative: str = "two-sided") -> float:
   d = d[d != 0]
   if d.size == 0:
     return 1.0
-  ranks2 = _doubled_midranks(np.abs(d))
-  counts = np.zeros(int(ranks2.sum()) + 1, dtype=_count_dtype(2**d.size))
+  ranks2 = exact.doubled_midranks(np.abs(d))
+  counts = np.zeros(int(ranks2.sum()) + 1, dtype=exact.count_dtype(2**d.size))
   counts[0] = 1
   for w in ranks2:  # counts[s]: sign vectors whose doubled positive-rank sum is s
     counts[w:] += counts[:-w].copy()
-  return _integer_pvalue(counts, int(ranks2[d > 0].sum()), alternative)
+  return exact.integer_pvalue(counts, int(ranks2[d > 0].sum()), alternative)
 
 
 # -- other tests ------------------------------------------------------------------------
@@ -279,7 +280,7 @@ def variance_ratio_test(a, b) -> float:
   d1, d2 = a.size - 1, b.size - 1
   # F <= f  <=>  X <= d1 va / (d1 va + d2 vb),  X ~ Beta(d1 / 2, d2 / 2)
   x, y = d1 * va / (d1 * va + d2 * vb), d2 * vb / (d1 * va + d2 * vb)
-  lower, upper = _beta_tails(d1 / 2, d2 / 2, x, y)
+  lower, upper = exact.beta_tails(d1 / 2, d2 / 2, x, y)
   return min(1.0, 2 * min(lower, upper))
 
 
@@ -426,138 +427,3 @@ def _check_level(level: float) -> None:
 def _check_paired(a: np.ndarray, b: np.ndarray) -> None:
   if a.size != b.size:
     raise ValueError(f"paired samples need equal lengths, got {a.size} and {b.size}")
-
-
-def _batches(total: int, width: int, elements: int = 2**22):
-  """Sizes of row batches of a ``(total, width)`` array, at most ``elements`` each."""
-  step = max(1, elements // max(width, 1))
-  for start in range(0, total, step):
-    yield min(step, total - start)
-
-
-def _resample(rng: np.random.Generator, x: np.ndarray, stat, n_resamples: int) -> np.ndarray:
-  """``stat`` of ``n_resamples`` bootstrap resamples of ``x``."""
-  if n_resamples < 1:
-    raise ValueError(f"n_resamples must be positive, got {n_resamples}")
-  out = []
-  for k in _batches(n_resamples, x.size):
-    samples = x[rng.integers(0, x.size, size=(k, x.size))]
-    try:
-      values = np.asarray(stat(samples, axis=1), dtype=float)
-    except TypeError:
-      values = np.array([stat(s) for s in samples], dtype=float)
-    out.append(values.reshape(k))
-  return np.concatenate(out)
-
-
-def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
-  lo, hi = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
-  return float(lo), float(hi)
-
-
-def _doubled_midranks(x: np.ndarray) -> np.ndarray:
-  """Twice the midranks (1-based) of ``x``: integers, ties sharing their mean rank."""
-  order = np.argsort(x, kind="stable")
-  s = x[order]
-  starts = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])
-  ends = np.r_[starts[1:], s.size]  # group i: sorted positions starts[i]..ends[i]-1
-  ranks2 = np.empty(x.size, dtype=np.int64)
-  ranks2[order] = np.repeat(starts + 1 + ends, ends - starts)  # (start+1) + end
-  return ranks2
-
-
-def _count_dtype(total: int):
-  """int64 while every count stays below ``total`` < 2**62 (exact), else float64."""
-  return np.int64 if total < 2**62 else np.float64
-
-
-def _subset_sum_counts(weights: np.ndarray, k: int) -> np.ndarray:
-  """``counts[s]``: the number of ``k``-subsets of ``weights`` (integers) summing to ``s``."""
-  n, top = weights.size, int(weights.sum())
-  dtype = _count_dtype(math.comb(n, n // 2))  # bounds every count below
-  dp = np.zeros((k + 1, top + 1), dtype=dtype)  # dp[j, s]: j-subsets with sum s
-  dp[0, 0] = 1
-  for w in weights:
-    dp[1:, w:] += dp[:-1, : top + 1 - w].copy()
-  return dp[k]
-
-
-def _integer_pvalue(counts: np.ndarray, observed: int, alternative: str) -> float:
-  """P-value of an integer statistic with null ``counts`` (``counts[s]`` outcomes equal to
-  ``s``); two-sided: twice the smaller one-sided p-value, capped at 1."""
-  total = int(counts.sum())
-  less = Fraction(int(counts[: observed + 1].sum()), total)
-  greater = Fraction(int(counts[observed:].sum()), total)
-  p = {"less": less, "greater": greater, "two-sided": 2 * min(less, greater)}[alternative]
-  return min(1.0, float(p))
-
-
-def _float_tail_count(null: np.ndarray, observed: float, tol: float, alternative: str) -> int:
-  """How many null values are at least as extreme as ``observed`` (ties within ``tol``)."""
-  if alternative == "less":
-    return int(np.count_nonzero(null <= observed + tol))
-  if alternative == "greater":
-    return int(np.count_nonzero(null >= observed - tol))
-  return int(np.count_nonzero(np.abs(null) >= abs(observed) - tol))
-
-
-@lru_cache(maxsize=4)
-def _combinations(n: int, k: int) -> np.ndarray:
-  """Every ``k``-subset of ``range(n)`` as rows, in lexicographic order (read-only)."""
-  dtype = np.uint8 if n < 256 else np.intp
-  count = math.comb(n, k)
-  flat = np.fromiter(
-    itertools.chain.from_iterable(itertools.combinations(range(n), k)), dtype, count * k
-  )
-  out = flat.reshape(count, k)
-  out.flags.writeable = False
-  return out
-
-
-def _beta_tails(a: float, b: float, x: float, y: float) -> tuple[float, float]:
-  """``(I_x(a, b), I_y(b, a))`` for ``y = 1 - x`` (given separately, for accuracy): the
-  lower and upper tails of Beta(a, b) at ``x``. The tail whose continued fraction
-  converges fast is evaluated and the other is its complement."""
-  if x <= 0:
-    return 0.0, 1.0
-  if y <= 0:
-    return 1.0, 0.0
-  if x < (a + 1) / (a + b + 2):
-    lower = _beta_cf_tail(a, b, x, y)
-    return lower, 1.0 - lower
-  upper = _beta_cf_tail(b, a, y, x)
-  return 1.0 - upper, upper
-
-
-def _beta_cf_tail(a: float, b: float, x: float, y: float) -> float:
-  """``I_x(a, b)`` by its continued fraction ``x^a y^b / (a B(a, b)) / (1 + d1 / (1 + d2 /
-  ...))`` with ``d_{2m+1} = -(a+m)(a+b+m) x / ((a+2m)(a+2m+1))`` and ``d_{2m} = m(b-m) x /
-  ((a+2m-1)(a+2m))``, evaluated by the modified Lentz method (fast for ``x < (a+1)/(a+b+2)``)."""
-  tiny = 1e-300
-  log_front = a * math.log(x) + b * math.log(y) - math.log(a) - _log_beta(a, b)
-
-  def clamp(v: float) -> float:
-    return v if abs(v) > tiny else tiny
-
-  # 1 / (1 + d1 / (1 + ...)) as b0 + a1 / (b1 + a2 / (b2 + ...)) with b0 = 0, a1 = 1,
-  # a_{i+1} = d_i and every b_i = 1
-  f, c, d = tiny, tiny, 0.0
-  for i in range(2000):
-    if i == 0:
-      coef = 1.0
-    elif i % 2:
-      m = (i - 1) // 2
-      coef = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
-    else:
-      m = i // 2
-      coef = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
-    d = 1.0 / clamp(1.0 + coef * d)
-    c = clamp(1.0 + coef / c)
-    f *= c * d
-    if i > 0 and abs(c * d - 1.0) < 1e-16:
-      break
-  return min(1.0, math.exp(log_front) * f)
-
-
-def _log_beta(a: float, b: float) -> float:
-  return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
