@@ -42,7 +42,6 @@ ALLOWED_LONG_FILES = frozenset(
     "minmaxlab/pbt/_store.py",
     # Study tables and the statistics module: one function per table or test.
     "experiments/pbt/results.py",
-    "experiments/pbt/train.py",  # the PBT study's trainer and its reliability checks (issue 37)
   }
 )
 

@@ -82,7 +82,7 @@ def main(argv):
       done["trials"] = int(m.group(1))
     _log(text)
 
-  from experiments.pbt import train  # after flag parsing: JAX starts here
+  from experiments.pbt import population_report, train  # after flag parsing: JAX starts here
 
   if workers == "mpi":
     from minmaxlab import pbt
@@ -111,7 +111,7 @@ def main(argv):
     return
   best = s["best_lineage"][-1]
   hparams = ", ".join(
-    f"{k} {train.format_value(v)}"
+    f"{k} {population_report.format_value(v)}"
     for k, v in best.items()
     if k not in ("trial", "start_step", "fitness", "sync_period_index")
   )

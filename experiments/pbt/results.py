@@ -91,7 +91,7 @@ def _slow_eval_task(config):
 
 def run_search(config, workdir: Path, log=print) -> dict:
   """Run (or resume, or skip when finished) one PBT / random-search run; its result."""
-  from experiments.pbt import train
+  from experiments.pbt import population_report, train
 
   workdir = Path(workdir)
   done = workdir / "result.json"
@@ -105,7 +105,7 @@ def run_search(config, workdir: Path, log=print) -> dict:
 
   def progress(status):
     cpu_file.write_text(json.dumps(cpu_before + time.process_time() - t0))
-    log(f"{workdir.name}: {train.status_line(status, config.num_trials)}")
+    log(f"{workdir.name}: {population_report.status_line(status, config.num_trials)}")
 
   controller = train.build_controller(config, workdir, task, 0)
   try:

@@ -29,6 +29,7 @@ import numpy as np
 import optax
 
 import minmaxlab
+from experiments.pbt import population_report
 from minmaxlab import pbt, runner
 from minmaxlab.gan import data, losses, metrics, models
 
@@ -234,104 +235,6 @@ class RingGANTask:
     return (fitness if math.isfinite(fitness) else -1e9), state
 
 
-def _lineage_rows(store: pbt.Store, task) -> list[dict]:
-  return [
-    {
-      "trial": t.id,
-      "member": t.member,
-      "parent": t.parent_id,
-      "start_step": t.start_step,
-      "steps": t.steps,
-      "seed": t.seed,
-      "attempt": t.attempt,
-      "worker": t.worker,
-      "fitness": t.fitness,
-      "checkpoint_kept": not t.ckpt_deleted,
-      **t.hparams,
-      **task.describe(t.hparams),
-    }
-    for t in store.trials()
-  ]
-
-
-def plot_lineages(path, store: pbt.Store, task) -> None:
-  """Each current member's lineage: learning rates (schedule applied) and fitness over steps."""
-  import matplotlib.pyplot as plt
-
-  fig, axes = plt.subplots(1, 3, figsize=(13, 3.5))
-  for member, tid in sorted(store.population().items()):
-    chain = store.lineage(tid)
-    steps = [np.arange(c.start_step, c.start_step + c.steps) for c in chain]
-    series = [task.schedules(c.hparams, st) for c, st in zip(chain, steps)]
-    for ax, name in zip(axes[:2], series[0]):
-      ax.plot(np.concatenate(steps), np.concatenate([s[name] for s in series]), label=f"m{member}")
-      ax.set_yscale("log")
-      ax.set_title(f"{name} along each lineage")
-    axes[2].plot([c.start_step + c.steps for c in chain], [c.fitness for c in chain], marker="o")
-    axes[2].set_title("fitness along each lineage")
-  for ax in axes:
-    ax.set_xlabel("step")
-  axes[0].legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=80)
-  plt.close(fig)
-
-
-def format_value(v) -> str:
-  """A value for a table or a log line: ``-`` for None, a float with 3 decimals (or 3
-  significant digits in exponent form outside [0.01, 1e4)), anything else as ``str``."""
-  if v is None:
-    return "-"
-  if isinstance(v, float):
-    return f"{v:.3f}" if 1e-2 <= abs(v) < 1e4 or v == 0 else f"{v:.2e}"
-  return str(v)
-
-
-def population_table(rows: list[dict], task) -> str:
-  """The current population as fixed-width text, one line per member: its newest
-  trial, that trial's parent, status and hyperparameters (as used), and the
-  member's last fitness. Plain text: it reads the same in a terminal and a log."""
-  described = [task.describe(r["hparams"]) for r in rows]
-  names = list(described[0]) if rows else []
-  header = ["member", "trial", "parent", "status", "fitness", *names]
-  fmt = format_value
-  table = [header] + [
-    [str(r["member"]), str(r["trial"]), fmt(r["parent"]), r["status"], fmt(r["fitness"])]
-    + [fmt(d[n]) for n in names]
-    for r, d in zip(rows, described)
-  ]
-  widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-  return "\n".join("  " + "  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in table)
-
-
-def status_line(status: dict, num_trials: int) -> str:
-  best = status["best_fitness"]
-  best_text = "-" if best is None else f"{format_value(best)} (trial {status['best_trial']})"
-  return (
-    f"trials done {status['done']}/{num_trials}, running {status['running']}, "
-    f"pending {status['pending']}, best fitness {best_text}, "
-    f"checkpoints {status['checkpoints']}"
-  )
-
-
-class _Progress:
-  """``on_progress``: a status line whenever it changes, and the population table
-  whenever a trial finishes (so a log shows each step of the population)."""
-
-  def __init__(self, controller, num_trials, task, log):
-    self.controller, self.num_trials, self.task, self.log = controller, num_trials, task, log
-    self.line, self.done = None, -1
-
-  def __call__(self, status):
-    line = status_line(status, self.num_trials)
-    if line != self.line:
-      self.log(line)
-      self.line = line
-    if status["done"] != self.done:
-      self.done = status["done"]
-      self.log(population_table(self.controller.population_rows(), self.task))
-
-
 def build_controller(config, workdir, task, workers: int) -> pbt.Controller:
   """The campaign's :class:`minmaxlab.pbt.Controller` for ``config`` in ``workdir`` with
   ``workers`` local workers (after ``task.prepare()``); ``results`` opens a finished run's with
@@ -394,12 +297,12 @@ def train(
     raise ValueError(f"workers must be an integer >= 0 or 'mpi', got {workers!r}")
   task = make_task(config)
   start = time.monotonic()
-  progress: list[_Progress] = []
+  progress: list[population_report.Progress] = []
   if workers == "mpi":
 
     def make_controller():
       c = build_controller(config, workdir, task, 0)
-      progress.append(_Progress(c, config.num_trials, task, log))
+      progress.append(population_report.Progress(c, config.num_trials, task, log))
       return c
 
     out = pbt.run_mpi(
@@ -417,33 +320,35 @@ def train(
     status = None
   try:
     with runner.workdir_lock(workdir):  # held until the outputs and the finish marker are written
+      run = runner.TrainingRun(workdir, config, config.num_trials, module=__name__)
       if status is None:
-        if runner.is_finished(workdir, config.num_trials):
+        if run.finished():
           log(f"{workdir}: finished earlier ({config.num_trials} trials); nothing changed")
           return json.loads((workdir / "summary.json").read_text())
         status = controller.run(
           timeout=timeout,
-          on_progress=_Progress(controller, config.num_trials, task, log),
+          on_progress=population_report.Progress(controller, config.num_trials, task, log),
           budget_s=budget_s,
         )
-      return _finish(config, workdir, controller, task, status, workers, start)
+      return _finish(run, controller, task, status, workers, start)
   finally:
     controller.close()
 
 
-def _finish(config, workdir: Path, controller, task, status, workers, start) -> dict:
+def _finish(run: runner.TrainingRun, controller, task, status, workers, start) -> dict:
   """Write the campaign's outputs (``lineage.jsonl``, ``lineages.png``, ``summary.json``)
   and, when every trial is done (not a spent budget), the finish marker
   (``runner.finish``) last; returns the summary. A campaign cut short anywhere in here is
   completed by the same command."""
-  rows = _lineage_rows(controller.store, task)
+  workdir = run.workdir
+  rows = population_report.lineage_rows(controller.store, task)
   tmp = workdir / ".tmp-lineage.jsonl"
   tmp.write_text("".join(json.dumps(r) + "\n" for r in rows))
   tmp.replace(workdir / "lineage.jsonl")
   best = controller.store.best(controller.ranking)
   chain = [] if best is None else controller.store.lineage(best.id)  # none: budget spent
   runner.fault_point("finish:figures")
-  plot_lineages(workdir / "lineages.png", controller.store, task)
+  population_report.plot_lineages(workdir / "lineages.png", controller.store, task)
   population = {m: controller.store.trial(t) for m, t in controller.store.population().items()}
   summary = {
     **status,
@@ -464,11 +369,8 @@ def _finish(config, workdir: Path, controller, task, status, workers, start) -> 
       for m, t in sorted(population.items())
     ],
   }
-  runner.fault_point("finish:summary")
-  runner.write_json(workdir / "summary.json", summary, indent=1)
-  if not status.get("budget_ended"):
-    products = ["pbt.sqlite", "lineage.jsonl", "lineages.png", "summary.json"]
-    if best is not None and best.ckpt and not best.ckpt_deleted:  # the best checkpoint
-      products.append(os.path.relpath(best.ckpt, workdir.resolve()))
-    runner.finish(workdir, config.num_trials, products)
+  products = ["pbt.sqlite", "lineage.jsonl", "lineages.png", "summary.json"]
+  if best is not None and best.ckpt and not best.ckpt_deleted:  # the best checkpoint
+    products.append(os.path.relpath(best.ckpt, workdir))
+  run.finish(summary, products, mark=not status.get("budget_ended"), indent=1)
   return summary
