@@ -40,8 +40,6 @@ ALLOWED_LONG_FILES = frozenset(
     "experiments/coevolution/ring_study.py",
     # The PBT store: one class per storage concern, not yet split into modules.
     "minmaxlab/pbt/_store.py",
-    # Study tables and the statistics module: one function per table or test.
-    "experiments/pbt/results.py",
   }
 )
 

@@ -18,9 +18,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def tiny_protocol(tmp_path, seeds=(0, 1)) -> Path:
-  from experiments.pbt import results
+  from experiments.pbt import pbt_vs_rs_v1
 
-  p = json.loads(results.PROTOCOL_V1.read_text())
+  p = json.loads(pbt_vs_rs_v1.PROTOCOL_V1.read_text())
   p["seeds"] = list(seeds)
   p["settings"]["overrides"] = {
     "population_size": 2,
@@ -43,20 +43,20 @@ def tiny_protocol(tmp_path, seeds=(0, 1)) -> Path:
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-  from experiments.pbt import results
+  from experiments.pbt import pbt_vs_rs_v1
 
   tmp = tmp_path_factory.mktemp("v1")
   protocol = tiny_protocol(tmp)
   logs = []
-  data = results.run_study_v1(protocol, tmp / "runs", tmp / "out", log=logs.append)
+  data = pbt_vs_rs_v1.run_study_v1(protocol, tmp / "runs", tmp / "out", log=logs.append)
   return tmp, protocol, data, logs
 
 
 def test_registered_protocol_is_complete():
   from experiments import _report
-  from experiments.pbt import results
+  from experiments.pbt import pbt_vs_rs_v1
 
-  p = _report.load_protocol(results.PROTOCOL_V1)
+  p = _report.load_protocol(pbt_vs_rs_v1.PROTOCOL_V1)
   assert p["study"] == "pbt_vs_rs" and p["version"] == 1
   assert set(p["arms"]) == {"pbt", "random_search"}
   assert {a: p["arms"][a]["exploit"] for a in p["arms"]} == {
@@ -67,14 +67,14 @@ def test_registered_protocol_is_complete():
   assert p["primary"]["comparisons"] == [["pbt", "random_search"]]
   assert p["primary"]["test"] == "sign_flip" and p["primary"]["alpha"] == 0.05
   assert p["settings"]["rescore_samples"] == 10000
-  c = results.v1_config(p, 3, "random_search")
+  c = pbt_vs_rs_v1.v1_config(p, 3, "random_search")
   assert c.seed == 3 and c.exploit == "none"
-  assert results.lineage_trials(c) * c.steps_per_trial > 0
+  assert pbt_vs_rs_v1.lineage_trials(c) * c.steps_per_trial > 0
 
 
 @pytest.mark.slow  # its fixture runs every arm and seed at a tiny size
 def test_study_runs_every_arm_and_seed_of_the_protocol(study):
-  from experiments.pbt import results
+  from experiments.pbt import pbt_vs_rs_v1
 
   tmp, protocol, data, _ = study
   out = tmp / "out"
@@ -87,7 +87,7 @@ def test_study_runs_every_arm_and_seed_of_the_protocol(study):
     ("pbt", 1),
     ("random_search", 1),
   ]
-  assert data["trial_fields"] == list(results.TRIAL_FIELDS + results.HPARAMS)
+  assert data["trial_fields"] == list(pbt_vs_rs_v1.TRIAL_FIELDS + pbt_vs_rs_v1.HPARAMS)
   for r in data["runs"]:
     assert len(r["trials"]) == 4
     fids = [t[4] for t in r["trials"]]
@@ -112,13 +112,13 @@ def test_rescoring_uses_fresh_latents_and_reproduces(study):
   import jax
 
   from experiments import _report
-  from experiments.pbt import results
+  from experiments.pbt import pbt_vs_rs_v1, results
 
   tmp, protocol, data, _ = study
   p = _report.load_protocol(protocol)
   r = data["runs"][0]
-  config = results.v1_config(p, r["seed"], r["arm"])
-  workdir = tmp / "runs" / results.V1 / f"{r['arm']}_s{r['seed']}"
+  config = pbt_vs_rs_v1.v1_config(p, r["seed"], r["arm"])
+  workdir = tmp / "runs" / pbt_vs_rs_v1.V1 / f"{r['arm']}_s{r['seed']}"
   run = json.loads((workdir / "result.json").read_text())
   assert run["best_trial"] == r["winner"]["trial"]
   from minmaxlab.pbt import Store
@@ -130,7 +130,7 @@ def test_rescoring_uses_fresh_latents_and_reproduces(study):
     store.close()
   assert run["best_trial"] in {t.id for t in trials}
   L, n = config.latent_dim, config.eval_samples
-  keys = results.score_keys(results.RESCORE_SALT, config.seed, 250, n)
+  keys = pbt_vs_rs_v1.score_keys(pbt_vs_rs_v1.RESCORE_SALT, config.seed, 250, n)
   assert len(keys) == 3
   rescore = np.concatenate([np.asarray(jax.random.normal(k, (n, L))) for k in keys])[:250]
   rows = {tuple(z) for z in rescore}
@@ -140,36 +140,36 @@ def test_rescoring_uses_fresh_latents_and_reproduces(study):
     _, k_select = results.trial_keys(t.seed)
     assert not {tuple(z) for z in np.asarray(jax.random.normal(k_select, (n, L)))} & rows
   # the replay's final score uses other keys again
-  replay_keys = results.score_keys(results.REPLAY_SCORE_SALT, config.seed, 250, n)
+  replay_keys = pbt_vs_rs_v1.score_keys(pbt_vs_rs_v1.REPLAY_SCORE_SALT, config.seed, 250, n)
   z = np.asarray(jax.random.normal(replay_keys[0], (n, L)))
   assert not {tuple(v) for v in z} & rows
   # re-scoring again gives the recorded value
-  task = results._slow_eval_task(config)
-  again = results.rescore_winner(task, config, run, 250)
+  task = results.slow_eval_task(config)
+  again = pbt_vs_rs_v1.rescore_winner(task, config, run, 250)
   assert again["rescored_fid"] == pytest.approx(r["winner"]["rescored_fid"], rel=1e-5)
   assert again["rescored_fid"] != pytest.approx(run["best_fid"], rel=1e-6)
 
 
 def test_replay_schedules_have_the_full_length():
-  from experiments.pbt import results
+  from experiments.pbt import pbt_vs_rs_v1
 
   h = [{"lr_G": float(i)} for i in range(3)]
   run = {"best_lineage": [{"trial": i, "hparams": x} for i, x in enumerate(h)]}
-  assert results.replay_schedule(run, "pbt", 5) == h + [h[-1]] * 2
-  assert results.replay_schedule(run, "random_search", 5) == [h[-1]] * 5
-  assert results.replay_schedule(run, "pbt", 2) == h[:2]
+  assert pbt_vs_rs_v1.replay_schedule(run, "pbt", 5) == h + [h[-1]] * 2
+  assert pbt_vs_rs_v1.replay_schedule(run, "random_search", 5) == [h[-1]] * 5
+  assert pbt_vs_rs_v1.replay_schedule(run, "pbt", 2) == h[:2]
 
 
 def test_resume_skips_and_table_gives_pairs_and_verdict(study):
   from experiments import _report
-  from experiments.pbt import results
+  from experiments.pbt import pbt_vs_rs_v1
 
   tmp, protocol, data, _ = study
   logs = []
-  again = results.run_study_v1(protocol, tmp / "runs", tmp / "out", log=logs.append)
+  again = pbt_vs_rs_v1.run_study_v1(protocol, tmp / "runs", tmp / "out", log=logs.append)
   assert logs == [] and again["runs"] == data["runs"]
   p = _report.load_protocol(protocol)
-  text = results.table_v1(data, p)
+  text = pbt_vs_rs_v1.table_v1(data, p)
   for r in data["runs"]:
     assert f"{r['winner']['rescored_fid']:.1f}" in text
   for s in (0, 1):
@@ -181,13 +181,13 @@ def test_resume_skips_and_table_gives_pairs_and_verdict(study):
   assert "Wilcoxon" in text and data["runs"][0]["classifier"]["params_digest"] in text
   # an interim table (a pair missing) says so and gives no endpoint verdict
   partial = {**data, "runs": data["runs"][:3]}
-  text = results.table_v1(partial, p)
+  text = pbt_vs_rs_v1.table_v1(partial, p)
   assert "Incomplete: 1 of 2 registered pairs" in text and "Verdict" not in text
   # a run scored by another classifier is refused
   mixed = json.loads(json.dumps(data))
   mixed["runs"][1]["classifier"]["params_digest"] = "0" * 16
   with pytest.raises(ValueError, match="classifiers"):
-    results.table_v1(mixed, p)
+    pbt_vs_rs_v1.table_v1(mixed, p)
 
 
 def test_committed_blocks_are_registered():
@@ -196,7 +196,7 @@ def test_committed_blocks_are_registered():
 
   assert _report.BLOCKS["pbt_vs_rs_v1"] == (
     "experiments/pbt/README.md",
-    "experiments.pbt.results:readme_table_v1",
+    "experiments.pbt.pbt_vs_rs_v1:readme_table_v1",
   )
   assert _report.BLOCKS["pbt_vs_rs_v0"][1] == "experiments.pbt.results:readme_table_v0"
   text = results.readme_table_v0()
