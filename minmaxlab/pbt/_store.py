@@ -13,12 +13,13 @@ import os
 import re
 import sqlite3
 import time
-import uuid
 from contextlib import contextmanager
 from pathlib import Path, PurePath
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from minmaxlab.pbt._sqlite_file import create_file, create_tables, switch_to_wal
 
 PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
 MAX_ATTEMPTS = "max_attempts"  # kv key: attempts before a trial is marked failed
@@ -30,35 +31,6 @@ STORE_FILE = "pbt.sqlite"  # the store's file name in a run's workdir
 CKPT_DIR = "checkpoints"  # the trial checkpoints' folder in a run's workdir
 _CKPT_NAME = re.compile(r"trial_(\d+)_a\d+")
 _TABLES = {"trials", "population", "kv"}
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS trials (
-  id INTEGER PRIMARY KEY,
-  member INTEGER NOT NULL,
-  parent_id INTEGER,
-  parent_ckpt TEXT,
-  hparams TEXT NOT NULL,
-  start_step INTEGER NOT NULL,
-  steps INTEGER NOT NULL,
-  seed INTEGER NOT NULL,
-  status TEXT NOT NULL,
-  attempt INTEGER NOT NULL DEFAULT 0,
-  worker TEXT,
-  lease_until REAL,
-  fitness REAL,
-  ckpt TEXT,
-  ckpt_deleted INTEGER NOT NULL DEFAULT 0,
-  processed INTEGER NOT NULL DEFAULT 0,
-  created REAL,
-  finished REAL,
-  failures INTEGER NOT NULL DEFAULT 0,
-  error TEXT,
-  objectives TEXT
-);
-CREATE INDEX IF NOT EXISTS trials_status ON trials(status, id);
-CREATE TABLE IF NOT EXISTS population (member INTEGER PRIMARY KEY, trial_id INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
 
 
 class ControllerGone(RuntimeError):
@@ -151,56 +123,6 @@ def _trial(row, workdir: Path) -> Trial:
   return Trial(*r)
 
 
-def _switch_to_wal(db: sqlite3.Connection, timeout: float) -> None:
-  """``PRAGMA journal_mode=WAL``, retried for up to ``timeout`` seconds while another process
-  holds the file: SQLite answers "database is locked" at once, without its busy handler, when
-  two connections switch a new file's journal mode together or one is recovering the WAL (a
-  monitor opening the store while the controller creates it)."""
-  deadline = time.monotonic() + timeout
-  while True:
-    try:
-      db.execute("PRAGMA journal_mode=WAL")
-      return
-    except sqlite3.OperationalError as err:
-      if "locked" not in str(err) or time.monotonic() >= deadline:
-        raise
-      time.sleep(0.05)
-
-
-def _create_tables(db: sqlite3.Connection) -> None:
-  for stmt in _SCHEMA.strip().split(";"):
-    if stmt.strip():
-      db.execute(stmt)
-
-
-def _create(path: Path, timeout: float) -> None:
-  """Create the store file atomically: written complete under a temporary name, then linked
-  to ``path`` unless another process created it first (so an existing ``pbt.sqlite`` is
-  always a whole store and an empty one is damage, never a store being created)."""
-  tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:6]}.tmp")
-  try:
-    db = sqlite3.connect(tmp, isolation_level=None)
-    try:
-      _switch_to_wal(db, timeout)
-      _create_tables(db)
-    finally:
-      db.close()
-    _link(tmp, path)
-  finally:
-    tmp.unlink(missing_ok=True)
-
-
-def _link(tmp: Path, path: Path) -> None:
-  """``tmp`` becomes ``path`` unless ``path`` exists."""
-  try:
-    os.link(tmp, path)
-  except FileExistsError:
-    pass
-  except OSError:  # a file system without hard links
-    if not path.exists():
-      os.replace(tmp, path)
-
-
 def _check_store(db: sqlite3.Connection, path: str) -> None:
   """:class:`StoreError` (one line naming ``path``) unless ``db`` is an undamaged PBT store."""
   tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -232,7 +154,7 @@ class Store:
     self.ckpt_root = self.workdir / CKPT_DIR
     self.workdir.mkdir(parents=True, exist_ok=True)
     if not Path(self.path).exists():
-      _create(Path(self.path), timeout)
+      create_file(Path(self.path), timeout)
     elif Path(self.path).stat().st_size == 0:
       raise StoreError(
         f"{self.path} is empty (0 bytes), not a PBT store: refusing to start a new campaign"
@@ -241,7 +163,7 @@ class Store:
     self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
     try:
       _check_store(self._db, self.path)
-      _switch_to_wal(self._db, timeout)
+      switch_to_wal(self._db, timeout)
     except sqlite3.DatabaseError as e:
       self._db.close()
       raise StoreError(
@@ -251,7 +173,7 @@ class Store:
       self._db.close()
       raise
     self._db.execute("PRAGMA synchronous=FULL")
-    _create_tables(self._db)
+    create_tables(self._db)
     columns = {r[1] for r in self._db.execute("PRAGMA table_info(trials)")}
     added = (("failures", "INTEGER NOT NULL DEFAULT 0"), ("error", "TEXT"), ("objectives", "TEXT"))
     for name, decl in added:
