@@ -25,8 +25,6 @@ ALLOWED_LONG_FUNCTIONS = frozenset(
     # Analysis: one method dispatch each, written this session by issues 35 and 39.
     "minmaxlab/analysis/_step_sizes.py::contractive_step_sizes",
     "minmaxlab/analysis/_live.py::game_dynamics",
-    # The PBT worker's serving loop, not yet split into named parts (issue 37 edits pbt).
-    "minmaxlab/pbt/_worker.py::serve_trials",
   }
 )
 

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -287,13 +287,10 @@ def serve_trials(
   process (exit status :data:`TIMEOUT_EXIT`; a local worker is restarted).
   """
   name = name or f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
+  lease = _Lease(name, lease_s, epoch, orphan_s, trial_timeout_s)
   store = open_store()
   watch = _Watch(orphan_s)
   done = 0
-
-  def orphaned(why: str):
-    print(f"[pbt worker {name}] {why}: exiting", file=sys.stderr, flush=True)
-
   try:
     while max_trials is None or done < max_trials:
       if watch.gone(store):
@@ -307,54 +304,86 @@ def serve_trials(
           break
         time.sleep(poll_s)
         continue
-      stop = threading.Event()
-
-      def heartbeat(trial=trial, started=time.monotonic()):
-        trial_id = trial.id
-        hb = open_store()
-        beat = _Watch(orphan_s)
-        period = min(lease_s / 3, orphan_s / 4 if orphan_s else lease_s)
-        period = min(period, trial_timeout_s / 4) if trial_timeout_s else period
-        try:
-          while not stop.wait(period):
-            if trial_timeout_s and time.monotonic() - started > trial_timeout_s:
-              _fail_and_exit(lambda: hb, trial, name, trial_timeout_s)
-            hb.renew(trial_id, name, lease_s)
-            lost_epoch = epoch is not None and hb.get(EPOCH) != epoch
-            if lost_epoch or beat.gone(hb):
-              orphaned(f"controller gone while training trial {trial_id}")
-              os._exit(ORPHAN_EXIT)  # the trial is re-queued by the next controller
-        finally:
-          hb.close()
-
-      thread = threading.Thread(target=heartbeat, daemon=True)
-      thread.start()
-      broken, failure = False, None
-      try:
-        fitness, ckpt = run_trial(trial, ckpt_root, init_fn, train_fn)
-      except BrokenCheckpointError:
-        broken = True
-      except Exception as e:  # the task failed: report it, go on with the next trial
-        failure = _error_line(e)
-        print(
-          f"[pbt worker {name}] trial {trial.id} (attempt {trial.attempt}) failed: {failure}",
-          file=sys.stderr,
-          flush=True,
-        )
-        if os.environ.get("MINMAXLAB_DEBUG"):
-          traceback.print_exc()
-      finally:
-        stop.set()
-        thread.join()  # before any report: the lease thread's calls never overlap ours
-      if broken:
+      out = _train_leased(open_store, lease, trial, ckpt_root, init_fn, train_fn)
+      if out.broken:
         store.report_broken_parent(trial.id, name)
-      elif failure is not None:
-        store.fail(trial.id, name, failure)
-      elif store.complete(trial.id, name, fitness, ckpt):
+      elif out.failure is not None:
+        store.fail(trial.id, name, out.failure)
+      elif store.complete(trial.id, name, out.fitness, out.ckpt):
         done += 1
   finally:
     store.close()
   return done
+
+
+class _Lease(NamedTuple):
+  """How a worker holds its trials: its name, the lease, the controller's epoch, and the
+  orphan and trial time limits (see :func:`serve_trials`)."""
+
+  name: str
+  lease_s: float
+  epoch: str | None
+  orphan_s: float | None
+  trial_timeout_s: float | None
+
+
+class _Outcome(NamedTuple):
+  """What training one trial gave: its fitness and checkpoint, a broken parent checkpoint,
+  or the task's failure (one line)."""
+
+  fitness: Any = None
+  ckpt: str | None = None
+  broken: bool = False
+  failure: str | None = None
+
+
+def _train_leased(open_store, lease: _Lease, trial: Trial, ckpt_root, init_fn, train_fn):
+  """Train ``trial`` while a lease thread (:func:`_hold_lease`) renews its lease; the
+  thread is joined before this returns, so its calls never overlap the caller's report."""
+  stop = threading.Event()
+  args = (open_store, lease, trial, stop, time.monotonic())
+  thread = threading.Thread(target=_hold_lease, args=args, daemon=True)
+  thread.start()
+  try:
+    fitness, ckpt = run_trial(trial, ckpt_root, init_fn, train_fn)
+    return _Outcome(fitness, ckpt)
+  except BrokenCheckpointError:
+    return _Outcome(broken=True)
+  except Exception as e:  # the task failed: report it, go on with the next trial
+    failure = _error_line(e)
+    print(
+      f"[pbt worker {lease.name}] trial {trial.id} (attempt {trial.attempt}) failed: {failure}",
+      file=sys.stderr,
+      flush=True,
+    )
+    if os.environ.get("MINMAXLAB_DEBUG"):
+      traceback.print_exc()
+    return _Outcome(failure=failure)
+  finally:
+    stop.set()
+    thread.join()  # before any report: the lease thread's calls never overlap ours
+
+
+def _hold_lease(open_store, lease: _Lease, trial: Trial, stop, started: float) -> None:
+  """The lease thread of ``trial`` (until ``stop``): renews the lease; ends the process
+  when the trial runs past its time limit (recorded as a failed attempt) or the controller
+  is gone (the trial is re-queued by the next controller)."""
+  hb = open_store()
+  beat = _Watch(lease.orphan_s)
+  period = min(lease.lease_s / 3, lease.orphan_s / 4 if lease.orphan_s else lease.lease_s)
+  period = min(period, lease.trial_timeout_s / 4) if lease.trial_timeout_s else period
+  try:
+    while not stop.wait(period):
+      if lease.trial_timeout_s and time.monotonic() - started > lease.trial_timeout_s:
+        _fail_and_exit(lambda: hb, trial, lease.name, lease.trial_timeout_s)
+      hb.renew(trial.id, lease.name, lease.lease_s)
+      lost_epoch = lease.epoch is not None and hb.get(EPOCH) != lease.epoch
+      if lost_epoch or beat.gone(hb):
+        why = f"controller gone while training trial {trial.id}"
+        print(f"[pbt worker {lease.name}] {why}: exiting", file=sys.stderr, flush=True)
+        os._exit(ORPHAN_EXIT)  # the trial is re-queued by the next controller
+  finally:
+    hb.close()
 
 
 def join_run(
