@@ -338,7 +338,48 @@ def model_table(path: Path = RESULTS) -> str:
   return "\n".join(lines) + "\n"
 
 
+# Issue 38's later runs: the library's donation option side by side, and one 12x12 epoch.
+DONATE = HERE / "results" / "2026-12-04_grid_scaling_donate_option.jsonl"
+EPOCH = HERE / "results" / "2026-12-04_grid_scaling_12x12_epoch.jsonl"
+MEMORY_GIB = 24  # this host kind's memory (issue 38's target for a 12x12 epoch)
+
+
+def options_table() -> str:
+  """The ``grid_scaling_options`` block: ``make_backend(..., donate=True)`` against the
+  default at one grid, and one 12x12 generation of a full epoch (600 batches per cell)."""
+  head = results_table(RESULTS).splitlines()[:2]
+  out = []
+  donate = {r["placement"]: r for r in load(DONATE)} if DONATE.exists() else {}
+  if {"single", "donated"} <= set(donate):
+    a, b = donate["donated"], donate["single"]
+    out += [f"The library's donation option ({DONATE.name}):", "", *head]
+    out += [_case_row(b), _case_row(a), ""]
+    out.append(
+      f"- `make_backend(..., donate=True)` at {a['grid']}: peak RSS {_gib(a['peak_rss_bytes'])}"
+      f" GiB against {_gib(b['peak_rss_bytes'])} GiB "
+      f"({a['peak_rss_bytes'] / b['peak_rss_bytes']:.2f}x; the state is {_mib(a['state_bytes'])}"
+      f" MiB), CPU seconds per generation {a['generation']['cpu_s_median']:.1f} against "
+      f"{b['generation']['cpu_s_median']:.1f}."
+    )
+  epoch = load(EPOCH) if EPOCH.exists() else []
+  if epoch:
+    r = epoch[-1]
+    out += ["", f"One 12x12 generation of a full epoch ({EPOCH.name}):", "", *head, _case_row(r)]
+    out.append("")
+    out.append(
+      f"- {r['grid']}, {r['batches_per_generation']} batches per cell: "
+      f"{r['generation']['cpu_s_median']:.0f} CPU s and {r['generation']['wall_s_median']:.0f} s"
+      f" of wall time for the generation (load {r['load_average_before'][0]:.1f}-"
+      f"{r['load_average_after'][0]:.1f} on 2 cores), compile {r['compile_s']:.0f} s; peak RSS "
+      f"{_gib(r['peak_rss_bytes'])} GiB of this host's {MEMORY_GIB} GiB."
+    )
+  return "\n".join(out or ["No run of these cases is committed yet."]) + "\n"
+
+
 _report.register("grid_scaling", README, "experiments.benchmarks.cluster_model:results_table")
+_report.register(
+  "grid_scaling_options", README, "experiments.benchmarks.cluster_model:options_table"
+)
 _report.register("cluster_model", README, "experiments.benchmarks.cluster_model:model_table")
 
 
