@@ -19,6 +19,7 @@
   portraits, distance curves).
 """
 
+from minmaxlab.analysis._arnoldi import RitzValues, arnoldi_eigenvalues
 from minmaxlab.analysis._closed_form import (
   altgda_eigenvalues,
   closed_form_eigenvalues,
@@ -39,13 +40,7 @@ from minmaxlab.analysis._jacobian import (
   top_eigenvalues,
   vjp_operator,
 )
-from minmaxlab.analysis._live import (
-  DYNAMICS_SCHEMES,
-  GameDynamics,
-  RitzValues,
-  arnoldi_eigenvalues,
-  game_dynamics,
-)
+from minmaxlab.analysis._live import DYNAMICS_SCHEMES, GameDynamics, game_dynamics
 from minmaxlab.analysis._plot import (
   plot_distance_curves,
   plot_eigenvalues,

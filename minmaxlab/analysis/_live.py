@@ -32,104 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
+from minmaxlab.analysis._arnoldi import arnoldi_eigenvalues
 from minmaxlab.games import Players
 
 DYNAMICS_SCHEMES = ("gda", "extragradient", "alternating")
-
-
-class RitzValues(NamedTuple):
-  """Ritz values of an Arnoldi run (see :func:`arnoldi_eigenvalues`).
-
-  Attributes:
-    values: ``(m,)`` complex Ritz values, largest modulus first (ties: the
-      positive imaginary part first).
-    residuals: ``(m,)`` residual norms :math:`\\|M y - \\theta y\\|` of the unit
-      Ritz vectors (``|h_{m+1,m}| |e_m^T y|``; ``0`` for an exact eigenvalue).
-  """
-
-  values: jax.Array
-  residuals: jax.Array
-
-
-def _orthogonalise(V, w):
-  """Classical Gram-Schmidt twice against the rows of ``V`` (zero rows are inert)."""
-  h1 = V @ w
-  w = w - V.T @ h1
-  h2 = V @ w
-  return w - V.T @ h2, h1 + h2
-
-
-def arnoldi_eigenvalues(
-  matvec: Callable[[jax.Array], jax.Array],
-  n: int,
-  key: jax.Array,
-  iterations: int = 20,
-  dtype: Any = None,
-  breakdown_tol: float | None = None,
-) -> RitzValues:
-  r"""Ritz values of a linear operator from ``iterations`` Arnoldi steps (jittable).
-
-  Builds an orthonormal basis :math:`V_m` of the Krylov space
-  :math:`\mathrm{span}\{v_0, M v_0, \dots, M^{m-1} v_0\}` (``m`` =
-  ``iterations`` products, classical Gram-Schmidt applied twice) and returns
-  the eigenvalues of :math:`H_m = V_m^\top M V_m`. These are the power
-  iteration's information used in full: the outer eigenvalues of ``M``
-  (largest modulus, largest imaginary part) converge first, and a complex
-  conjugate dominant pair, on which a plain power iteration oscillates, is
-  resolved. On a breakdown (an invariant subspace found: the new vector's norm
-  below ``breakdown_tol`` times that of ``M v_j``) the iteration continues
-  from a fresh random vector orthogonal to the basis, so with
-  ``iterations = n`` the Ritz values are the whole spectrum (up to rounding).
-
-  The small ``(m, m)`` Hessenberg eigenproblem is solved by ``jnp.linalg.eig``
-  (LAPACK on the CPU, cuSOLVER on a GPU).
-
-  Args:
-    matvec: ``u -> M u`` on flat vectors of length ``n`` (jittable).
-    n: the dimension.
-    key: PRNG key of the starting vector and of breakdown restarts.
-    iterations: Krylov dimension ``m`` (products of ``M``); clipped to ``n``.
-    dtype: of the vectors (default float32, or float64 under ``jax_enable_x64``).
-    breakdown_tol: relative breakdown threshold (default ``eps ** (2/3)`` of
-      ``dtype``).
-
-  Returns:
-    :class:`RitzValues` (``m`` values, largest modulus first).
-  """
-  n = int(n)
-  m = min(int(iterations), n)
-  if m < 1:
-    raise ValueError(f"iterations must be >= 1, got {iterations}")
-  dtype = jnp.dtype(dtype or jnp.result_type(float))
-  tol = float(np.finfo(dtype).eps) ** (2.0 / 3.0) if breakdown_tol is None else breakdown_tol
-  k0, k_restart = jax.random.split(key)
-  v0 = jax.random.normal(k0, (n,), dtype)
-  V = jnp.zeros((m + 1, n), dtype).at[0].set(v0 / jnp.linalg.norm(v0))
-  H = jnp.zeros((m + 1, m), dtype)
-
-  def unit(w):
-    nrm = jnp.linalg.norm(w)
-    return jnp.where(nrm > 0, w / jnp.where(nrm > 0, nrm, 1), 0), nrm
-
-  def body(j, carry):
-    V, H = carry
-    w = jnp.asarray(matvec(V[j]), dtype)
-    scale = jnp.linalg.norm(w)
-    w, h = _orthogonalise(V, w)
-    w_unit, beta = unit(w)
-    broke = beta <= tol * scale
-    r, _ = _orthogonalise(V, jax.random.normal(jax.random.fold_in(k_restart, j), (n,), dtype))
-    r_unit, _ = unit(r)
-    H = H.at[:, j].set(h.at[j + 1].set(jnp.where(broke, 0, beta)))
-    V = V.at[j + 1].set(jnp.where(broke, r_unit, w_unit))
-    return V, H
-
-  V, H = jax.lax.fori_loop(0, m, body, (V, H))
-  vals, vecs = jnp.linalg.eig(H[:m, :m])  # unit-norm eigenvectors (LAPACK/cuSOLVER geev)
-  res = (jnp.abs(H[m, m - 1]) * jnp.abs(vecs[-1, :])).astype(dtype)
-  order = jnp.lexsort((-vals.imag, -jnp.abs(vals)))
-  vals, res = vals[order], res[order]
-  return RitzValues(vals, res)
 
 
 class GameDynamics(NamedTuple):
@@ -157,6 +63,48 @@ class GameDynamics(NamedTuple):
       Lookahead, else ``spectral_radius``.
     operator_eigenvalues: ``(k,)`` outer Ritz values of the update operator,
       largest modulus first.
+
+  **Eigenvalues of J.** :func:`arnoldi_eigenvalues` on :math:`u \\mapsto Ju`
+  with ``eigen_iterations`` products: the ``num_eigenvalues`` Ritz values of
+  largest modulus and those of largest imaginary part, with their residuals.
+  The outer eigenvalues converge first; the residuals say how far.
+
+  **Rotational share.** With :math:`J = S + A` (:func:`decompose`),
+  :math:`\\|S\\|_F^2 = (\\|J\\|_F^2 + \\operatorname{tr} J^2)/2` and
+  :math:`\\|A\\|_F^2 = (\\|J\\|_F^2 - \\operatorname{tr} J^2)/2`, and both
+  :math:`\\|J\\|_F^2 = E\\|Jv\\|^2` and :math:`\\operatorname{tr} J^2 = E[v^\\top J J v]`
+  for Rademacher :math:`v` (Hutchinson): two JVPs per probe. The share is the
+  ratio of the square roots of the (clipped at 0) estimates; with
+  ``num_probes=None`` the probes are the ``n`` basis vectors and the traces
+  exact (small games).
+
+  **Update operator.** The linearisation :math:`T` of one step of ``scheme``
+  with SGD steps ``eta`` (exact on a linear game; on a nonlinear game, the
+  linear game with :math:`J` at ``params``):
+
+  * ``"gda"``: :math:`T = I - \\eta J`;
+  * ``"extragradient"``: :math:`T = I - \\eta J (I - \\eta J)`;
+  * ``"alternating"``: ``max_steps`` max-player steps, then the min player at
+    the new max point: :math:`T = T_{\\min} T_{\\max}^{n}`, :math:`T_p = I - \\eta P_p J`
+    with :math:`P_p` the player's coordinates (``minmaxlab.alternating``);
+  * ``sync_period=k``: Lookahead's cycle :math:`I + \\alpha(T^k - I)`
+    (``slow_step_size`` :math:`\\alpha`), ``k`` steps of the base per product.
+
+  ``eta`` may differ per coordinate (``step_size``: a scalar, a ``Players`` of
+  two scalars, one per player, or per-coordinate values, e.g. Adam's
+  effective steps). The radius comes from :func:`arnoldi_eigenvalues` on
+  :math:`T - I` (``radius_iterations`` products; Krylov spaces are shift
+  invariant, and :math:`\\log\\rho = \\max \\tfrac12 \\log(1 + 2\\Re\\delta + |\\delta|^2)`
+  over its Ritz values :math:`\\delta` keeps the digits when
+  :math:`\\rho \\approx 1`). The outer eigenvalues converge first; the radius
+  is a lower estimate until they have.
+
+  References:
+    Balduzzi et al., 2018, https://arxiv.org/abs/1802.05642 (S/A split);
+    Hutchinson, 1989 (trace estimator); Berard et al., 2020,
+    https://arxiv.org/abs/1906.04848 (Jacobian spectra of GANs);
+    Chavdarova et al., 2021, https://arxiv.org/abs/2006.14567 (Lookahead's
+    operator).
   """
 
   eigenvalues: jax.Array
@@ -289,40 +237,9 @@ def game_dynamics(
                                     step_size=Players(2e-4, 2e-4)))
     out = dyn(params, real, z, key=jax.random.key(0))
 
-  **Eigenvalues of J.** :func:`arnoldi_eigenvalues` on :math:`u \mapsto Ju`
-  with ``eigen_iterations`` products: the ``num_eigenvalues`` Ritz values of
-  largest modulus and those of largest imaginary part, with their residuals.
-  The outer eigenvalues converge first; the residuals say how far.
-
-  **Rotational share.** With :math:`J = S + A` (:func:`decompose`),
-  :math:`\|S\|_F^2 = (\|J\|_F^2 + \operatorname{tr} J^2)/2` and
-  :math:`\|A\|_F^2 = (\|J\|_F^2 - \operatorname{tr} J^2)/2`, and both
-  :math:`\|J\|_F^2 = E\|Jv\|^2` and :math:`\operatorname{tr} J^2 = E[v^\top J J v]`
-  for Rademacher :math:`v` (Hutchinson): two JVPs per probe. The share is the
-  ratio of the square roots of the (clipped at 0) estimates; with
-  ``num_probes=None`` the probes are the ``n`` basis vectors and the traces
-  exact (small games).
-
-  **Update operator.** The linearisation :math:`T` of one step of ``scheme``
-  with SGD steps ``eta`` (exact on a linear game; on a nonlinear game, the
-  linear game with :math:`J` at ``params``):
-
-  * ``"gda"``: :math:`T = I - \eta J`;
-  * ``"extragradient"``: :math:`T = I - \eta J (I - \eta J)`;
-  * ``"alternating"``: ``max_steps`` max-player steps, then the min player at
-    the new max point: :math:`T = T_{\min} T_{\max}^{n}`, :math:`T_p = I - \eta P_p J`
-    with :math:`P_p` the player's coordinates (``minmaxlab.alternating``);
-  * ``sync_period=k``: Lookahead's cycle :math:`I + \alpha(T^k - I)`
-    (``slow_step_size`` :math:`\alpha`), ``k`` steps of the base per product.
-
-  ``eta`` may differ per coordinate (``step_size``: a scalar, a ``Players`` of
-  two scalars, one per player, or per-coordinate values, e.g. Adam's
-  effective steps). The radius comes from :func:`arnoldi_eigenvalues` on
-  :math:`T - I` (``radius_iterations`` products; Krylov spaces are shift
-  invariant, and :math:`\log\rho = \max \tfrac12 \log(1 + 2\Re\delta + |\delta|^2)`
-  over its Ritz values :math:`\delta` keeps the digits when
-  :math:`\rho \approx 1`). The outer eigenvalues converge first; the radius
-  is a lower estimate until they have.
+  What each estimate is and how it is computed (Arnoldi on ``J``, Hutchinson's rotational
+  share, each scheme's update operator and Lookahead's cycle, the radius from the Ritz values
+  of ``T - I``): :class:`GameDynamics`.
 
   Cost in JVPs (each about two field evaluations): ``eigen_iterations`` +
   ``2 num_probes`` + ``radius_iterations`` times (1 GDA, 2 EG,
@@ -347,14 +264,35 @@ def game_dynamics(
 
   Returns:
     A :class:`GameDynamics`.
-
-  References:
-    Balduzzi et al., 2018, https://arxiv.org/abs/1802.05642 (S/A split);
-    Hutchinson, 1989 (trace estimator); Berard et al., 2020,
-    https://arxiv.org/abs/1906.04848 (Jacobian spectra of GANs);
-    Chavdarova et al., 2021, https://arxiv.org/abs/2006.14567 (Lookahead's
-    operator).
   """
+  _check_settings(params, scheme, sync_period, max_steps, num_probes)
+  w0, unravel = ravel_pytree(params)
+  n, dtype = int(w0.shape[0]), w0.dtype
+  k = _check_count(num_eigenvalues, eigen_iterations, n)
+
+  def flat_field(w):
+    flat, _ = ravel_pytree(field(unravel(w), *args))
+    return flat
+
+  _, jvp = jax.linearize(flat_field, w0)
+  k_eig, k_probe, k_op = jax.random.split(key, 3)
+  ritz = arnoldi_eigenvalues(jvp, n, k_eig, eigen_iterations, dtype)  # eigenvalues of J
+  by_imag = jnp.lexsort((-jnp.abs(ritz.values), -ritz.values.imag))
+  rotation = _rotation(jvp, n, dtype, k_probe, num_probes)
+  step = _Scheme(scheme, step_size, int(max_steps), sync_period, slow_step_size, radius_iterations)
+  radius = _radius(jvp, params, step, k_op, k, n, dtype, ritz.values.dtype)
+  return GameDynamics(
+    eigenvalues=ritz.values[:k],
+    eigenvalue_residuals=ritz.residuals[:k],
+    rotational_eigenvalues=ritz.values[by_imag[:k]],
+    max_imag=jnp.max(jnp.abs(ritz.values.imag)),
+    **rotation._asdict(),
+    **radius._asdict(),
+  )
+
+
+def _check_settings(params, scheme, sync_period, max_steps, num_probes) -> None:
+  """``ValueError`` (one line) for a setting :func:`game_dynamics` cannot use."""
   if scheme is not None and scheme not in DYNAMICS_SCHEMES:
     raise ValueError(f"scheme must be one of {DYNAMICS_SCHEMES} or None, got {scheme!r}")
   if scheme == "alternating" and not isinstance(params, Players):
@@ -365,33 +303,37 @@ def game_dynamics(
     raise ValueError(f"max_steps must be >= 1, got {max_steps}")
   if num_probes is not None and int(num_probes) < 1:
     raise ValueError(f"num_probes must be >= 1 or None, got {num_probes}")
-  w0, unravel = ravel_pytree(params)
-  n, dtype = int(w0.shape[0]), w0.dtype
+
+
+def _check_count(num_eigenvalues, eigen_iterations, n: int) -> int:
+  """``num_eigenvalues`` as an int, ``ValueError`` unless in ``[1, min(eigen_iterations, n)]``."""
   k = int(num_eigenvalues)
   if not 1 <= k <= min(int(eigen_iterations), n):
     raise ValueError(
       f"num_eigenvalues must be in [1, min(eigen_iterations, n) = "
       f"{min(int(eigen_iterations), n)}], got {num_eigenvalues}"
     )
+  return k
 
-  def flat_field(w):
-    flat, _ = ravel_pytree(field(unravel(w), *args))
-    return flat
 
-  _, jvp = jax.linearize(flat_field, w0)
-  k_eig, k_probe, k_op = jax.random.split(key, 3)
+class _Rotation(NamedTuple):
+  """The rotational share and its two traces (the fields of :class:`GameDynamics`)."""
 
-  # Eigenvalues of J.
-  ritz = arnoldi_eigenvalues(jvp, n, k_eig, eigen_iterations, dtype)
-  by_imag = jnp.lexsort((-jnp.abs(ritz.values), -ritz.values.imag))
-  rotational = ritz.values[by_imag[:k]]
-  max_imag = jnp.max(jnp.abs(ritz.values.imag))
+  rotation_share: jax.Array
+  frobenius_sq: jax.Array
+  trace_jj: jax.Array
+  frobenius_sq_stderr: jax.Array
+  trace_jj_stderr: jax.Array
 
-  # Rotational share (Hutchinson).
+
+def _rotation(jvp, n: int, dtype, key, num_probes: int | None) -> _Rotation:
+  """Hutchinson's estimates of :math:`\\|J\\|_F^2 = E\\|Jv\\|^2` and
+  :math:`\\operatorname{tr} J^2 = E[v^\\top J J v]` (Rademacher ``v``, or the ``n`` basis
+  vectors with ``num_probes=None``: exact), and the share they give."""
   if num_probes is None:
     probes, scale = jnp.eye(n, dtype=dtype), float(n)
   else:
-    probes = jax.random.rademacher(k_probe, (int(num_probes), n), dtype)
+    probes = jax.random.rademacher(key, (int(num_probes), n), dtype)
     scale = 1.0
 
   def probe(v):
@@ -411,44 +353,47 @@ def game_dynamics(
   s_norm = jnp.sqrt(jnp.maximum((frob + trace) / 2, 0))
   total = a_norm + s_norm
   share = jnp.where(total > 0, a_norm / jnp.where(total > 0, total, 1), 0)
+  return _Rotation(share, frob, trace, f_err, t_err)
 
-  # Spectral radius of the update operator.
-  if scheme is None:
+
+class _Radius(NamedTuple):
+  """The update operator's radius fields of :class:`GameDynamics`."""
+
+  spectral_radius: jax.Array
+  log_spectral_radius: jax.Array
+  spectral_radius_per_step: jax.Array
+  operator_eigenvalues: jax.Array
+
+
+class _Scheme(NamedTuple):
+  """The update operator's settings (:func:`game_dynamics`'s arguments of the same names)."""
+
+  scheme: str | None
+  step_size: Any
+  max_steps: int
+  sync_period: int | None
+  slow_step_size: float
+  radius_iterations: int
+
+
+def _radius(jvp, params, step: _Scheme, key, k: int, n: int, dtype, complex_dtype) -> _Radius:
+  """The spectral radius of the update operator :math:`T` of ``step.scheme`` (NaN without
+  one) from the Ritz values :math:`\\delta` of :math:`T - I`: :math:`\\log\\rho = \\max
+  \\tfrac12 \\log(1 + 2\\Re\\delta + |\\delta|^2)`, per step with Lookahead."""
+  if step.scheme is None:
     nan = jnp.full((), jnp.nan, dtype)
-    radius = log_radius = per_step = nan
-    op_eigs = jnp.full((k,), jnp.nan, ritz.values.dtype)
-  else:
-    eta = _per_coordinate(step_size, params, n, dtype)
-    n_min = ravel_pytree(params.min)[0].shape[0] if isinstance(params, Players) else n
-    min_mask = (jnp.arange(n) < n_min).astype(dtype)
-    increment = _increment_operator(
-      jvp,
-      eta,
-      min_mask,
-      scheme,
-      int(max_steps),
-      None if sync_period is None else int(sync_period),
-      slow_step_size,
-    )
-    delta = arnoldi_eigenvalues(increment, n, k_op, radius_iterations, dtype).values
-    log_mod = 0.5 * jnp.log1p(2 * delta.real + jnp.abs(delta) ** 2)
-    log_radius = jnp.max(log_mod)
-    radius = jnp.exp(log_radius)
-    per_step = jnp.exp(log_radius / (1 if sync_period is None else int(sync_period)))
-    op_eigs = (1 + delta)[jnp.argsort(-log_mod, stable=True)[:k]]
-
-  return GameDynamics(
-    eigenvalues=ritz.values[:k],
-    eigenvalue_residuals=ritz.residuals[:k],
-    rotational_eigenvalues=rotational,
-    max_imag=max_imag,
-    rotation_share=share,
-    frobenius_sq=frob,
-    trace_jj=trace,
-    frobenius_sq_stderr=f_err,
-    trace_jj_stderr=t_err,
-    spectral_radius=radius,
-    log_spectral_radius=log_radius,
-    spectral_radius_per_step=per_step,
-    operator_eigenvalues=op_eigs,
+    return _Radius(nan, nan, nan, jnp.full((k,), jnp.nan, complex_dtype))
+  eta = _per_coordinate(step.step_size, params, n, dtype)
+  n_min = ravel_pytree(params.min)[0].shape[0] if isinstance(params, Players) else n
+  min_mask = (jnp.arange(n) < n_min).astype(dtype)
+  sync = None if step.sync_period is None else int(step.sync_period)
+  increment = _increment_operator(
+    jvp, eta, min_mask, step.scheme, step.max_steps, sync, step.slow_step_size
   )
+  delta = arnoldi_eigenvalues(increment, n, key, step.radius_iterations, dtype).values
+  log_mod = 0.5 * jnp.log1p(2 * delta.real + jnp.abs(delta) ** 2)
+  log_radius = jnp.max(log_mod)
+  radius = jnp.exp(log_radius)
+  per_step = jnp.exp(log_radius / (1 if sync is None else sync))
+  op_eigs = (1 + delta)[jnp.argsort(-log_mod, stable=True)[:k]]
+  return _Radius(radius, log_radius, per_step, op_eigs)
