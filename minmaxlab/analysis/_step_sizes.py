@@ -50,6 +50,13 @@ class StepSizes(NamedTuple):
     step_sizes: the scanned step sizes (numpy).
     rates: the rate at each of them: the spectral radius of one step, or for Lookahead the
       per-step rate ``rho_cycle ** (1/k)`` (comparable across ``k``).
+
+  On the bilinear game :math:`x^\\top A y` (:math:`j = \\pm i\\sigma`): GDA never contracts
+  (:math:`\\rho = \\sqrt{1 + \\eta^2\\sigma^2}`), AltGDA neither (:math:`\\rho = 1` up to
+  :math:`\\eta\\sigma = 2`), EG contracts for :math:`\\eta < 1/\\sigma_{\\max}` with the best
+  :math:`\\eta = 1/\\sqrt{\\sigma_{\\min}^2 + \\sigma_{\\max}^2}`, OGDA for
+  :math:`\\eta < 1/(\\sqrt3\\,\\sigma_{\\max})`. A zero eigenvalue of ``J`` (a direction the
+  field ignores, e.g. a non-square ``A``) gives :math:`\\rho \\ge 1` at every step size.
   """
 
   method: str
@@ -214,13 +221,7 @@ def contractive_step_sizes(
   against :func:`update_operator` in the tests); for a nonlinear game they hold at the point's
   linearisation. The rate ``rho(eta)`` is evaluated on ``num`` evenly spaced step sizes in
   ``(0, max_step_size]``; the ends of every interval with ``rho < 1 - tol`` are refined by Brent's
-  method and the minimum by bounded Brent around the scan's best point. On the bilinear game
-  :math:`x^\top A y` (:math:`j = \pm i\sigma`): GDA never contracts
-  (:math:`\rho = \sqrt{1 + \eta^2\sigma^2}`), AltGDA neither (:math:`\rho = 1` up to
-  :math:`\eta\sigma = 2`), EG contracts for :math:`\eta < 1/\sigma_{\max}` with the best
-  :math:`\eta = 1/\sqrt{\sigma_{\min}^2 + \sigma_{\max}^2}`, OGDA for
-  :math:`\eta < 1/(\sqrt3\,\sigma_{\max})`. A zero eigenvalue of ``J`` (a direction the field
-  ignores, e.g. a non-square ``A``) gives :math:`\rho \ge 1` at every step size.
+  method and the minimum by bounded Brent around the scan's best point.
 
   Args:
     jacobian: the Jacobian ``J`` (``(n, n)``, ``min`` player's coordinates first, as
@@ -251,17 +252,29 @@ def contractive_step_sizes(
     >>> contractive_step_sizes(game, "extragradient").summary()
     'EG: 0 < eta < 0.5; best eta 0.4472 (rate 0.9165)'
   """
+  method = _base_method(method)
+  _check_numbers(sync_period, slow_step_size, max_steps, num, momentum, method)
+  J, num_min = _square_jacobian(jacobian, method, params, args, num_min)
+  max_step_size = _default_max_step_size(J) if max_step_size is None else max_step_size
+  rate = _rate_fn(J, method, num_min, int(max_steps), sync_period, slow_step_size, momentum)
+  etas = np.linspace(0.0, float(max_step_size), int(num) + 1)[1:]
+  rates = np.array([rate(e) for e in etas])
+  intervals = _intervals(etas, rates, rate, tol)
+  best_eta, best_rate = _best(etas, rates, rate) if intervals else (None, None)
+  k = None if sync_period is None else int(sync_period)
+  alpha = None if k is None else float(slow_step_size)
+  return StepSizes(method, k, alpha, float(momentum), intervals, best_eta, best_rate, etas, rates)
+
+
+def _base_method(method: str) -> str:
   if method not in METHODS:
     raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
-  method = METHODS[method]
-  if sync_period is not None and int(sync_period) < 1:
-    raise ValueError(f"sync_period must be >= 1, got {sync_period}")
-  if not 0.0 < float(slow_step_size) <= 1.0:
-    raise ValueError(f"slow_step_size must be in (0, 1], got {slow_step_size}")
-  if int(max_steps) < 1 or int(num) < 2:
-    raise ValueError(f"max_steps must be >= 1 and num >= 2, got {max_steps} and {num}")
-  if not 0.0 <= float(momentum) < 1.0 or (momentum and method != "gda"):
-    raise ValueError(f"momentum must be in [0, 1) and needs method 'gda', got {momentum}")
+  return METHODS[method]
+
+
+def _square_jacobian(jacobian, method: str, params, args, num_min):
+  """``(J as float64, num_min)`` of a matrix, a game or a field; ``ValueError`` (one line)
+  for a non-square Jacobian or ``"altgda"`` without the min player's size."""
   if callable(jacobian) or hasattr(jacobian, "loss"):
     J, num_min = _game_jacobian(jacobian, params, args)
   else:
@@ -270,18 +283,24 @@ def contractive_step_sizes(
     raise ValueError(f"the Jacobian must be square, got shape {J.shape}")
   if method == "altgda" and (num_min is None or not 0 < int(num_min) < J.shape[0]):
     raise ValueError(f"altgda needs num_min in (0, {J.shape[0]}) (the min player's size)")
+  return J, num_min
+
+
+def _check_numbers(sync_period, slow_step_size, max_steps, num, momentum, method: str) -> None:
+  """``ValueError`` (one line) for a Lookahead, step-count or momentum setting out of range."""
+  if sync_period is not None and int(sync_period) < 1:
+    raise ValueError(f"sync_period must be >= 1, got {sync_period}")
+  if not 0.0 < float(slow_step_size) <= 1.0:
+    raise ValueError(f"slow_step_size must be in (0, 1], got {slow_step_size}")
+  if int(max_steps) < 1 or int(num) < 2:
+    raise ValueError(f"max_steps must be >= 1 and num >= 2, got {max_steps} and {num}")
+  if not 0.0 <= float(momentum) < 1.0 or (momentum and method != "gda"):
+    raise ValueError(f"momentum must be in [0, 1) and needs method 'gda', got {momentum}")
+
+
+def _default_max_step_size(J: np.ndarray) -> float:
+  """``4 / max|j|``, past which no method here contracts on a rotational game."""
   scale = float(np.abs(np.linalg.eigvals(J)).max())
-  if max_step_size is None:
-    if scale == 0.0:
-      raise ValueError("the Jacobian is zero: every step size leaves the point where it is")
-    max_step_size = 4.0 / scale
-  rate = _rate_fn(J, method, num_min, int(max_steps), sync_period, slow_step_size, momentum)
-  etas = np.linspace(0.0, float(max_step_size), int(num) + 1)[1:]
-  rates = np.array([rate(e) for e in etas])
-  intervals = _intervals(etas, rates, rate, tol)
-  best_eta = best_rate = None
-  if intervals:
-    best_eta, best_rate = _best(etas, rates, rate)
-  k = None if sync_period is None else int(sync_period)
-  alpha = None if k is None else float(slow_step_size)
-  return StepSizes(method, k, alpha, float(momentum), intervals, best_eta, best_rate, etas, rates)
+  if scale == 0.0:
+    raise ValueError("the Jacobian is zero: every step size leaves the point where it is")
+  return 4.0 / scale
