@@ -244,6 +244,7 @@ def read(path) -> dict:
     p + "n_replacements": "n_replacements",
     p + "default_adam_learning_rate": "learning_rate",
     p + "alpha": "mutation_scale",
+    p + "mutation_probability": "mutation_probability",
     p + "mixture_sigma": "mixture_sigma",
     p + "enable_selection": "selection",
     p + "fitness.fitness_sample_size": "fitness_samples",
@@ -254,8 +255,6 @@ def read(path) -> dict:
   for field, ours in simple.items():
     if field in flat:
       out[ours] = flat[field]
-  if p + "mutation_probability" in flat:
-    out["mutation_probability"] = float(flat[p + "mutation_probability"])
   out["lr_mutation"] = "reference_as_run"  # what the reference's code does (FIELDS)
   if p + "discriminator_skip_each_nth_step" in flat:
     out["d_every"] = _d_every(flat[p + "discriminator_skip_each_nth_step"])

@@ -195,9 +195,18 @@ def collect(protocol: dict, runs_dir: Path = RUNS, protocol_path: Path = PROTOCO
   }
 
 
-def run(protocol_path=PROTOCOL, runs_dir=RUNS, results=RESULTS, arms=None, seeds=None, log=print):
+def run(
+  protocol_path=PROTOCOL,
+  runs_dir=RUNS,
+  results=RESULTS,
+  arms=None,
+  seeds=None,
+  log=print,
+  commit=None,
+):
   """Run (or resume) every arm and seed of the protocol, arm by arm; rewrite ``results``
-  after every run. ``arms`` / ``seeds`` pick a subset (tests)."""
+  after every run. ``arms`` / ``seeds`` pick a subset (tests); ``commit``: the HEAD the
+  process started from (default: HEAD now)."""
   from absl import logging
 
   from experiments.coevolution import results as results_lib
@@ -206,7 +215,7 @@ def run(protocol_path=PROTOCOL, runs_dir=RUNS, results=RESULTS, arms=None, seeds
   logging.set_verbosity(logging.WARNING)
   protocol = load_protocol(protocol_path)
   results = Path(results)
-  commit = _git_commit()
+  commit = commit or _git_commit()
   for arm in arms or list(protocol["arms"]):
     for seed in protocol["seeds"] if seeds is None else seeds:
       config = arm_config(protocol, arm, seed)
@@ -681,8 +690,9 @@ def main(argv=None):
     protocol, say = load_protocol(where["protocol"]), lambda s: print(s, flush=True)
     if protocol.get("run_order") is None:  # arm-major (ring.v1)
       run(where["protocol"], where["runs"], where["results"], log=say)
+    head = _git_commit()  # the code this process imports once, for every seed
     for seed in protocol["seeds"] if protocol.get("run_order") else ():  # seed-major
-      run(where["protocol"], where["runs"], where["results"], seeds=[seed], log=say)
+      run(where["protocol"], where["runs"], where["results"], seeds=[seed], log=say, commit=head)
   elif args.what == "table":
     for name in BLOCKS:
       body = _report.make(name)
