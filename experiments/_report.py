@@ -151,6 +151,8 @@ STUDY_MODULES = (
   "experiments.coevolution.lipizzaner_config",
   "experiments.gan.dynamics_report",
   "experiments.benchmarks.cluster_model",
+  "experiments.benchmarks.past_the_floor",
+  "experiments.benchmarks.bf16_parity",
 )
 
 
