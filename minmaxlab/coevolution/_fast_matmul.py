@@ -45,12 +45,15 @@ def bf16_matmul(x: jax.Array, w: jax.Array) -> jax.Array:
 
 
 def _matmul_fwd(x, w):
-  return _dot(x, w, (1, 0)), (x, w)
+  # The residuals are the bfloat16 copies the backward products use (the same values it
+  # would convert again), and zero-size arrays of the primals' dtypes.
+  xb, wb = x.astype(jnp.bfloat16), w.astype(jnp.bfloat16)
+  return _dot(xb, wb, (1, 0)), (xb, wb, jnp.zeros(0, x.dtype), jnp.zeros(0, w.dtype))
 
 
 def _matmul_bwd(res, g):
-  x, w = res
-  return _dot(g, w, (1, 1)).astype(x.dtype), _dot(x, g, (0, 0)).astype(w.dtype)
+  xb, wb, x_dtype, w_dtype = res
+  return _dot(g, wb, (1, 1)).astype(x_dtype.dtype), _dot(xb, g, (0, 0)).astype(w_dtype.dtype)
 
 
 bf16_matmul.defvjp(_matmul_fwd, _matmul_bwd)
