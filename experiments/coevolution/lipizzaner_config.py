@@ -100,7 +100,13 @@ FIELDS: dict[str, tuple[str, str, str]] = {
     "lr_mutation = reference is the rule as written (the mutated value used), per_generation "
     "this library's own (tests/coevolution/test_lr_mutation.py, all three)",
   ),
-  "trainer.params.discriminator_skip_each_nth_step": ("d_every", _S, "d_every = skip + 1"),
+  "trainer.params.discriminator_skip_each_nth_step": (
+    "d_every",
+    _V,
+    "d_every = skip + 1: the same number of discriminator steps per epoch, one batch later "
+    "(the reference's discriminator steps on batches 0, k, 2k, ... of an epoch, "
+    "batch_number % (skip + 1) == 0; minmaxlab's on batches k - 1, 2k - 1, ...)",
+  ),
   "trainer.params.mixture_sigma": ("mixture_sigma", _S, ""),
   "trainer.params.enable_selection": (
     "selection",

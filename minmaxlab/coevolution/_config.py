@@ -88,7 +88,8 @@ class CoevolutionConfig:
       ``"lipizzaner"``: the generator steps, then the discriminator steps against the
       UPDATED generator with fresh fakes (Lipizzaner's trainer; each player's update
       is its own scheme update, and a shared counter such as Lookahead's still counts
-      batches). With ``d_every=2`` this is Lipizzaner's MNIST schedule exactly.
+      batches). With ``d_every=2`` this is Lipizzaner's MNIST schedule, but for the
+      phase: its discriminator steps on batches 0, 2, 4, ..., here on 1, 3, 5, ...
     loss: a name of ``minmaxlab.gan.losses.LOSSES`` (except ``"wgan_gp"``),
       ``"mustangs"`` (each individual trains with BCE, least squares or heuristic
       drawn at random, see ``mustangs_mode``) or ``"wgan"`` (Lipizzaner's WGAN
