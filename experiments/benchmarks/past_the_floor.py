@@ -218,6 +218,8 @@ def measure(args, log=print) -> dict:
     " fitness on 1000 samples and the re-scoring, lax.map cells, trivial mixture score"
   )
   record["started"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+  git = ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]
+  record["commit"] = subprocess.run(git, capture_output=True, text=True).stdout.strip() or None
   workers = [Worker(t, arms, args.steps) for t in threads]
   cases = {f"{a}@{w.threads}": {"cpu_s": [], "wall_s": []} for w in workers for a in arms}
   try:
@@ -252,20 +254,12 @@ def measure(args, log=print) -> dict:
 
 
 # ------------------------------------------------------------------ the generated table
-def results_table() -> str:
-  """The table of every case of the committed JSON's last line (docs/benchmarks.md)."""
-  from experiments.benchmarks import _harness as h
-
-  lines = h.read_lines(RESULTS / RESULT_FILE) if (RESULTS / RESULT_FILE).exists() else []
-  if not lines:
-    return "No run of this benchmark is committed yet.\n"
-  r = lines[-1]
-  lip = r["lipizzaner"]
-  m = r["machine"]
+def _run_lines(r: dict) -> list[str]:
+  """One run's (JSON line's) header, Lipizzaner's figures, the table and the target."""
+  lip, m = r["lipizzaner"], r["machine"]
   lines = [
     f"Measured {r['started']} to {r['ended']} on {m['cpu_model']} (family {m.get('cpu_family')},"
-    f" model {m.get('model')}; {m['cpus']} cores, shared), {r['work']}; "
-    f"[JSON](../experiments/benchmarks/results/{RESULT_FILE}).",
+    f" model {m.get('model')}; {m['cpus']} cores, shared), {r['work']}.",
     "",
   ]
   if lip:
@@ -297,7 +291,21 @@ def results_table() -> str:
       f"Target ({TARGET:g}x Lipizzaner's CPU seconds or more): met by {', '.join(met) or 'none'}"
       f"; not met by {', '.join(short) or 'none'}.",
     ]
-  return "\n".join(lines + _profile_lines()) + "\n"
+  return lines
+
+
+def results_table() -> str:
+  """Every run (JSON line) of the committed file, each with its table (docs/benchmarks.md),
+  then the profile run's kernel times."""
+  from experiments.benchmarks import _harness as h
+
+  runs = h.read_lines(RESULTS / RESULT_FILE) if (RESULTS / RESULT_FILE).exists() else []
+  if not runs:
+    return "No run of this benchmark is committed yet.\n"
+  lines = [f"[JSON](../experiments/benchmarks/results/{RESULT_FILE}), one line per run.", ""]
+  for i, r in enumerate(runs, 1):
+    lines += [f"**Run {i}.**", "", *_run_lines(r), ""]
+  return "\n".join(lines[:-1] + _profile_lines()) + "\n"
 
 
 def _profile_lines() -> list[str]:
