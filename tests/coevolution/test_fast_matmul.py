@@ -90,6 +90,7 @@ def _step(mlp_pair, **options):
   return step(jax.random.key(1), state, images)[0]
 
 
+@pytest.mark.slow  # three compiles of a 1x1 generation step
 def test_joined_discriminator_forward_is_the_default_step_to_float_rounding(mlp_pair):
   ref, joined = _step(mlp_pair), _step(mlp_pair, d_forward="joined")
   for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(joined), strict=True):

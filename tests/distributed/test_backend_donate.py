@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import jax
 import numpy as np
+import pytest
 
 from minmaxlab import distributed
 from tests import _coevolution_case as case
 
 
+@pytest.mark.slow  # two compiles of a 1x1 generation step
 def test_donated_step_gives_the_same_bits_and_consumes_its_input():
   coev = case.ring_coevolution(
     case.PAIR, rows=1, cols=1, batch_size=16, steps_per_generation=2, fitness_samples=16,
