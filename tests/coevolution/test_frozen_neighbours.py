@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from minmaxlab import coevolution as co
+from minmaxlab import distributed
 from minmaxlab.coevolution._training import CellSpec, train
 from minmaxlab.transforms import player_labels
 from tests.coevolution import test_coevolution_phases as toy
@@ -37,7 +38,11 @@ def test_own_opponents_live_neighbours_frozen():
   nbrs, _, _ = toy._individuals([nbr_w], [nbr_v])
   pools = (jnp.ones(2, bool), jnp.ones(2, bool))
   key = jax.random.key(7)
-  (p, _), _, _ = train(spec, toy.loss, key, None, params, opt, pools, (nbrs.min, nbrs.max), True)
+  fast = distributed.compiler_options("fastest")
+  run = jax.jit(
+    lambda p, o, n: train(spec, toy.loss, key, None, p, o, pools, n, True), compiler_options=fast
+  )
+  (p, _), _, _ = run(params, opt, (nbrs.min, nbrs.max))
   w, v, drawn = 2.0, 3.0, set()
   for k in jax.random.split(key, STEPS):
     k_g, k_d, _ = jax.random.split(k, 3)

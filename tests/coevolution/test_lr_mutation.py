@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from minmaxlab import coevolution as co
+from minmaxlab import distributed
 
 LR0, ALPHA, P_MUT, STEPS = 0.1, 0.5, 0.5, 4
 G = SimpleNamespace(
@@ -64,20 +65,29 @@ def _coevolution(rule: str) -> co.Coevolution:
   )
 
 
-def _reference_draw(key, lr):
-  """The loop's copy of one mutation: ``max(0, lr + alpha N(-lr0/10, lr0))`` w.p. ``p``."""
-  k_hit, k_step = jax.random.split(key)
-  if float(jax.random.uniform(k_hit, ())) >= P_MUT:
-    return lr
-  return max(0.0, lr + ALPHA * (-LR0 / 10 + LR0 * float(jax.random.normal(k_step, ()))))
+@jax.jit
+def _draws(step_key, cell):
+  """Every random number one cell's generation draws for its learning rates, by the documented
+  key paths: ``per_generation``'s (hit, N(0, 1)) for G and D from slot 5 of the cell's keys,
+  and for each batch the reference rule's (uniform, N(0, 1)) for G (salt 4) and D (salt 5) from
+  the pair key ``split(split(batch key, 3)[2], P=1)[0]`` (batch keys: ``split(slot 6, S)``)."""
+  slots = jax.random.split(jax.random.fold_in(step_key, cell), 9)
 
+  def per_generation(k):
+    k1, k2 = jax.random.split(k)
+    return jax.random.bernoulli(k1, P_MUT, (1,))[0], jax.random.normal(k2, (1,))[0]
 
-def _per_generation_draw(key, lr):
-  """``mutate_learning_rates`` for one individual: ``lr + alpha N(0, 1)`` w.p. ``p``."""
-  k1, k2 = jax.random.split(key)
-  if not bool(jax.random.bernoulli(k1, P_MUT, (1,))[0]):
-    return lr
-  return max(1e-3, lr + ALPHA * float(jax.random.normal(k2, (1,))[0]))
+  gen = [per_generation(slots[5]), per_generation(jax.random.fold_in(slots[5], 1))]
+
+  def per_batch(k):
+    pair = jax.random.split(jax.random.split(k, 3)[2], 1)[0]
+    out = []
+    for salt in (4, 5):
+      k_hit, k_step = jax.random.split(jax.random.fold_in(jax.random.fold_in(pair, 0), salt))
+      out.append((jax.random.uniform(k_hit, ()), jax.random.normal(k_step, ())))
+    return out
+
+  return gen, jax.vmap(per_batch)(jax.random.split(slots[6], STEPS))
 
 
 def _by_hand(rule: str, step_keys) -> dict:
@@ -89,18 +99,16 @@ def _by_hand(rule: str, step_keys) -> dict:
     first = {"min": None, "max": None}  # the lr of each player's first update
     params = {"min": 0.0, "max": 0.0}
     for key in step_keys:
-      slots = jax.random.split(jax.random.fold_in(key, cell), 9)
-      if rule == "per_generation":
-        lr["min"] = _per_generation_draw(slots[5], lr["min"])
-        lr["max"] = _per_generation_draw(jax.random.fold_in(slots[5], 1), lr["max"])
-      for i, k in enumerate(jax.random.split(slots[6], STEPS)):
-        pair_key = jax.random.split(jax.random.split(k, 3)[2], 1)[0]
+      gen, batches = jax.tree.map(np.asarray, _draws(key, cell))
+      if rule == "per_generation":  # lr + alpha N(0, 1) w.p. p, at least min_learning_rate
+        for side, (hit, n) in zip(("min", "max"), gen):
+          lr[side] = max(1e-3, lr[side] + ALPHA * float(n)) if hit else lr[side]
+      for i in range(STEPS):
         sides = ("min", "max") if (i + 1) % 2 == 0 else ("min",)
         for side in sides:
-          if rule != "per_generation":
-            salt = 4 if side == "min" else 5
-            mut_key = jax.random.fold_in(jax.random.fold_in(pair_key, 0), salt)
-            lr[side] = _reference_draw(mut_key, lr[side])
+          u, n = batches[0 if side == "min" else 1]
+          if rule != "per_generation" and u[i] < P_MUT:  # max(0, lr + alpha N(-lr0/10, lr0))
+            lr[side] = max(0.0, lr[side] + ALPHA * (-LR0 / 10 + LR0 * float(n[i])))
           used = lr[side]
           if rule == "reference_as_run":
             first[side] = used if first[side] is None else first[side]
@@ -113,8 +121,8 @@ def _by_hand(rule: str, step_keys) -> dict:
 @pytest.mark.parametrize("rule", ["per_generation", "reference", "reference_as_run"])
 def test_learning_rates_and_updates_match_a_hand_written_loop(rule):
   coev = _coevolution(rule)
-  step = jax.jit(coev.step)
-  state = coev.init(jax.random.key(0))
+  step = jax.jit(coev.step, compiler_options=distributed.compiler_options("fastest"))
+  state = jax.jit(coev.init)(jax.random.key(0))
   step_keys = [jax.random.key(10), jax.random.key(11)]
   for key in step_keys:
     state, _ = step(key, state, None)
@@ -135,7 +143,7 @@ def test_reference_mutation_clips_at_zero_and_keeps_misses():
 
   keys = jax.random.split(jax.random.key(3), 256)
   lr = jnp.full(256, 1e-3)
-  new = jax.vmap(lambda k, x: reference_mutation(k, x, 0.5, 100.0, 0.1))(keys, lr)
+  new = jax.jit(jax.vmap(lambda k, x: reference_mutation(k, x, 0.5, 100.0, 0.1)))(keys, lr)
   assert float(jnp.min(new)) == 0.0  # clipped, never negative
   assert 64 < int(jnp.sum(new == lr)) < 192  # about half untouched
 
