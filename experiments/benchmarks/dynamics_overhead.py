@@ -86,13 +86,13 @@ def _compiled(off, on):
   """Compile the training chunk, the evaluation and the action once (not timed later):
   ``(state, chunk, dynamics program, compile seconds of the training, of the action)``."""
   rep, (state, chunk) = h.timed(lambda: _first_chunk(off))
-  dyn = train._dynamics_program(on)
+  dyn = train.dynamics_program(on)
   rep_dyn, _ = h.timed(lambda: dyn(state.params))
   return state, chunk, dyn, rep.wall_s, rep_dyn.wall_s
 
 
 def _first_chunk(config):
-  _, init, chunk, _ = train._programs(config)
+  _, init, chunk, _ = train.programs(config)
   return chunk(init())[0], chunk
 
 

@@ -231,22 +231,27 @@ _LOOP_ONLY = (
 )
 
 
+class Programs(NamedTuple):
+  """The jitted programs of one config (built once per process)."""
+
+  exp: Experiment
+  init: Callable[[], TrainState]
+  chunk: Callable
+  evaluator: readouts.Evaluator
+
+
 @runner.program_cache(loop_only=_LOOP_ONLY)
-def _programs(config):
+def programs(config) -> Programs:
   """Build and jit everything once per config in a process (tests resume in-process)."""
   exp = build(config)
-  return (
-    exp,
-    make_init(exp, config),
-    make_chunk(exp, config),
-    readouts.Evaluator(exp, config, _keys(config)[2]),
-  )
+  evaluator = readouts.Evaluator(exp, config, _keys(config)[2])
+  return Programs(exp, make_init(exp, config), make_chunk(exp, config), evaluator)
 
 
 @runner.program_cache(loop_only=tuple(k for k in _LOOP_ONLY if k != "dynamics"))
-def _dynamics_program(config):
+def dynamics_program(config):
   """The dynamics' jitted program, built at the first evaluation that needs it."""
-  return readouts.make_dynamics(_programs(config)[0], config)
+  return readouts.make_dynamics(programs(config).exp, config)
 
 
 all_finite = minmaxlab.transforms.tree_all_finite  # the one finite check (a traced boolean)
@@ -299,15 +304,6 @@ def dynamics_due(config, step: int) -> bool:
   return step % (config.eval_every * every) == 0 or step == config.num_steps
 
 
-class _Programs(NamedTuple):
-  """The jitted programs of one config (built once per process)."""
-
-  exp: Experiment
-  init: Callable[[], TrainState]
-  chunk: Callable
-  evaluator: readouts.Evaluator
-
-
 def train(
   config,
   workdir: str | Path,
@@ -342,7 +338,7 @@ def train(
   workdir = Path(workdir).resolve()
   if resume and (done := runner.finished_run(workdir, config.num_steps)) is not None:
     return done  # a finished run: report it, change nothing
-  progs = _Programs(*_programs(config))
+  progs = programs(config)
   run = runner.TrainingRun(
     workdir, config, config.num_steps, module=__name__, keep_checkpoints=config.keep_checkpoints
   )
@@ -376,7 +372,7 @@ def _replicate(config, state: TrainState) -> TrainState:
   return jax.device_put(state, NamedSharding(mesh, PartitionSpec()))
 
 
-def _steps(run: runner.TrainingRun, progs: _Programs, state, row: dict, on_log):
+def _steps(run: runner.TrainingRun, progs: Programs, state, row: dict, on_log):
   """The chunks from ``run.start`` to the end: ``(state, last row)``."""
   config = run.config
   step = run.start
@@ -421,7 +417,7 @@ def _check_finite(run: runner.TrainingRun, step: int, step_losses: np.ndarray, f
   )
 
 
-def _evaluate(run: runner.TrainingRun, progs: _Programs, state, step: int) -> dict:
+def _evaluate(run: runner.TrainingRun, progs: Programs, state, step: int) -> dict:
   """The evaluation at ``step``: every generator's metrics and samples' picture, and (when
   due) the dynamics."""
   config, evals = run.config, {}
@@ -432,7 +428,7 @@ def _evaluate(run: runner.TrainingRun, progs: _Programs, state, step: int) -> di
     readouts.save_samples(png, x, progs.exp, config.grid_samples, f"{prefix}step {step}")
     run.writer.image(step, f"{prefix}samples", png)
   if dynamics_due(config, step):
-    evals.update(_dynamics_program(config)(state.params))
+    evals.update(dynamics_program(config)(state.params))
   return evals
 
 

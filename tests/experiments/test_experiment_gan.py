@@ -27,7 +27,7 @@ def _tree_equal(a, b):
 
 
 def _restore(workdir, config, step=None):
-  exp, init, _, _ = train._programs(config)
+  exp, init, _, _ = train.programs(config)
   state = init()
   ckpt = runner.CheckpointManager(Path(workdir) / "checkpoints")
   return ckpt.restore(jax.eval_shape(lambda: state), step)[0]

@@ -65,7 +65,7 @@ def test_smoke_two_steps_on_a_fake_cifar_folder(tmp_path):
   assert any(k.startswith("ema/") for k in last)
   assert (workdir / "samples" / "ema_step_2.png").is_file()
   # The checkpoint: one sync happened (k = 2), so the slow-weight EMA holds one average.
-  exp, init, _, _ = train._programs(config)
+  exp, init, _, _ = train.programs(config)
   state = init()
   ckpt = runner.CheckpointManager(workdir / "checkpoints")
   state = ckpt.restore(jax.eval_shape(lambda: state))[0]
