@@ -10,8 +10,9 @@ its 2-D quickstart ``toy-circular.yml`` (with their ``general`` files: ``general
 ``configs/base.py``; :data:`FIELDS` is the table of what maps where, each a ``same``
 setting or a named ``variant`` (the README's parity table is generated from it). A field
 not in the table, or a value the library cannot run (another trainer, score or network),
-is refused with one line that names it (:class:`UnsupportedField`). The reference's files
-are not shipped: the tests write YAML with its field names.
+is refused with one line that names it (:class:`UnsupportedField`). A field the file omits
+takes the value the reference's trainer would use (:data:`TRAINER_DEFAULTS`). The
+reference's files are not shipped: the tests write YAML with its field names.
 
 The grid comes from ``general.distribution.client_nodes``: Lipizzaner starts one client
 per port (``port: 5000-5003`` is four), and its grid is the square of that many cells.
@@ -121,8 +122,11 @@ FIELDS: dict[str, tuple[str, str, str]] = {
   ),
   "trainer.params.score.score_sample_size": (
     "mixture_samples",
-    _S,
-    "per generator: ceil(size / neighbourhood members)",
+    _V,
+    "per generator: ceil(size / neighbourhood members), exact counts. The reference's trainer "
+    "reads score.sample_size (absent from its files: 10000) for the mixture's samples, an "
+    "exact-proportion assignment shuffled, and its FID scores the first score_sample_size of "
+    "them: proportional in expectation, not exactly",
   ),
   "trainer.params.score.cuda": ("(device)", _I, ""),
   "trainer.params.fitness.fitness_sample_size": (
@@ -154,6 +158,22 @@ FIELDS: dict[str, tuple[str, str, str]] = {
   "general.distribution.client_nodes": ("rows, cols", _S, "sqrt(number of client ports) square"),
   "general.seed": ("seed", _V, "JAX keys, not torch's generator"),
   "general.*": ("(logging, addresses, output)", _I, "logging, losswise, output_dir, ..."),
+}
+# What the reference's trainer uses where its file omits a field: the keyword defaults of
+# LipizzanerGANTrainer.__init__ and EvolutionaryAlgorithmTrainer.__init__ (commit f411cb5; the
+# factory passes only the data loader and the network factory, so these apply as written).
+TRAINER_DEFAULTS = {
+  "trainer.params.population_size": 10,
+  "trainer.params.tournament_size": 2,
+  "trainer.params.n_replacements": 1,
+  "trainer.params.default_adam_learning_rate": 0.001,
+  "trainer.params.alpha": 0.25,
+  "trainer.params.mutation_probability": 0.9,
+  "trainer.params.discriminator_skip_each_nth_step": 0,
+  "trainer.params.mixture_sigma": 0.01,
+  "trainer.params.enable_selection": True,
+  "trainer.params.fitness.fitness_sample_size": 10000,
+  "trainer.params.score.score_sample_size": 10000,
 }
 _IGNORED_PREFIXES = (
   "general.logging",
@@ -205,6 +225,33 @@ def _clients(nodes) -> int:
   return total
 
 
+_PLAIN_FIELDS = {  # copied as they are
+  "trainer.n_iterations": "generations",
+  "trainer.params.population_size": "population_size",
+  "trainer.params.tournament_size": "tournament_size",
+  "trainer.params.n_replacements": "n_replacements",
+  "trainer.params.default_adam_learning_rate": "learning_rate",
+  "trainer.params.alpha": "mutation_scale",
+  "trainer.params.mutation_probability": "mutation_probability",
+  "trainer.params.mixture_sigma": "mixture_sigma",
+  "trainer.params.enable_selection": "selection",
+  "trainer.params.fitness.fitness_sample_size": "fitness_samples",
+  "dataloader.batch_size": "batch_size",
+  "master.score_sample_size": "num_eval_samples",
+  "general.seed": "seed",
+}
+
+
+def _require_fitness_section(flat: dict) -> None:
+  # the reference's trainer raises KeyError without a fitness section, and its default
+  # fitness_mode ("worst") is not one it accepts (NotImplementedError)
+  if "trainer.params.fitness.fitness_mode" not in flat:
+    raise UnsupportedField(
+      "trainer.params.fitness.fitness_mode: required (the reference's trainer refuses a file "
+      "without it)"
+    )
+
+
 def read(path) -> dict:
   """The config overrides of the Lipizzaner configuration at ``path``: a dict of
   ``configs/base.py`` field -> value. :class:`UnsupportedField` names the first field or
@@ -228,6 +275,9 @@ def read(path) -> dict:
       continue
     raise UnsupportedField(f"{name}: not a field this reader maps (see FIELDS)")
   _require("lipizzaner_gan")(get("trainer.name", "lipizzaner_gan"), "trainer.name")
+  _require_fitness_section(flat)
+  flat = {**TRAINER_DEFAULTS, **flat}
+  get = flat.get
   _require(True)(get("trainer.params.score.enabled", True), "trainer.params.score.enabled")
   _require(True)(get("dataloader.use_batch", True), "dataloader.use_batch")
   network = _choice(NETWORKS)(get("network.name", "four_layer_perceptron"), "network.name")
@@ -243,22 +293,7 @@ def read(path) -> dict:
     records = int(get("dataloader.number_of_records", 10000))
     out["dataset_size"] = records
   p = "trainer.params."
-  simple = {
-    "trainer.n_iterations": "generations",
-    p + "population_size": "population_size",
-    p + "tournament_size": "tournament_size",
-    p + "n_replacements": "n_replacements",
-    p + "default_adam_learning_rate": "learning_rate",
-    p + "alpha": "mutation_scale",
-    p + "mutation_probability": "mutation_probability",
-    p + "mixture_sigma": "mixture_sigma",
-    p + "enable_selection": "selection",
-    p + "fitness.fitness_sample_size": "fitness_samples",
-    "dataloader.batch_size": "batch_size",
-    "master.score_sample_size": "num_eval_samples",
-    "general.seed": "seed",
-  }
-  for field, ours in simple.items():
+  for field, ours in _PLAIN_FIELDS.items():
     if field in flat:
       out[ours] = flat[field]
   out["lr_mutation"] = "reference_as_run"  # what the reference's code does (FIELDS)

@@ -213,3 +213,37 @@ def test_the_parity_table_lists_every_field():
     assert f"| `{name}` |" in table
   # every field the MNIST reader test maps is in the table
   assert "trainer.params.discriminator_skip_each_nth_step" in lip.FIELDS
+
+
+def test_an_omitted_field_takes_the_reference_trainers_default(tmp_path):
+  path = _mnist(tmp_path, 2)
+  text = path.read_text()
+  for line in (
+    "    population_size: 1\n",
+    "    alpha: 0.0001\n",
+    "    mutation_probability: 0.5\n",
+    "    discriminator_skip_each_nth_step: 1\n",
+    "    default_adam_learning_rate: 0.0002\n",
+    "    enable_selection: False\n",
+    "      score_sample_size: 1000\n",
+    "      fitness_sample_size: 1000\n",
+  ):
+    assert line in text
+    text = text.replace(line, "", 1)
+  path.write_text(text)
+  got = lip.read(path)
+  # LipizzanerGANTrainer's and EvolutionaryAlgorithmTrainer's keyword defaults (f411cb5)
+  assert (got["population_size"], got["mutation_scale"], got["mutation_probability"]) == (
+    10,
+    0.25,
+    0.9,
+  )
+  assert (got["d_every"], got["learning_rate"], got["selection"]) == (1, 0.001, True)
+  assert (got["fitness_samples"], got["mixture_samples"]) == (10000, 2000)
+
+
+def test_a_file_without_a_fitness_mode_is_refused_as_the_reference_refuses_it(tmp_path):
+  path = _mnist(tmp_path, 2)
+  path.write_text(path.read_text().replace("      fitness_mode: average\n", ""))
+  with pytest.raises(lip.UnsupportedField, match=r"trainer\.params\.fitness\.fitness_mode"):
+    lip.read(path)
