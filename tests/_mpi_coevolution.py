@@ -1,21 +1,38 @@
 """Run under ``mpirun -n P``: a 4x4 coevolution grid, one block per rank, 3 generations.
 
-  mpirun -n P python tests/_mpi_coevolution.py OUT.npz [neighbourhood] [block_rows block_cols]
+  mpirun -n P python tests/_mpi_coevolution.py [--compile=MODE] OUT.npz [neighbourhood]
+      [block_rows block_cols]
 
 Rank 0 writes the whole grid's final state and every generation's metrics
-(assembled from the ranks) and how often the step was traced.
+(assembled from the ranks) and how often the step was traced. ``MODE``: the compile mode
+of the step (``distributed.compiler_options``; default XLA's own).
+
+Each rank compiles its step ahead of time and then waits for the others in a barrier that
+sleeps between polls: an MPI call inside the step busy-polls, and a rank spinning there
+while its neighbours still compile would take their CPU on a small host.
 """
 
 import sys
+import time
 
 import jax
 import numpy as np
 
 from minmaxlab import distributed
-from tests._coevolution_case import GENERATIONS, coevolution, run
+from tests._coevolution_case import GENERATIONS, RING, coevolution, run
 
 
-def main(out, neighbourhood="von_neumann", *blocks):
+def _quiet_barrier(comm) -> None:
+  request = comm.Ibarrier()
+  while not request.Test():
+    time.sleep(0.01)
+
+
+def main(*argv):
+  mode = "default"
+  if argv and argv[0].startswith("--compile="):
+    mode, argv = argv[0].split("=", 1)[1], argv[1:]
+  out, neighbourhood, blocks = argv[0], (argv[1:] or ("von_neumann",))[0], argv[2:]
   exchange = distributed.MPIExchange(4, 4, blocks=tuple(int(b) for b in blocks) or None)
   coev = coevolution(neighbourhood, exchange=exchange)
   traces = []
@@ -24,7 +41,11 @@ def main(out, neighbourhood="von_neumann", *blocks):
     traces.append(1)
     return coev.step(key, state, data)
 
-  state, metrics = run(coev, jax.jit(counted))
+  state = coev.init(jax.random.key(0))
+  step = jax.jit(counted, compiler_options=distributed.compiler_options(mode))
+  step.lower(jax.random.key(1), state, RING).compile()  # the jit's calls reuse this executable
+  _quiet_barrier(exchange.comm)
+  state, metrics = run(coev, step, state)
   whole = exchange.gather_blocks(jax.device_get(state))
   metrics = [exchange.gather_blocks(m) for m in metrics]
   if exchange.rank == 0:
