@@ -145,8 +145,9 @@ def _load_all() -> None:
 # The modules that register blocks (imported by ``python -m experiments._report`` and the test).
 STUDY_MODULES = (
   "experiments.gan.results",
-  "experiments.coevolution.lipizzaner_grids",
-  "experiments.coevolution.ring_study",
+  "experiments.coevolution.lipizzaner_tables",
+  "experiments.coevolution.ring_tables",
+  "experiments.coevolution.ring_issue18",
   "experiments.pbt.results",
   "experiments.coevolution.lipizzaner_config",
   "experiments.gan.dynamics_report",

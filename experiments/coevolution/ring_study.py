@@ -19,7 +19,8 @@ generations, per-cell mode counts, the operators it ran with, wall and CPU secon
 
 The README's blocks ``ring_v1`` (this study: every seed, the Holm-corrected verdicts) and
 ``ring_issue18*`` (the earlier exploratory study of issue 18, from
-``results/issue18_ring8_study.json``) are generated here from the committed JSON.
+``results/issue18_ring8_study.json``) are generated from the committed JSON by
+``ring_tables.py`` and ``ring_issue18.py`` (their names are importable from here too).
 """
 
 from __future__ import annotations
@@ -33,28 +34,36 @@ import time
 from pathlib import Path
 
 from experiments import _report
+from experiments.coevolution import ring_issue18, ring_tables
+from experiments.coevolution.ring_issue18 import ISSUE18 as ISSUE18
+from experiments.coevolution.ring_issue18 import ISSUE18_NOTE as ISSUE18_NOTE
+from experiments.coevolution.ring_issue18 import issue18_main_pairs as issue18_main_pairs
+from experiments.coevolution.ring_issue18 import (
+  issue18_nosel_own_long_pairs as issue18_nosel_own_long_pairs,
+)
+from experiments.coevolution.ring_issue18 import issue18_nosel_own_pairs as issue18_nosel_own_pairs
+from experiments.coevolution.ring_issue18 import issue18_table as issue18_table
+from experiments.coevolution.ring_tables import BAR as BAR
+from experiments.coevolution.ring_tables import (
+  FIGURE,
+  PROTOCOL,
+  README,
+  REPO,
+  RESULTS,
+  RUNS,
+  arm_name,
+  arm_values,
+  load_protocol,
+  paths,
+)
+from experiments.coevolution.ring_tables import HERE as HERE
+from experiments.coevolution.ring_tables import NAMES as NAMES
+from experiments.coevolution.ring_tables import PRIMARY as PRIMARY
+from experiments.coevolution.ring_tables import primary_results as primary_results
+from experiments.coevolution.ring_tables import readme_table as readme_table
+from experiments.coevolution.ring_tables import readme_table_v2 as readme_table_v2
+from experiments.coevolution.ring_tables import table as table
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-PROTOCOL = HERE / "protocols" / "ring.v1.json"
-RESULTS = HERE / "results" / "ring_v1.json"
-FIGURE = HERE / "results" / "ring_v1.png"
-ISSUE18 = HERE / "results" / "issue18_ring8_study.json"
-RUNS = REPO / "runs" / "ring_v1"
-
-
-def paths(version: int) -> dict:
-  """Protocol, results JSON, figure and run folder of version ``version`` (1: the constants
-  above; 2: issue 33's arm with the reference's learning-rate mutation as run)."""
-  return {
-    "protocol": HERE / "protocols" / f"ring.v{version}.json",
-    "results": HERE / "results" / f"ring_v{version}.json",
-    "figure": HERE / "results" / f"ring_v{version}.png",
-    "runs": REPO / "runs" / f"ring_v{version}",
-  }
-
-
-README = "experiments/coevolution/README.md"
 # The fields of each run's config.json copied into the results: what the run really ran.
 OPERATOR_FIELDS = (
   "rows",
@@ -84,10 +93,6 @@ FINAL_KEYS = (
   "cells/modes_covered",
   "best_cell",
 )
-
-
-def load_protocol(path=PROTOCOL) -> dict:
-  return _report.load_protocol(path)
 
 
 def arm_config(protocol: dict, arm: str, seed: int):
@@ -256,251 +261,6 @@ def run(
   log(f"done: {results}")
 
 
-# -- the README blocks ---------------------------------------------------------------------
-
-PRIMARY = {  # metric -> (label in the verdicts, digits of the verdicts, digits of the values)
-  "mixture/modes_covered": ("modes covered (of 8)", 1, 0),
-  "mixture/high_quality_rate": ("high-quality rate", 2, 3),
-}
-BAR = (7, 0.8)  # issue 18's bar: >= 7 of 8 modes with a high-quality rate >= 0.8
-# Short names of the arms in the tables and verdicts (the protocol's labels are longer).
-NAMES = {
-  "reference": "reference coupling",
-  "reference_as_run": "reference coupling, lr mutation as run",
-  "selection": "selection",
-  "plain_gan": "plain GAN",
-}
-
-
-def _name(protocol: dict, arm: str) -> str:
-  return NAMES.get(arm, protocol["arms"][arm]["label"])
-
-
-def _seed_list(seeds) -> str:
-  seeds = list(seeds)
-  if seeds == list(range(seeds[0], seeds[0] + len(seeds))):
-    return f"{seeds[0]}-{seeds[-1]}"
-  return ", ".join(str(s) for s in seeds)
-
-
-def _values(runs: list[dict], arm: str, key: str) -> list[float]:
-  return [float(r[key]) for r in runs if r["arm"] == arm]
-
-
-def _fmt(v: float, digits: int) -> str:
-  return f"{v:.{digits}f}"
-
-
-def _mean_sd_cell(values, digits: int) -> str:
-  from experiments import stats
-
-  if not values:
-    return "-"
-  return stats.fmt_mean_sd(values, max(digits, 1))
-
-
-def primary_results(protocol: dict, data: dict) -> list[dict]:
-  """The primary family: one ``stats.compare`` per (metric, comparison), with the raw and
-  the Holm-adjusted p (over the tests that could run) and the verdict sentence."""
-  from experiments import stats
-
-  pr = protocol["primary"]
-  runs = data["runs"]
-  metrics = pr["metric"] if isinstance(pr["metric"], list) else [pr["metric"]]
-  out = []
-  for metric in metrics:
-    for a, b in pr["comparisons"]:
-      va, vb = _values(runs, a, metric), _values(runs, b, metric)
-      if not va or not vb:
-        continue
-      r = stats.compare(va, vb, test=pr["test"], alternative=pr["alternative"])
-      out.append({"metric": metric, "a": a, "b": b, "result": r})
-  if pr.get("correction") == "holm" and out:
-    for o, adj in zip(out, stats.holm([o["result"]["p"] for o in out])):
-      o["p_adjusted"] = adj
-  else:
-    for o in out:
-      o["p_adjusted"] = o["result"]["p"]
-  for o in out:
-    label, digits, _ = PRIMARY.get(o["metric"], (o["metric"], 2, 2))
-    o["verdict"] = stats.verdict(
-      {**o["result"], "p": o["p_adjusted"]},
-      alpha=pr["alpha"],
-      name_a=_name(protocol, o["a"]),
-      name_b=_name(protocol, o["b"]),
-      lower_is_better=pr.get("lower_is_better", True),
-      metric=label,
-      digits=digits,
-    )
-  return out
-
-
-def table(protocol: dict, data: dict) -> str:
-  """The ``ring_v1`` block: every seed's final mixture per arm, the verdicts of the
-  primary family (Holm), the secondary metrics (pooled grid, per-cell modes, seconds)."""
-  arms, seeds, runs = protocol["arms"], protocol["seeds"], data["runs"]
-  by = {(r["arm"], r["seed"]): r for r in runs}
-  lines = _header_lines(protocol, data, by)
-  lines += _final_mixture_table(protocol, runs, by)
-  lines += _verdict_lines(protocol, data)
-  lines += _secondary_table(protocol, by)
-  grid_arms = [
-    a for a in arms if arms[a]["overrides"].get("rows", 3) * arms[a]["overrides"].get("cols", 3) > 1
-  ]
-  lines += [
-    "",
-    f"Each cell's mode count at {protocol['endpoint']} (rows of the torus separated by `/`):",
-    "",
-    "| seed | " + " | ".join(_name(protocol, a) for a in grid_arms) + " |",
-    "|---|" + "---|" * len(grid_arms),
-  ]
-  for s in seeds:
-    cells = []
-    for a in grid_arms:
-      r = by.get((a, s))
-      cells.append(
-        " / ".join(" ".join(str(v) for v in row) for row in r["cells/modes_covered"]) if r else "-"
-      )
-    lines.append(f"| {s} | " + " | ".join(cells) + " |")
-  return "\n".join(lines)
-
-
-def _header_lines(protocol: dict, data: dict, by: dict) -> list[str]:
-  """Where the numbers come from, and which runs are missing."""
-  arms, seeds = protocol["arms"], protocol["seeds"]
-  n_in = {a: sum((a, s) in by for s in seeds) for a in arms}
-  where = paths(protocol["version"])
-  lines = [
-    f"Pre-registered: `{data['protocol']}` (registered {protocol['registered']}, before the "
-    f"runs), {protocol['endpoint']}, seeds {_seed_list(seeds)}; host {data['host']['cpu']} "
-    f"({data['host']['cpus']} CPUs, JAX {data['host']['jax']}), code of commit "
-    f"{data['commit']}; JSON `{where['results'].relative_to(REPO)}`, figure "
-    f"`{where['figure'].relative_to(REPO)}`.",
-    "",
-  ]
-  missing = [f"{_name(protocol, a)} {n_in[a]}/{len(seeds)}" for a in arms if n_in[a] < len(seeds)]
-  if missing:
-    lines += [
-      f"**Incomplete**: runs finished: {', '.join(missing)}; the tests below use the runs "
-      "that finished, not the registered n.",
-      "",
-    ]
-  return lines
-
-
-def _final_mixture_table(protocol: dict, runs: list, by: dict) -> list[str]:
-  """Every seed's final mixture (modes and HQ) per arm, and each arm's mean and sd."""
-  arms, seeds = protocol["arms"], protocol["seeds"]
-  head = ["seed"]
-  for a in arms:
-    head += [f"{_name(protocol, a)}: modes / 8", "HQ"]
-  lines = [
-    f"**The final mixture at {protocol['endpoint']}** (plain GAN: its generator; "
-    f"{protocol['settings']['num_eval_samples']} samples):",
-    "",
-  ]
-  lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-  for s in seeds:
-    row = [str(s)]
-    for a in arms:
-      r = by.get((a, s))
-      row += (
-        [str(r["mixture/modes_covered"]), _fmt(r["mixture/high_quality_rate"], 3)]
-        if r
-        else ["-", "-"]
-      )
-    lines.append("| " + " | ".join(row) + " |")
-  row = ["mean ± sd"]
-  for a in arms:
-    row += [
-      _mean_sd_cell(_values(runs, a, "mixture/modes_covered"), 1),
-      _mean_sd_cell(_values(runs, a, "mixture/high_quality_rate"), 2),
-    ]
-  return lines + ["| " + " | ".join(row) + " |", ""]
-
-
-def _verdict_lines(protocol: dict, data: dict) -> list[str]:
-  """The primary family's verdicts (Holm-adjusted p, then the raw p)."""
-  from experiments import stats
-
-  pr = protocol["primary"]
-  family = primary_results(protocol, data)
-  n_metrics = len(pr["metric"]) if isinstance(pr["metric"], list) else 1
-  registered = f"{len(pr['comparisons'])} comparisons x {n_metrics} metrics"
-  if len(family) < len(pr["comparisons"]) * n_metrics:
-    registered = f"of the registered {registered}, those with runs in both arms"
-  lines = [
-    f"**Verdicts** (exact Mann-Whitney, {pr['alternative']}, alpha {pr['alpha']:g}; the p in "
-    f"each sentence is Holm-adjusted over the {len(family)} primary tests ({registered}); "
-    "the raw p follows it):",
-    "",
-  ]
-  for o in family:
-    lines.append(f"- {o['verdict']} Raw p = {stats.fmt_p(o['result']['p'])}.")
-  return lines
-
-
-def _spread(rs: list, key: str) -> str:
-  """Median (range) of ``key`` over the runs ``rs`` that have it."""
-  v = sorted(r[key] for r in rs if r.get(key) is not None)
-  if not v:
-    return "-"
-  return f"{v[len(v) // 2]:.0f} ({v[0]:.0f}-{v[-1]:.0f})"
-
-
-def _secondary_table(protocol: dict, by: dict) -> list[str]:
-  """Pooled cells, issue 18's bar, the mixture's mode KL and the seconds per arm."""
-  from experiments import stats
-
-  arms, seeds = protocol["arms"], protocol["seeds"]
-  lines = [
-    "",
-    "**Secondary** (no test): every cell's best generator pooled with equal weights (500 "
-    f"samples each); seeds meeting issue 18's bar (>= {BAR[0]} modes with HQ >= {BAR[1]:g}, "
-    "by the mixture or the pooled cells); wall and CPU seconds per run (the first seed of an "
-    "arm includes the compile), median and range:",
-    "",
-    "| arm | pooled modes / 8 (every seed) | pooled HQ | bar: mixture | bar: pooled |"
-    " mode KL of the mixture | wall s | CPU s |",
-    "|---|---|---|---|---|---|---|---|",
-  ]
-  for a in arms:
-    rs = [by[(a, s)] for s in seeds if (a, s) in by]
-    if not rs:
-      lines.append(f"| {_name(protocol, a)} | - | - | - | - | - | - | - |")
-      continue
-    pm = [float(r["grid/modes_covered"]) for r in rs]
-    ph = [float(r["grid/high_quality_rate"]) for r in rs]
-    ok_m = sum(
-      r["mixture/modes_covered"] >= BAR[0] and r["mixture/high_quality_rate"] >= BAR[1] for r in rs
-    )
-    ok_p = sum(
-      r["grid/modes_covered"] >= BAR[0] and r["grid/high_quality_rate"] >= BAR[1] for r in rs
-    )
-    kl = [float(r["mixture/mode_kl"]) for r in rs]
-    lines.append(
-      f"| {_name(protocol, a)} | {_mean_sd_cell(pm, 1)} ({' '.join(f'{x:.0f}' for x in pm)}) | "
-      f"{stats.fmt_mean_sd(ph, 2)} ({_decimals(ph)}) | {ok_m}/{len(rs)} | {ok_p}/{len(rs)} | "
-      f"{stats.fmt_mean_sd(kl, 2)} | {_spread(rs, 'wall_seconds')} | "
-      f"{_spread(rs, 'cpu_seconds')} |"
-    )
-  return lines
-
-
-def readme_table() -> str:
-  """The README block ``ring_v1`` from the committed protocol and JSON."""
-  return table(load_protocol(), json.loads(RESULTS.read_text()))
-
-
-def readme_table_v2() -> str:
-  """The README block ``ring_v2`` (issue 33's learning-rate mutation as run) from the
-  committed protocol and JSON; until its JSON is committed, a line saying so."""
-  where = paths(2)
-  if not where["results"].exists():
-    return f"No runs yet: `{where['results'].relative_to(REPO)}` is not there."
-  return table(load_protocol(where["protocol"]), json.loads(where["results"].read_text()))
-
-
 def figure(protocol=None, data=None, path=FIGURE) -> Path:
   """Per-seed modes and HQ of every arm at generation 40 (filled: the final mixture;
   open: every cell pooled), the means as bars."""
@@ -523,8 +283,8 @@ def figure(protocol=None, data=None, path=FIGURE) -> Path:
     ),
   ):
     for i, a in enumerate(arms):
-      v = np.array(_values(data["runs"], a, key))
-      p = np.array(_values(data["runs"], a, pooled))
+      v = np.array(arm_values(data["runs"], a, key))
+      p = np.array(arm_values(data["runs"], a, pooled))
       if v.size == 0:
         continue
       jit = rng.uniform(-0.12, 0.12, v.size)
@@ -538,14 +298,14 @@ def figure(protocol=None, data=None, path=FIGURE) -> Path:
         s=22,
         label="cells pooled" if i == 0 else None,
       )
-    ax.set_xticks(range(len(arms)), [_name(protocol, a) for a in arms], fontsize=8)
+    ax.set_xticks(range(len(arms)), [arm_name(protocol, a) for a in arms], fontsize=8)
     ax.set_title(title, fontsize=10)
     if key.endswith("modes_covered"):
       ax.set_ylim(0, 8.5)
     else:
       ax.set_ylim(0, 1.02)
   axes[0].legend(fontsize=7, loc="upper right")
-  n = {a: len(_values(data["runs"], a, "mixture/modes_covered")) for a in arms}
+  n = {a: len(arm_values(data["runs"], a, "mixture/modes_covered")) for a in arms}
   fig.suptitle(
     f"ring8_3x3, generation 40, seeds per arm: {', '.join(str(n[a]) for a in arms)}", fontsize=9
   )
@@ -557,126 +317,8 @@ def figure(protocol=None, data=None, path=FIGURE) -> Path:
   return path
 
 
-# -- the earlier exploratory study of issue 18 (not pre-registered) ---------------------------
-
-ISSUE18_NOTE = (
-  "Earlier exploratory study (issue 18), not pre-registered: 1-5 seeds per variant, no test; "
-  f"generated from `{ISSUE18.relative_to(REPO)}`; ± is the sample standard deviation."
-)
-
-
-def _issue18_groups() -> dict[str, list[dict]]:
-  groups: dict[str, list[dict]] = {}
-  for r in json.loads(ISSUE18.read_text()):
-    groups.setdefault(r["run"].rsplit("_s", 1)[0], []).append(r)
-  return groups
-
-
-def _ints(values) -> str:
-  return " ".join(f"{v:.0f}" for v in values)
-
-
-def _decimals(values, digits: int = 2) -> str:
-  return " ".join(f"{v:.{digits}f}" for v in values)
-
-
-def issue18_table() -> str:
-  """The README block ``ring_issue18``: every variant of the issue-18 study, every seed."""
-  from experiments import stats
-
-  lines = [
-    ISSUE18_NOTE,
-    "",
-    "| variant | seeds | mixture modes (per seed) | mixture HQ (per seed) | pooled modes (per seed)"
-    " | pooled HQ (per seed) | ok mixture | ok pooled | wall s (mean) |",
-    "|---|---|---|---|---|---|---|---|---|",
-  ]
-  for name, runs in _issue18_groups().items():
-    m = [float(r["mixture/modes_covered"]) for r in runs]
-    h = [float(r["mixture/high_quality_rate"]) for r in runs]
-    gm = [float(r["grid/modes_covered"]) for r in runs]
-    gh = [float(r["grid/high_quality_rate"]) for r in runs]
-    ok = sum(a >= BAR[0] and b >= BAR[1] for a, b in zip(m, h))
-    okp = sum(a >= BAR[0] and b >= BAR[1] for a, b in zip(gm, gh))
-    wall = sum(r["wall_seconds"] for r in runs) / len(runs)
-    lines.append(
-      f"| {name} | {len(runs)} | {stats.fmt_mean_sd(m, 1)} ({_ints(m)}) | "
-      f"{stats.fmt_mean_sd(h, 2)} ({_decimals(h)}) | {stats.fmt_mean_sd(gm, 1)} ({_ints(gm)}) | "
-      f"{stats.fmt_mean_sd(gh, 2)} ({_decimals(gh)}) | {ok}/{len(runs)} | {okp}/{len(runs)} | "
-      f"{wall:.0f} |"
-    )
-  return "\n".join(lines)
-
-
-def _issue18_pairs(grid: str, single: str, grid_label: str, single_label: str) -> str:
-  from experiments import stats
-
-  groups = _issue18_groups()
-  g = {int(r["run"].rsplit("_s", 1)[1]): r for r in groups[grid]}
-  o = {int(r["run"].rsplit("_s", 1)[1]): r for r in groups[single]}
-  seeds = sorted(set(g) & set(o))
-  head = (
-    f"| seed | {grid_label}: best mixture modes / 8 | HQ | all cells pooled modes | HQ | "
-    f"{single_label}: modes / 8 | HQ |"
-  )
-  lines = [
-    f"(Earlier exploratory study, not pre-registered: `{grid}` beside `{single}`, generated "
-    f"from `{ISSUE18.relative_to(REPO)}`; ± is the sample standard deviation.)",
-    "",
-    head,
-    "|---|---|---|---|---|---|---|",
-  ]
-  cols = [
-    (g, "mixture/modes_covered"),
-    (g, "mixture/high_quality_rate"),
-    (g, "grid/modes_covered"),
-    (g, "grid/high_quality_rate"),
-    (o, "mixture/modes_covered"),
-    (o, "mixture/high_quality_rate"),
-  ]
-  for s in seeds:
-    vals = [src[s][k] for src, k in cols]
-    lines.append(
-      f"| {s} | "
-      + " | ".join(f"{v:.0f}" if i % 2 == 0 else f"{v:.2f}" for i, v in enumerate(vals))
-      + " |"
-    )
-  means = [
-    stats.fmt_mean_sd([src[s][k] for s in seeds], 1 if i % 2 == 0 else 2)
-    for i, (src, k) in enumerate(cols)
-  ]
-  lines.append("| mean ± sd | " + " | ".join(means) + " |")
-  return "\n".join(lines)
-
-
-def issue18_main_pairs() -> str:
-  """Block ``ring_issue18_main``: the main job's grid (``t2``) beside one GAN."""
-  return _issue18_pairs("t2_g40", "r2_1x1_g40", "grid", "one GAN")
-
-
-def issue18_nosel_own_pairs() -> str:
-  """Block ``ring_issue18_nosel_own``: no interaction beside the same lone GAN."""
-  return _issue18_pairs("nosel_own_g40", "r2_1x1_g40", "no interaction", "one GAN")
-
-
-def issue18_nosel_own_long_pairs() -> str:
-  """Block ``ring_issue18_nosel_own_long``: no interaction at 5x the budget beside one GAN
-  with the same 450 000 steps."""
-  return _issue18_pairs(
-    "nosel_own_long_g40", "r2_1x1_long_g40", "no interaction, 5x budget", "one GAN, same steps"
-  )
-
-
-BLOCKS = {
-  "ring_v1": "readme_table",
-  "ring_v2": "readme_table_v2",
-  "ring_issue18": "issue18_table",
-  "ring_issue18_main": "issue18_main_pairs",
-  "ring_issue18_nosel_own": "issue18_nosel_own_pairs",
-  "ring_issue18_nosel_own_long": "issue18_nosel_own_long_pairs",
-}
-for _block, _func in BLOCKS.items():
-  _report.register(_block, README, f"experiments.coevolution.ring_study:{_func}")
+# Every README block of the study and the earlier issue-18 study, in README order.
+BLOCKS = {**ring_tables.BLOCKS, **ring_issue18.BLOCKS}
 
 
 def main(argv=None):
