@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from minmaxlab import coevolution as co
+from minmaxlab import distributed
 from minmaxlab.coevolution import _phases as ph
 from minmaxlab.coevolution._training import indexed_loss, train
 from minmaxlab.games import Players
@@ -141,14 +142,16 @@ def test_init_draws_each_individuals_loss_from_the_key():
 # ------------------------------------------------------- whole generations
 @pytest.fixture(scope="module")
 def programs():
-  """Jitted steps, compiled once per (population, mode) for the module."""
+  """Jitted steps, compiled once per (population, mode) for the module, in the "fastest"
+  compile mode (half the compile; what the tests compare does not depend on XLA's options)."""
   cache = {}
+  fastest = distributed.compiler_options("fastest")
 
   def get(population, mode="at_creation", loss="mustangs"):
     k = (population, mode, loss)
     if k not in cache:
       coev = _coev(population_size=population, mustangs_mode=mode, loss=loss)
-      cache[k] = coev, jax.jit(coev.step)
+      cache[k] = coev, jax.jit(coev.step, compiler_options=fastest)
     return cache[k]
 
   return get
@@ -194,7 +197,7 @@ def test_losses_move_with_their_individuals(programs, population, mode):
   assert moved > 0  # some individual did move (from the neighbour or another slot)
 
 
-@pytest.mark.slow  # compiles a second whole generation (the plain heuristic grid): ~43 CPU-s
+@pytest.mark.slow  # compiles a second whole generation (the plain heuristic grid)
 def test_forced_loss_equals_the_plain_loss_generation(programs):
   """Every individual's loss forced to 2 (heuristic): the generation is the plain
   ``loss="heuristic"`` generation (same networks, same keys)."""
