@@ -127,41 +127,9 @@ def sharded_step(
   c = coevolution.config
   state_sharding = grid_shardings(state_example, mesh, c.rows, c.cols)
   replicated = NamedSharding(mesh, P())
+  jit_options = dict(compiler_options=compiler_options, donate_argnums=(1,) if donate else ())
   if isinstance(coevolution.exchange, MeshExchange):
-    if coevolution.exchange.mesh.shape != mesh.shape:
-      raise ValueError(
-        f"the coevolution's MeshExchange is for a mesh of shape"
-        f" {dict(coevolution.exchange.mesh.shape)}, got {dict(mesh.shape)}"
-      )
-    state_specs = jax.tree.map(lambda s: s.spec, state_sharding)
-    compiled = {}
-
-    def shard(metric_specs):
-      return jax.shard_map(
-        coevolution.step,
-        mesh=mesh,
-        in_specs=(P(), state_specs, P()),
-        out_specs=(state_specs, metric_specs),
-        check_vma=False,
-      )
-
-    def step(key, state, data):
-      tree = jax.tree.structure(data)
-      if tree not in compiled:
-        # Metrics: per-cell arrays are split like the grid, grid scalars (already
-        # reduced over all devices) replicated.
-        _, local = jax.eval_shape(shard(P()), key, state, data)
-        specs = jax.tree.map(lambda m: P("rows", "cols") if m.ndim >= 2 else P(), local)
-        compiled[tree] = jax.jit(
-          shard(specs),
-          in_shardings=(replicated, state_sharding, replicated),
-          out_shardings=(state_sharding, None),
-          compiler_options=compiler_options,
-          donate_argnums=(1,) if donate else (),
-        )
-      return compiled[tree](key, state, data)
-
-    return step
+    return _shard_mapped_step(coevolution, mesh, state_sharding, jit_options)
   check_grid_fits(c.rows, c.cols, mesh)  # no exchange checked it
   if coevolution.cell_strategy != "vmap":
     raise ValueError(
@@ -174,6 +142,44 @@ def sharded_step(
     coevolution.step,
     in_shardings=(replicated, state_sharding, replicated),
     out_shardings=(state_sharding, replicated),
-    compiler_options=compiler_options,
-    donate_argnums=(1,) if donate else (),
+    **jit_options,
   )
+
+
+def _shard_mapped_step(coevolution, mesh: Mesh, state_sharding, jit_options: dict):
+  """:func:`sharded_step` with a ``MeshExchange``: the step inside ``jax.shard_map``,
+  jitted once per data structure (``jit_options``: ``jax.jit``'s compile options)."""
+  if coevolution.exchange.mesh.shape != mesh.shape:
+    raise ValueError(
+      f"the coevolution's MeshExchange is for a mesh of shape"
+      f" {dict(coevolution.exchange.mesh.shape)}, got {dict(mesh.shape)}"
+    )
+  replicated = NamedSharding(mesh, P())
+  state_specs = jax.tree.map(lambda s: s.spec, state_sharding)
+  compiled = {}
+
+  def shard(metric_specs):
+    return jax.shard_map(
+      coevolution.step,
+      mesh=mesh,
+      in_specs=(P(), state_specs, P()),
+      out_specs=(state_specs, metric_specs),
+      check_vma=False,
+    )
+
+  def step(key, state, data):
+    tree = jax.tree.structure(data)
+    if tree not in compiled:
+      # Metrics: per-cell arrays are split like the grid, grid scalars (already
+      # reduced over all devices) replicated.
+      _, local = jax.eval_shape(shard(P()), key, state, data)
+      specs = jax.tree.map(lambda m: P("rows", "cols") if m.ndim >= 2 else P(), local)
+      compiled[tree] = jax.jit(
+        shard(specs),
+        in_shardings=(replicated, state_sharding, replicated),
+        out_shardings=(state_sharding, None),
+        **jit_options,
+      )
+    return compiled[tree](key, state, data)
+
+  return step
