@@ -122,16 +122,19 @@ def test_fresh_fitness_noise_against_a_loop_over_the_pairs():
   )
 
 
-@pytest.mark.slow  # two whole generations compiled
+@pytest.mark.slow  # two whole generations compiled (in the "fastest" mode: half the compile)
 def test_fresh_fitness_noise_runs_a_generation_and_is_validated():
+  from minmaxlab import distributed
   from tests._coevolution_case import PAIR as MLP
   from tests._coevolution_case import RING, ring_coevolution
 
   kw = dict(rows=2, cols=2, batch_size=16, steps_per_generation=2, fitness_samples=32)
+  fastest = distributed.compiler_options("fastest")
   out = {}
   for noise in ("shared", "fresh"):
     coev = ring_coevolution(MLP, mixture_samples=32, fitness_noise=noise, **kw)
-    state, _ = coev.step(jax.random.key(1), coev.init(jax.random.key(0)), RING)
+    step = jax.jit(coev.step, compiler_options=fastest)
+    state, _ = step(jax.random.key(1), coev.init(jax.random.key(0)), RING)
     out[noise] = np.asarray(state.fitness.min)
     assert np.all(np.isfinite(out[noise]))
   assert not np.allclose(out["shared"], out["fresh"])
