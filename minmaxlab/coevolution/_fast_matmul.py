@@ -1,7 +1,7 @@
 """The coevolution step's matmul precision (``CoevolutionConfig.matmuls``).
 
 ``"float32"`` (default): every dense layer computes ``x @ W`` in float32.
-``"bfloat16"``: every :class:`minmaxlab.gan.models.Dense` layer of the pair's networks
+``"bfloat16"``: every dense layer of the pair's networks (``minmaxlab.gan.models``' ``Dense``)
 computes its three matmuls (the forward ``x @ W`` and, in the backward pass,
 ``dy @ W^T`` and ``x^T @ dy``) on bfloat16 copies of its float32 operands with
 float32 accumulation and a float32 result (:func:`bf16_matmul`). The parameters, the
@@ -22,8 +22,7 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
-from minmaxlab.gan.models._layers import Dense, spectral_normalize
-from minmaxlab.gan.models._model import GANPair, Model
+from minmaxlab.gan.models import GANPair, Model, spectral_normalize
 
 MATMULS = ("float32", "bfloat16")
 
@@ -59,7 +58,15 @@ def _matmul_bwd(res, g):
 bf16_matmul.defvjp(_matmul_fwd, _matmul_bwd)
 
 
-def _dense_bf16(module: Dense, x: jax.Array) -> jax.Array:
+# The fields of ``minmaxlab.gan.models``' dense layer (its class is private to that package).
+_DENSE_FIELDS = ("features", "use_bias", "spectral_norm", "n_power_iterations")
+
+
+def _is_dense(module) -> bool:
+  return type(module).__name__ == "Dense" and all(hasattr(module, f) for f in _DENSE_FIELDS)
+
+
+def _dense_bf16(module, x: jax.Array) -> jax.Array:
   kernel = module.get_variable("params", "kernel")
   if module.spectral_norm:
     kernel = spectral_normalize(kernel, module.n_power_iterations)
@@ -71,13 +78,13 @@ def _dense_bf16(module: Dense, x: jax.Array) -> jax.Array:
 
 
 def _interceptor(next_fun, args, kwargs, context):
-  if isinstance(context.module, Dense) and context.method_name == "__call__" and not kwargs:
+  if _is_dense(context.module) and context.method_name == "__call__" and not kwargs:
     return _dense_bf16(context.module, *args)
   return next_fun(*args, **kwargs)
 
 
 def with_matmuls(model: Model, matmuls: str) -> Model:
-  """``model`` whose ``apply`` runs its :class:`Dense` layers' matmuls in ``matmuls``
+  """``model`` whose ``apply`` runs its dense layers' matmuls in ``matmuls``
   (one of :data:`MATMULS`; ``"float32"`` returns ``model`` itself). ``init`` is
   unchanged, and so are the parameters' dtypes and tree."""
   if matmuls not in MATMULS:

@@ -54,6 +54,7 @@ def test_bfloat16_networks_match_float32_to_rounding(mlp_pair):
   z = jax.random.normal(jax.random.key(2), (6, 8))
   x = g.apply(pg, z)
   np.testing.assert_allclose(g16.apply(pg, z), x, rtol=0, atol=4 * BF16_REL)
+  assert not np.array_equal(g16.apply(pg, z), x)  # the layers were rounded: the option acts
   logits = jax.jit(d.apply)(pd, x)
   np.testing.assert_allclose(jax.jit(d16.apply)(pd, x), logits, rtol=0, atol=8 * BF16_REL)
 
