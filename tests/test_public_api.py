@@ -48,7 +48,7 @@ PINS = {
   """,
   "gan": "data losses metrics models",
   "gan.models": """
-    BatchStatNorm DCGANDiscriminator DCGANGenerator GANPair Model dcgan_discriminator
+    BatchStatNorm DCGANDiscriminator DCGANGenerator Dense GANPair Model dcgan_discriminator
     dcgan_generator flat flat_pair from_linen make_pair mlp_discriminator mlp_generator num_params
     resnet_discriminator resnet_generator spectral_norm_estimate spectral_normalize
   """,

@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
-from minmaxlab.gan.models import GANPair, Model, spectral_normalize
+from minmaxlab.gan.models import Dense, GANPair, Model, spectral_normalize
 
 MATMULS = ("float32", "bfloat16")
 
@@ -58,14 +58,6 @@ def _matmul_bwd(res, g):
 bf16_matmul.defvjp(_matmul_fwd, _matmul_bwd)
 
 
-# The fields of ``minmaxlab.gan.models``' dense layer (its class is private to that package).
-_DENSE_FIELDS = ("features", "use_bias", "spectral_norm", "n_power_iterations")
-
-
-def _is_dense(module) -> bool:
-  return type(module).__name__ == "Dense" and all(hasattr(module, f) for f in _DENSE_FIELDS)
-
-
 def _dense_bf16(module, x: jax.Array) -> jax.Array:
   kernel = module.get_variable("params", "kernel")
   if module.spectral_norm:
@@ -78,7 +70,7 @@ def _dense_bf16(module, x: jax.Array) -> jax.Array:
 
 
 def _interceptor(next_fun, args, kwargs, context):
-  if _is_dense(context.module) and context.method_name == "__call__" and not kwargs:
+  if isinstance(context.module, Dense) and context.method_name == "__call__" and not kwargs:
     return _dense_bf16(context.module, *args)
   return next_fun(*args, **kwargs)
 

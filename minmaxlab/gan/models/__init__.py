@@ -14,6 +14,7 @@ from minmaxlab.gan.models._dcgan import (
 )
 from minmaxlab.gan.models._layers import (
   BatchStatNorm,
+  Dense,
   spectral_norm_estimate,
   spectral_normalize,
 )
@@ -26,6 +27,7 @@ __all__ = [
   "BatchStatNorm",
   "DCGANDiscriminator",
   "DCGANGenerator",
+  "Dense",
   "GANPair",
   "Model",
   "dcgan_discriminator",
