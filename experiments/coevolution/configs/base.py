@@ -64,6 +64,11 @@ def get_config() -> ml_collections.ConfigDict:
   c.mixture_sigma = 0.01
   c.mixture_samples = 1000
   c.cell_strategy = "auto"  # "auto" | "vmap" | "map"
+  # Speed options of the step (docs/benchmarks.md, "Past the floor"): "bfloat16" runs every
+  # dense layer's matmuls on bfloat16 copies with float32 accumulation (changes the numerics);
+  # d_forward "joined" evaluates a discriminator's real and fake batches in one forward pass.
+  c.matmuls = "float32"
+  c.d_forward = "separate"
   # Data dieting (Lipizzaner's sampling_ratio): each cell trains on its own random subset of
   # this fraction of the data, fixed for the run and keyed by diet_seed and the cell id. 2-D
   # mixtures then use a finite data set of dataset_size points (Lipizzaner's 2-D: 10000).
