@@ -1,6 +1,8 @@
-"""Test set-up: 4 fake CPU devices before JAX starts, one compilation cache per session,
-shared fixtures, the order of the tests, and a session-end check that no test left a
-process behind.
+"""Test set-up: 4 fake CPU devices and XLA's quicker CPU code generation before JAX starts
+(tests/_xla.py: the whole session, its workers and the processes its tests start compile
+with it; ``MINMAXLAB_TEST_CODEGEN=default`` keeps XLA's defaults), one compilation cache per
+session, shared fixtures, the order of the tests, and a session-end check that no test left
+a process behind.
 
 The first pytest process (the xdist controller, or the only process) makes a fresh folder
 for JAX's persistent compilation cache and the stored programs
@@ -23,6 +25,8 @@ import signal
 import sys
 import tempfile
 
+from tests import _xla  # imports no JAX
+
 os.environ.setdefault("JAX_NUM_CPU_DEVICES", "4")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -32,6 +36,9 @@ CACHE = "MINMAXLAB_CACHE_DIR"  # runner.compilation_cache_dir()
 _SESSION_CACHE = None  # the folder this process made (and removes at the end)
 if CACHE not in os.environ:
   _SESSION_CACHE = os.environ[CACHE] = tempfile.mkdtemp(prefix="minmaxlab-test-cache-")
+_FLAGS = _xla.session_flags(os.environ)  # XLA's quicker CPU code (tests/_xla.py)
+if _FLAGS is not None:
+  os.environ["XLA_FLAGS"] = _FLAGS
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

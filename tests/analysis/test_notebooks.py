@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import _xla
+
 pytest.importorskip("nbformat")
 pytest.importorskip("nbclient")
 
@@ -69,9 +71,14 @@ def test_output_comparison_tolerates_rounding_only():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FIGURES))
-def test_stored_outputs_come_from_the_current_code(name):
+def test_stored_outputs_come_from_the_current_code(name, monkeypatch):
   import nbformat
 
+  # the kernel compiles XLA's default code, as a reader's does (tests/_xla.py)
+  flags = _xla.default_env().get("XLA_FLAGS")
+  monkeypatch.delenv("XLA_FLAGS", raising=False)
+  if flags:
+    monkeypatch.setenv("XLA_FLAGS", flags)
   run = _runner()
   stored = nbformat.read(NOTEBOOKS / name, as_version=4)
   fresh = run.execute(Path(name).stem)  # raises CellExecutionError on any failing cell

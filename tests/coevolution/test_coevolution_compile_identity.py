@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 
 from minmaxlab import runner
+from tests import _xla
 
 FIXTURE = Path(__file__).parent / "data" / "step_fingerprints.json"
 CONSTANT_LEAF = re.compile(r"\.hyperparams\['(b1|b2|eps|eps_root)'\]$")
@@ -66,8 +67,9 @@ def _two_generations(config):
 
   exp = experiment.build(config)
   init_key, gen_key, _ = experiment.keys(config)
-  state = jax.jit(exp.coev.init)(init_key)
-  step = jax.jit(exp.coev.step)
+  # XLA's default code, whatever the session's (tests/_xla.py): the recordings are its bits
+  state = jax.jit(exp.coev.init, compiler_options=_xla.DEFAULTS)(init_key)
+  step = jax.jit(exp.coev.step, compiler_options=_xla.DEFAULTS)
   for g in range(2):
     state, metrics = step(jax.random.fold_in(gen_key, g), state, exp.data)
   return state, metrics

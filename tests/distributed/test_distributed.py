@@ -273,7 +273,8 @@ def test_fast_compile_modes_reach_xla_and_agree_to_rounding(reference, mode, tmp
   )
   for name, text in records.items():
     assert want_lines <= set(text.splitlines()), (name, text)
-  if mode == "fast":
+  if mode == "fast" and "fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
+    # (a test session's own flags name it: tests/_xla.py)
     assert not any("fusion_emitters" in text for text in records.values())
   want_state, want_metrics = reference
   _assert_same(state, metrics, want_state, want_metrics, exact=False)

@@ -11,6 +11,7 @@ import pytest
 import minmaxlab as mml
 from experiments.benchmarks import _hlo_traffic as hlo
 from experiments.benchmarks import transform_overhead as bench
+from tests import _xla
 
 
 def _traffic(body, *args):
@@ -67,7 +68,9 @@ def _lookahead_step_traffic(scheme, via, layout="cond"):
     ("la", mml.lookahead_minmax(make(), 5, 0.5, sync_layout=layout), via),
   ):
     run, state = bench.compiled_run(tx, params, field, 2, via=v)
-    got[name] = hlo.step_traffic(run.lower(params, state, batches).compile().as_text())
+    # the HLO of XLA's default code (tests/_xla.py: a test session compiles with other options)
+    compiled = run.lower(params, state, batches).compile(_xla.DEFAULTS)
+    got[name] = hlo.step_traffic(compiled.as_text())
   return (
     got["la"]["written"] - got["plain"]["written"],
     got["la"]["read"] - got["plain"]["read"],

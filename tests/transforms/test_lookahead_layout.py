@@ -17,6 +17,7 @@ import pytest
 import minmaxlab as mml
 from minmaxlab.transforms._common import as_transform, tree_sub, tree_where, zeros_count
 from minmaxlab.transforms._lookahead import LookaheadMinmaxState
+from tests import _xla
 
 
 def _former_lookahead(inner, sync_periods, slow_step_sizes, reset_state=False, lazy=False):
@@ -156,7 +157,10 @@ def test_vmap_with_batched_counters_matches_the_former_layout():
     _former_lookahead(optax.adam(0.1), (3,), (0.5,)),
   ):
     s = jax.vmap(tx.init)(batch)._replace(count=jnp.array([0, 1, 2], jnp.int32))
-    step = jax.jit(jax.vmap(lambda p, s, tx=tx: tx.update(FIELD(p, 1.0), s, p)))
+    # XLA's default code (tests/_xla.py): its fused kernels give both layouts the same bits
+    step = jax.jit(
+      jax.vmap(lambda p, s, tx=tx: tx.update(FIELD(p, 1.0), s, p)), compiler_options=_xla.DEFAULTS
+    )
     p, seq = batch, []
     for _ in range(4):
       u, s = step(p, s)
@@ -310,7 +314,10 @@ def test_select_layout_under_vmap_with_batched_counters():
   for layout in ("cond", "select"):
     tx = mml.lookahead_minmax(optax.adam(0.1), 3, 0.5, sync_layout=layout)
     s = jax.vmap(tx.init)(batch)._replace(count=jnp.array([0, 1, 2], jnp.int32))
-    step = jax.jit(jax.vmap(lambda p, s, tx=tx: tx.update_and_apply(FIELD(p, 1.0), s, p)))
+    step = jax.jit(
+      jax.vmap(lambda p, s, tx=tx: tx.update_and_apply(FIELD(p, 1.0), s, p)),
+      compiler_options=_xla.DEFAULTS,  # XLA's default code (tests/_xla.py)
+    )
     p, seq = batch, []
     for _ in range(4):
       p, s = step(p, s)

@@ -1,0 +1,65 @@
+"""The XLA code generation of a test session.
+
+The suite compiles hundreds of programs and runs most of them for a few steps, so XLA's
+compile time is most of its time. A test session therefore compiles with XLA's quicker CPU
+code generation, ``FASTEST`` (LLVM at -O1 and XLA's classic elemental emitters: the library's
+``compile="fastest"``, ``minmaxlab.distributed.compiler_options``), put in ``XLA_FLAGS`` by
+tests/conftest.py before JAX starts, so that every xdist worker and every process a test
+starts compiles the same way. The code is as deterministic as XLA's default code and computes
+the same operations, but its floats may round differently.
+
+What depends on XLA's default code is checked with it: a program whose bits are pinned (the
+saved step fingerprints, two layouts compared bit for bit, the HLO a benchmark counts) is
+compiled with ``compiler_options=DEFAULTS`` (a program's options override ``XLA_FLAGS``), and
+a child process that must compile everything with the defaults (a notebook's kernel, a
+compile that must last long enough to be interrupted) gets :func:`default_env`.
+
+``MINMAXLAB_TEST_CODEGEN=default python3 dev.py test`` runs the whole suite with XLA's
+defaults (no flag added).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+CODEGEN = "MINMAXLAB_TEST_CODEGEN"  # "fastest" (the default) or "default"
+FASTEST = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+# XLA's own values of the same options (xla/debug_options_flags.cc): compiling with them gives
+# the code (and the bits) of a process without XLA_FLAGS
+DEFAULTS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
+
+
+def as_flags(options: Mapping[str, bool | int]) -> list[str]:
+  """``{"xla_backend_optimization_level": 1}`` -> ``["--xla_backend_optimization_level=1"]``."""
+  return [f"--{name}={str(value).lower()}" for name, value in options.items()]
+
+
+def session_flags(environ: Mapping[str, str]) -> str | None:
+  """The ``XLA_FLAGS`` of a test session started with ``environ``: the user's flags followed
+  by ``FASTEST``'s (``None``: leave ``XLA_FLAGS`` as it is). ``FASTEST`` is not added under
+  ``MINMAXLAB_TEST_CODEGEN=default``, nor when the flags already name one of its options.
+
+  Raises:
+    ValueError: ``MINMAXLAB_TEST_CODEGEN`` is neither ``fastest`` nor ``default``.
+  """
+  codegen = environ.get(CODEGEN, "fastest")
+  if codegen not in ("fastest", "default"):
+    raise ValueError(f"{CODEGEN} must be 'fastest' or 'default', got {codegen!r}")
+  user = environ.get("XLA_FLAGS", "")
+  if codegen == "default" or any(name in user for name in FASTEST):
+    return None
+  return " ".join([*user.split(), *as_flags(FASTEST)])
+
+
+def default_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+  """``environ`` (default ``os.environ``) with ``FASTEST``'s flags taken out of ``XLA_FLAGS``:
+  a child process started with it compiles with XLA's defaults (and the user's own flags)."""
+  env = dict(os.environ if environ is None else environ)
+  ours = set(as_flags(FASTEST))
+  kept = [flag for flag in env.get("XLA_FLAGS", "").split() if flag not in ours]
+  if kept:
+    env["XLA_FLAGS"] = " ".join(kept)
+  else:
+    env.pop("XLA_FLAGS", None)
+  return env
