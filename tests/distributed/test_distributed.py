@@ -223,7 +223,8 @@ def test_mpi_ranks_match_single_device_bitwise(request, tmp_path, n, kind, block
   (Moore: rows, columns and corners cross ranks) give the single-device state
   bit for bit, including mixture weights and mutated learning rates; every
   rank traces its step once. The 4 ranks and their reference compile in the "fastest"
-  mode (half the compile of 5 programs; bit for bit in either mode), the 2 in XLA's own."""
+  mode (half the compile of 5 programs; bit for bit in either mode), the 2 in "default" (no
+  options of its own: XLA's defaults, or a test session's flags, tests/_xla.py)."""
   want_state, want_m = request.getfixturevalue(
     "reference" if kind == "von_neumann" else "reference_moore"
   )
