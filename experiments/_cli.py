@@ -5,7 +5,8 @@ config value, a missing or corrupt file, an incompatible resume -- ends the
 command with ONE line on stderr, ``ERROR: <what>``, and exit status 1 (2 for a
 malformed command line); ``--debug`` or ``MINMAXLAB_DEBUG=1`` shows the full
 traceback instead. A workdir the failed command created and left empty is
-removed.
+removed (only one it created: see :func:`_remove_if_empty`); ``--workdir=`` (empty) is
+refused rather than read as the current folder.
 """
 
 from __future__ import annotations
@@ -138,13 +139,19 @@ def unknown_field_line(argv: list[str]) -> str | None:
   return None
 
 
-def _workdir(argv: list[str]) -> Path | None:
+def _workdir_value(argv: list[str]) -> str | None:
+  """The text given to ``--workdir``, if any."""
   for i, a in enumerate(argv):
     if a.startswith("--workdir="):
-      return Path(a.split("=", 1)[1])
+      return a.split("=", 1)[1]
     if a == "--workdir" and i + 1 < len(argv):
-      return Path(argv[i + 1])
+      return argv[i + 1]
   return None
+
+
+def _workdir(argv: list[str]) -> Path | None:
+  value = _workdir_value(argv)
+  return Path(value) if value and value.strip() else None
 
 
 def _inside(filename, workdir: Path) -> bool:
@@ -156,14 +163,23 @@ def _inside(filename, workdir: Path) -> bool:
 
 
 def _remove_if_empty(path: Path) -> None:
-  """Remove ``path`` if it holds no file but its lock (only empty folders)."""
-  lock = path / ".lock"  # minmaxlab.runner.lock_workdir's file
-  if not path.is_dir() or any(p.is_file() and p != lock for p in path.rglob("*")):
+  """Remove ``path`` if this process made it and it holds no file but its lock.
+
+  The lock is taken first (``runner.lock_workdir``, counted if this process holds it): a
+  workdir another process holds, or one this process did not make (a user's empty folder,
+  the folder of a run that won the lock), is left as it is."""
+  from minmaxlab import runner
+
+  try:
+    with runner.workdir_lock(path) as created:
+      lock = path / ".lock"  # minmaxlab.runner.lock_workdir's file
+      if not created or any(p.is_file() and p != lock for p in path.rglob("*")):
+        return
+      for p in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        p.unlink() if p.is_file() else p.rmdir()
+      path.rmdir()
+  except (OSError, ValueError, runner.WorkdirBusy):
     return
-  lock.unlink(missing_ok=True)
-  for p in sorted(path.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-    p.rmdir()
-  path.rmdir()
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
@@ -183,7 +199,9 @@ def run(main: Callable[[list[str]], None]) -> None:
     print(f"ERROR: config file {config_file} not found", file=sys.stderr, flush=True)
     sys.exit(2)
   workdir = _workdir(sys.argv)
-  fresh = workdir is not None and not workdir.exists()
+  if _workdir_value(sys.argv) is not None and workdir is None:  # not the current folder
+    print("ERROR: --workdir is empty; give a folder (--workdir=<folder>)", file=sys.stderr)
+    sys.exit(2)
   started = []
 
   def wrapped(argv):
@@ -206,7 +224,7 @@ def run(main: Callable[[list[str]], None]) -> None:
   except KeyboardInterrupt:
     raise
   except Exception as e:
-    if fresh:
+    if workdir is not None:
       _remove_if_empty(workdir)
     if debug:
       raise

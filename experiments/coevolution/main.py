@@ -77,6 +77,7 @@ def main(argv):
     unit="generation",
     may_change=MAY_CHANGE,
     quiet=not _is_rank_zero(),
+    lock=_is_rank_zero() and not config.get("distributed"),  # (jax.distributed: below)
   )
   report = os.path.join(workdir, REPORT)
   lines = stored_report(report, config) if run.status == "finished" else None

@@ -303,6 +303,7 @@ def start_run(
   may_change=(),
   quiet: bool = False,
   cache: bool = True,
+  lock: bool = False,
 ) -> Rerun:
   """The command-line rule for rerunning a command into the same ``workdir``.
 
@@ -318,8 +319,14 @@ def start_run(
   Also makes Ctrl-C end the process with one line (:func:`exit_on_interrupt`, naming
   the ``unit`` reached and ``rerun_command(module)``), and, unless the run has finished,
   turns on the compilation cache and the compile messages. ``quiet`` (e.g. MPI ranks
-  other than 0): print nothing.
+  other than 0): print nothing. ``lock``: take the workdir's lock
+  (:func:`~minmaxlab.runner.lock_workdir`) before looking at it, so that a command refused
+  because another holds it says only that.
   """
+  if lock:
+    from minmaxlab.runner._workdir_lock import lock_workdir
+
+    lock_workdir(workdir)
   steps = checkpoint_steps(workdir)
   saved = steps[-1] if steps else None
   run = Rerun(run_status(saved, total), saved)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 LOCK_FILE = ".lock"  # in the workdir; holds the pid of the process holding the lock
 _HELD: dict[str, list[int]] = {}  # workdir -> [file descriptor, how many times taken]
+_CREATED: set[str] = set()  # workdirs this process made (lock_workdir)
 
 
 class WorkdirBusy(RuntimeError):
@@ -28,28 +29,74 @@ def _holder(fd: int) -> str:
   return text if text.isdigit() else "?"
 
 
-def lock_workdir(workdir: str | os.PathLike) -> None:
+def _folder(key: str) -> bool:
+  """Make the workdir folder; whether this call made it (``mkdir`` is atomic: of several
+  processes making it at once exactly one is told so). A path that is a file, or empty, is
+  a ``ValueError`` naming it."""
+  path = Path(key)
+  try:
+    path.mkdir(parents=True)
+    return True
+  except FileExistsError:
+    if not path.is_dir():
+      raise ValueError(
+        f"the workdir {key} is a file, not a folder; use another --workdir"
+      ) from None
+    return False
+
+
+def _same_file(fd: int, path: Path) -> bool:
+  """Whether ``fd`` is still the file at ``path`` (not unlinked or replaced meanwhile)."""
+  try:
+    st = os.stat(path)
+  except FileNotFoundError:
+    return False
+  own = os.fstat(fd)
+  return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
+
+
+def lock_workdir(workdir: str | os.PathLike) -> bool:
   """Take ``workdir``'s lock for this process (creating the folder), until
   :func:`unlock_workdir` or the process ends; :class:`WorkdirBusy` (one line naming the
-  holder's pid) if another process holds it."""
+  holder's pid) if another process holds it. Returns whether this process created the
+  folder (so a failed command removes only a folder it made, see ``experiments._cli``).
+
+  The lock is taken before anything is decided about the workdir: a refused process has
+  created nothing (except, at most, an empty folder and its lock file that another process
+  then took). A lock file unlinked between ``open`` and ``flock`` (a failed command removing
+  the empty folder it made) is not trusted: the lock is taken again on the file now there.
+  """
+  if not os.fspath(workdir).strip():
+    raise ValueError("the workdir is empty; give a folder (--workdir=<folder>)")
   key = str(Path(workdir).expanduser().resolve())
   if key in _HELD:
     _HELD[key][1] += 1
-    return
-  Path(key).mkdir(parents=True, exist_ok=True)
-  fd = os.open(Path(key) / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-  try:
-    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-  except BlockingIOError:
-    pid = _holder(fd)
-    os.close(fd)
-    raise WorkdirBusy(
-      f"{key} is in use by process {pid} (one command per workdir); wait for it to end or"
-      " use another --workdir"
-    ) from None
+    return key in _CREATED
+  for _ in range(100):
+    if _folder(key):
+      _CREATED.add(key)
+    try:
+      fd = os.open(Path(key) / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:  # the folder was removed meanwhile: make it again
+      continue
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      pid = _holder(fd)
+      os.close(fd)
+      raise WorkdirBusy(
+        f"{key} is in use by process {pid} (one command per workdir); wait for it to end or"
+        " use another --workdir"
+      ) from None
+    if _same_file(fd, Path(key) / LOCK_FILE):
+      break
+    os.close(fd)  # a lock on a removed file locks nothing
+  else:
+    raise WorkdirBusy(f"{key}: its lock file keeps being replaced; use another --workdir")
   os.ftruncate(fd, 0)
   os.write(fd, f"{os.getpid()}\n".encode())
   _HELD[key] = [fd, 1]
+  return key in _CREATED
 
 
 def unlock_workdir(workdir: str | os.PathLike) -> None:
@@ -65,10 +112,10 @@ def unlock_workdir(workdir: str | os.PathLike) -> None:
 
 
 @contextmanager
-def workdir_lock(workdir: str | os.PathLike) -> Iterator[None]:
-  """:func:`lock_workdir` for the block."""
-  lock_workdir(workdir)
+def workdir_lock(workdir: str | os.PathLike) -> Iterator[bool]:
+  """:func:`lock_workdir` for the block (``as created``: whether this process made the folder)."""
+  created = lock_workdir(workdir)
   try:
-    yield
+    yield created
   finally:
     unlock_workdir(workdir)
