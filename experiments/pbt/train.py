@@ -330,12 +330,31 @@ def train(
           on_progress=population_report.Progress(controller, config.num_trials, task, log),
           budget_s=budget_s,
         )
-      return _finish(run, controller, task, status, workers, start)
+      return _finish(run, controller, task, _kept(controller.store, status, workers, start))
   finally:
     controller.close()
 
 
-def _finish(run: runner.TrainingRun, controller, task, status, workers, start) -> dict:
+RUN_NUMBERS = "run_numbers"  # the store's record of the call that completed the campaign
+
+
+def _kept(store, status: dict, workers, start: float) -> dict:
+  """The numbers of the call that completed the campaign (``status``, the workers, the
+  wall time), recorded in the store when it completes; a later call that only completes
+  the finish (cut short by a kill) reports those, not its own (no trial run, no failure
+  seen, a few seconds)."""
+  numbers = {**status, "workers": workers, "wall_seconds": time.monotonic() - start}
+  if status.get("budget_ended"):
+    return numbers
+  kept = store.get(RUN_NUMBERS)
+  if kept is not None and kept.get("done") == status.get("done"):
+    return kept
+  with store.transaction() as db:
+    store.put(db, RUN_NUMBERS, numbers)
+  return numbers
+
+
+def _finish(run: runner.TrainingRun, controller, task, numbers: dict) -> dict:
   """Write the campaign's outputs (``lineage.jsonl``, ``lineages.png``, ``summary.json``)
   and, when every trial is done (not a spent budget), the finish marker
   (``runner.finish``) last; returns the summary. A campaign cut short anywhere in here is
@@ -351,9 +370,7 @@ def _finish(run: runner.TrainingRun, controller, task, status, workers, start) -
   population_report.plot_lineages(workdir / "lineages.png", controller.store, task)
   population = {m: controller.store.trial(t) for m, t in controller.store.population().items()}
   summary = {
-    **status,
-    "workers": workers,
-    "wall_seconds": time.monotonic() - start,
+    **numbers,
     "best_lineage": [
       {
         "trial": c.id,
@@ -372,5 +389,5 @@ def _finish(run: runner.TrainingRun, controller, task, status, workers, start) -
   products = ["pbt.sqlite", "lineage.jsonl", "lineages.png", "summary.json"]
   if best is not None and best.ckpt and not best.ckpt_deleted:  # the best checkpoint
     products.append(os.path.relpath(best.ckpt, workdir))
-  run.finish(summary, products, mark=not status.get("budget_ended"), indent=1)
+  run.finish(summary, products, mark=not numbers.get("budget_ended"), indent=1)
   return summary

@@ -244,11 +244,18 @@ def config_changes(workdir: str | os.PathLike, config, may_change=()) -> dict[st
   """Fields of ``config`` that differ from the run's ``workdir/config.json``, as
   ``{field: (saved, now)}``, leaving out ``may_change``, the ``run`` record of
   :func:`run_record` and fields the saved config lacks (added to the code since). Empty
-  when there is no saved config."""
+  when there is no saved config and no checkpoint; a ``ValueError`` (one line) when the
+  workdir holds checkpoints but its ``config.json`` is gone (a resume with another seed
+  would continue the old run silently)."""
   import json
 
   path = Path(workdir) / "config.json"
   if not path.exists():
+    if checkpoint_steps(workdir):
+      raise ValueError(
+        f"{workdir} holds checkpoints but no config.json, so this config cannot be checked"
+        " against the run's; put its config.json back or use a fresh --workdir"
+      )
     return {}
   saved = read_config_json(path)
   now = json.loads(config.to_json() if hasattr(config, "to_json") else json.dumps(dict(config)))

@@ -26,18 +26,30 @@ def _plain(value: Any) -> Any:
   return value
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-  """All rows of a JSONL metrics file (an incomplete last line is skipped)."""
-  rows = []
-  p = Path(path)
-  if not p.exists():
-    return rows
-  for line in p.read_text().splitlines():
+def _read_rows(path: Path) -> tuple[list[dict], list[str]]:
+  """The rows of a JSONL metrics file and its lines that are not a JSON object (a line
+  damaged in the middle, or the last one cut short by a kill)."""
+  rows, bad = [], []
+  if not path.exists():
+    return rows, bad
+  for line in path.read_text(errors="replace").splitlines():
+    if not line.strip():
+      continue
     try:
-      rows.append(json.loads(line))
+      row = json.loads(line)
     except json.JSONDecodeError:
-      break  # a line cut short by a kill
-  return rows
+      row = None
+    if isinstance(row, dict):
+      rows.append(row)
+    else:
+      bad.append(line)
+  return rows, bad
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+  """All rows of a JSONL metrics file; a line that is not a JSON object (damaged, or cut
+  short by a kill) is skipped and every row after it kept."""
+  return _read_rows(Path(path))[0]
 
 
 def _row_step(row: dict, step_key: str = "step") -> int:
@@ -56,7 +68,9 @@ class MetricWriter:
   :meth:`image` an image. To continue a
   run from a checkpoint at step ``s``, pass ``resume_step=s``: rows after
   ``s`` (written by the killed run after its last checkpoint) are dropped, so
-  the file of a resumed run equals that of an uninterrupted one.
+  the file of a resumed run equals that of an uninterrupted one. A line of the old file
+  that is not a JSON object (damaged) is appended to ``<filename>.bad`` and every row
+  after it kept.
 
   Args:
     workdir: the run directory.
@@ -80,7 +94,10 @@ class MetricWriter:
     self.workdir = Path(workdir)
     self.workdir.mkdir(parents=True, exist_ok=True)
     self.path = self.workdir / filename
-    rows = read_jsonl(self.path) if resume_step is not None else []
+    rows, bad = _read_rows(self.path) if resume_step is not None else ([], [])
+    if bad:  # kept aside, never silently dropped
+      with open(self.path.with_name(self.path.name + ".bad"), "a") as f:
+        f.write("".join(line + "\n" for line in bad))
     rows = [r for r in rows if _row_step(r, step_key) <= resume_step] if rows else []
     tmp = self.path.with_suffix(".jsonl.tmp")
     with open(tmp, "w") as f:
