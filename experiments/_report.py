@@ -35,7 +35,6 @@ REPO = Path(__file__).resolve().parent.parent
 PROTOCOL_FIELDS = (
   "study",
   "version",
-  "registered",
   "question",
   "arms",
   "seeds",
@@ -154,6 +153,8 @@ STUDY_MODULES = (
   "experiments.benchmarks.cluster_model",
   "experiments.benchmarks.past_the_floor",
   "experiments.benchmarks.bf16_parity",
+  "experiments.study_record",  # docs/results.md: every version of every study
+  "experiments.doc_numbers",  # the measured numbers of docs/running.md and docs/coevolution.md
 )
 
 
@@ -241,39 +242,34 @@ def scorer_lines(scorer: dict | None) -> list[str]:
   ]
 
 
-# The top-level README's results summary: each pre-registered study's registered verdicts.
-SUMMARY = (
-  (
-    "Lookahead-minmax vs its base method",
-    "experiments/gan/README.md",
-    "lookahead_v2",
-    "experiments/gan/protocols/lookahead.v2.json",
-  ),
-  (
-    "Lipizzaner grids",
-    "experiments/coevolution/README.md",
-    "lipizzaner_grids_v2",
-    "experiments/coevolution/protocols/lipizzaner_grids.v2.json",
-  ),
-  (
-    "The 8-Gaussian ring",
-    "experiments/coevolution/README.md",
-    "ring_v1",
-    "experiments/coevolution/protocols/ring.v1.json",
-  ),
-  (
-    "PBT vs random search",
-    "experiments/pbt/README.md",
-    "pbt_vs_rs_v1",
-    "experiments/pbt/protocols/pbt_vs_rs.v1.json",
-  ),
-  (
-    "Game dynamics while training (AltGAN vs LA-AltGAN)",
-    "experiments/gan/README.md",
-    "dynamics_v2",
-    "experiments/gan/protocols/dynamics.v2.json",
-  ),
-)
+NOT_COMPUTED = "not computed (the committed JSON lacks it)"
+
+
+def endpoint_lines(protocol_file: str, found: list, record: dict | None = None) -> list[str]:
+  """The block's section **Registered endpoints**: the protocol (``protocol_file``, relative
+  to the repository), its registration time from git (``experiments.registration``), the
+  result JSON's registration ``record``, then every registered endpoint, the primary and each
+  secondary, with its test and where the block reports it: ``found[0]`` for the primary,
+  ``found[i + 1]`` for the i-th secondary; :data:`NOT_COMPUTED` where ``found`` has no entry
+  or ``None``."""
+  from experiments import registration, stats
+
+  p = load_protocol(REPO / protocol_file)
+  pr = p["primary"]
+  metric = pr["metric"] if isinstance(pr["metric"], str) else " and ".join(pr["metric"])
+  found = list(found) + [None] * (1 + len(p.get("secondary", [])) - len(found))
+  lines = [
+    "",
+    f"**Registered endpoints** (`{protocol_file}`; registered "
+    f"{registration.registered(REPO / protocol_file, p.get('registered'))}). "
+    + registration.describe(record),
+    f"- Primary: {metric}, at {p['endpoint']}; {stats.TEST_LABELS[pr['test']]} "
+    f"({pr['alternative']}, alpha {pr['alpha']}, correction: {pr.get('correction', 'none')}): "
+    f"{found[0] or NOT_COMPUTED}",
+  ]
+  for i, text in enumerate(p.get("secondary", [])):
+    lines.append(f"- Secondary {i + 1}: {text}: {found[i + 1] or NOT_COMPUTED}")
+  return lines
 
 
 def verdict_lines(block: str) -> list[str]:
@@ -297,31 +293,6 @@ def verdict_lines(block: str) -> list[str]:
     elif bullets and not ln.strip():
       break
   return out + bullets
-
-
-def results_summary() -> str:
-  """The README block ``summary``: per pre-registered study, its protocol's verdicts."""
-  parts = []
-  for title, readme, block, protocol_file in SUMMARY:
-    if block not in BLOCKS:
-      continue
-    anchor = readme.split("/")[-2] if "/" in readme else ""
-    p = load_protocol(REPO / protocol_file)
-    from experiments import stats
-
-    test = stats.TEST_LABELS[p["primary"]["test"]]
-    parts.append(
-      f"**{title}** ([{anchor} README]({readme}), block `{block}`; protocol "
-      f"[`{Path(protocol_file).name}`]({protocol_file}): endpoint {p['endpoint'].split(':')[0]}, "
-      f"{test} test, alpha {p['primary']['alpha']}):"
-    )
-    found = verdict_lines(make(block))
-    parts += found if found else ["- no registered verdict yet"]
-    parts.append("")
-  return "\n".join(parts)
-
-
-register("summary", "README.md", "experiments._report:results_summary")
 
 
 def main() -> None:

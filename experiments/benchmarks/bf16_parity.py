@@ -96,21 +96,27 @@ def table(version: int) -> str:
   )  # fmt: skip
   a, b = primary["comparisons"][0]
   lines.append(_parity(groups, a, b, primary["alpha"]))
-  for metric, name, digits in METRICS[1:]:
+  early = min(2, endpoint)  # the registered earlier generation of the secondary metrics
+  for gen, (metric, name, digits) in [(g, m) for g in (endpoint, early) for m in METRICS[1:]]:
     lines += [
-      line.replace("- ", "- Secondary, no verdict: ", 1)
+      line.replace("- ", f"- Secondary, no verdict ({name}, generation {gen}): ", 1)
       for line in _report.family(
-        _groups(by_arm, metric, endpoint),
+        _groups(by_arm, metric, gen),
         primary["comparisons"],
         labels,
         test=primary["test"],
         alpha=primary["alpha"],
         lower_is_better=metric == "fid",
-        metric=f"{name} at generation {endpoint}",
+        metric=f"{name} at generation {gen}",
         digits=digits,
       )  # fmt: skip
     ]
-  return "\n".join(lines + _report.scorer_lines(scorer)) + "\n"
+  lines += _report.scorer_lines(scorer)
+  found = ["the verdict and the parity line above", f"above (FID and IS, generation {endpoint})"]
+  found += [f"above (FID and IS, generation {early})", "above (the table: CPU s per run)"]
+  record = json.loads(RESULTS[version].read_text()).get("registration")
+  rel = PROTOCOLS[version].relative_to(HERE.parent.parent).as_posix()
+  return "\n".join(lines + _report.endpoint_lines(rel, found, record)) + "\n"
 
 
 def table_v1() -> str:

@@ -122,8 +122,11 @@ def protocol_jobs(args) -> tuple[dict, list[tuple[str, int, int, dict]]]:
 
 
 def run_study(args, log=print) -> dict:
-  registered = None
-  if args.protocol:
+  from experiments import registration
+
+  registered = reg = None
+  if args.protocol:  # refused unless the protocol and the code are committed (or --trial)
+    reg = registration.start(args.protocol, trial=args.trial)
     registered, jobs = protocol_jobs(args)
     s = registered["settings"]
     args.generations = args.generations or s["generations"]
@@ -147,6 +150,8 @@ def run_study(args, log=print) -> dict:
   data = {"protocol": None, "runs": []}
   if registered and path.exists():  # parallel processes of one protocol share the JSON
     data = json.loads(path.read_text())
+  if reg:
+    data["registration"] = registration.merge(data.get("registration"), reg)
   for seed in seeds:  # seed-major: a stopped study has every grid at the same seeds
     for name, n, steps, coupling in jobs:
       config = run_config(args, n, seed, steps)
@@ -171,11 +176,14 @@ def run_study(args, log=print) -> dict:
 def _merge_run(path: Path, data: dict, run: dict, registered) -> None:
   """Add ``run`` to ``path`` (replacing the same grid and seed), under a lock: several
   processes may run different seeds of one protocol."""
-  from experiments import _report
+  from experiments import _report, registration
 
   with _report.results_lock(path):
     if registered and path.exists():
+      mine = data.get("registration")
       data.update(json.loads(path.read_text()))
+      if mine:  # another process's commits kept beside this one's
+        data["registration"] = registration.merge(data.get("registration"), mine)
     runs = [r for r in data["runs"] if (r["grid"], r["seed"]) != (run["grid"], run["seed"])]
     order = list(registered["arms"]) if registered else []
     runs.append(run)
@@ -237,6 +245,12 @@ def merge(src: Path, out_dir: Path) -> dict:
   differs = sorted(k for k in common if data["protocol"][k] != new["protocol"][k])
   if differs:
     raise SystemExit(f"--merge: {src} has another protocol (fields {', '.join(differs)})")
+  if data["runs"] and bool(data.get("registration")) != bool(new.get("registration")):
+    raise SystemExit(f"--merge: only one of {src} and {path} has a registration record")
+  if new.get("registration"):
+    from experiments import registration
+
+    data["registration"] = registration.merge(data.get("registration"), new["registration"])
   runs = {(r["grid"], r["seed"]): r for r in data["runs"]}
   runs.update({(r["grid"], r["seed"]): r for r in new["runs"]})
   order = list(dict.fromkeys(r["grid"] for r in data["runs"] + new["runs"]))
@@ -287,6 +301,7 @@ def parse_args(argv=None):
   p.add_argument(
     "--protocol", help="a protocol file (protocols/lipizzaner_grids.v<N>.json): arms, seeds"
   )
+  p.add_argument("--trial", action="store_true", help="a smoke run: registration not checked")
   p.add_argument("--arms", help="with --protocol: a subset of its arms")
   p.add_argument("--grids", help="without --protocol (version 0): grid sizes, default 1,2,3")
   p.add_argument("--seeds", help="default: the protocol's (version 0: 0,1,2)")

@@ -106,6 +106,11 @@ def readme_table(version: int) -> str:
   lines += _report.family(tvd, comps, labels, metric="class TVD", digits=3, **kw)
   lines += ["", "Secondary, classifier-FID (Holm over the same comparisons):"]
   lines += _report.family(values["fid"], comps, labels, metric="FID", **kw)
+  lines += ["", "Secondary, IS analogue (higher is better; Holm over the same comparisons):"]
+  is_ = values["inception_score"]
+  lines += _report.family(
+    is_, comps, labels, **dict(kw, lower_is_better=False), metric="IS", digits=2
+  )
   lines += ["", f"Secondary, collapse (class TVD > {COLLAPSE_TVD}), Fisher's exact test:"]
   for a, b in _report.tested(tvd, comps):
     ca = sum(t > COLLAPSE_TVD for t in tvd[a])
@@ -114,6 +119,16 @@ def readme_table(version: int) -> str:
     p = stats.fisher_exact([[ca, na - ca], [cb, nb - cb]])
     lines.append(f"- {labels[a]} {ca} of {na} vs {labels[b]} {cb} of {nb}: p = {stats.fmt_p(p)}")
   lines += _report.scorer_lines(scorer)
+  lines += _report.endpoint_lines(
+    f"experiments/coevolution/protocols/lipizzaner_grids.v{version}.json",
+    [
+      "the **Primary** verdicts above",
+      "above (classifier-FID and IS analogue)",
+      "above (collapse)",
+      f"the figure `{path.with_suffix('.png').relative_to(ROOT.parent.parent)}`",
+    ],
+    data.get("registration"),
+  )
   return "\n".join(lines)
 
 

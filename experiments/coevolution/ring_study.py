@@ -191,7 +191,7 @@ def collect(protocol: dict, runs_dir: Path = RUNS, protocol_path: Path = PROTOCO
     "study": protocol["study"],
     "version": protocol["version"],
     "protocol": _relative(protocol_path),
-    "registered": protocol["registered"],
+    "registered": protocol.get("registered"),  # typed in old protocols; git: "registration"
     "classifier": None,
     "host": {"cpu": _cpu_model(), "cpus": os.cpu_count(), "jax": jax.__version__},
     # the commits the runs started from (HEAD of the study process); HEAD now if unrecorded
@@ -208,15 +208,20 @@ def run(
   seeds=None,
   log=print,
   commit=None,
+  reg=None,
+  trial=False,
 ):
   """Run (or resume) every arm and seed of the protocol, arm by arm; rewrite ``results``
   after every run. ``arms`` / ``seeds`` pick a subset (tests); ``commit``: the HEAD the
-  process started from (default: HEAD now)."""
+  process started from (default: HEAD now); ``reg``: the study's registration record
+  (default: ``experiments.registration.start``, which refuses a dirty tree unless ``trial``)."""
   from absl import logging
 
+  from experiments import registration
   from experiments.coevolution import results as results_lib
   from experiments.coevolution import train
 
+  reg = reg or registration.start(protocol_path, trial=trial)
   logging.set_verbosity(logging.WARNING)
   protocol = load_protocol(protocol_path)
   results = Path(results)
@@ -254,6 +259,8 @@ def run(
           f"{timing['wall_seconds']:.0f} s, CPU {timing['cpu_seconds']:.0f} s"
         )
       data = collect(protocol, runs_dir, protocol_path)
+      before = json.loads(results.read_text()).get("registration") if results.exists() else None
+      data["registration"] = registration.merge(before, reg)
       results.parent.mkdir(parents=True, exist_ok=True)
       tmp = results.with_suffix(".tmp")
       tmp.write_text(json.dumps(data, indent=1) + "\n")
@@ -325,16 +332,21 @@ def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   ap.add_argument("what", choices=["run", "resume", "table", "figure"])
   ap.add_argument("--write", action="store_true", help="table: write the README blocks")
+  ap.add_argument("--trial", action="store_true", help="run: registration not checked")
   ap.add_argument("--version", type=int, default=1, choices=(1, 2), help="run/figure: protocol")
   args = ap.parse_args(argv)
   where = paths(args.version)
   if args.what in ("run", "resume"):
+    from experiments import registration
+
+    reg = registration.start(where["protocol"], trial=args.trial)  # one line if refused
     protocol, say = load_protocol(where["protocol"]), lambda s: print(s, flush=True)
+    files = (where["protocol"], where["runs"], where["results"])
     if protocol.get("run_order") is None:  # arm-major (ring.v1)
-      run(where["protocol"], where["runs"], where["results"], log=say)
+      run(*files, log=say, reg=reg)
     head = _git_commit()  # the code this process imports once, for every seed
     for seed in protocol["seeds"] if protocol.get("run_order") else ():  # seed-major
-      run(where["protocol"], where["runs"], where["results"], seeds=[seed], log=say, commit=head)
+      run(*files, seeds=[seed], log=say, commit=head, reg=reg)
   elif args.what == "table":
     for name in BLOCKS:
       body = _report.make(name)

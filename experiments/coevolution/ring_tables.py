@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from experiments import _report
+from experiments import _report, registration
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -137,7 +137,40 @@ def table(protocol: dict, data: dict) -> str:
         " / ".join(" ".join(str(v) for v in row) for row in r["cells/modes_covered"]) if r else "-"
       )
     lines.append(f"| {s} | " + " | ".join(cells) + " |")
+  lines += _curve_lines(protocol, runs)
+  lines += _report.endpoint_lines(
+    data["protocol"],
+    [
+      "the **Verdicts** above",
+      "above (the **Secondary** table: pooled modes and HQ)",
+      "above (each cell's mode count)",
+      "above (the **Secondary** table: mode KL of the mixture)",
+      "above (the final mixture at the earlier generations)",
+      "above (the **Secondary** table: bar)",
+      "above (the **Secondary** table: wall and CPU seconds)",
+    ],
+    data.get("registration"),
+  )
   return "\n".join(lines)
+
+
+def _curve_lines(protocol: dict, runs: list) -> list[str]:
+  """The registered curves (no verdict): per arm, the final mixture's mean modes and HQ at
+  each earlier evaluated generation, over the seeds that have it."""
+  gens = sorted({c["generation"] for r in runs for c in r.get("curve", [])})[:-1]
+  if not gens:
+    return []
+  lines = ["", "The final mixture at the earlier generations (mean over seeds; no test):", ""]
+  lines += ["| arm | " + " | ".join(f"gen {g}: modes / HQ" for g in gens) + " |"]
+  lines.append("|---|" + "---|" * len(gens))
+  for a in protocol["arms"]:
+    cells = []
+    for g in gens:
+      at = [c for r in runs if r["arm"] == a for c in r.get("curve", []) if c["generation"] == g]
+      modes, hq = (sum(c[k] for c in at) / len(at) if at else None for k in ("modes", "hq"))
+      cells.append(f"{modes:.1f} / {hq:.2f}" if at else "-")
+    lines.append(f"| {arm_name(protocol, a)} | " + " | ".join(cells) + " |")
+  return lines
 
 
 def _header_lines(protocol: dict, data: dict, by: dict) -> list[str]:
@@ -146,8 +179,9 @@ def _header_lines(protocol: dict, data: dict, by: dict) -> list[str]:
   n_in = {a: sum((a, s) in by for s in seeds) for a in arms}
   where = paths(protocol["version"])
   lines = [
-    f"Pre-registered: `{data['protocol']}` (registered {protocol['registered']}, before the "
-    f"runs), {protocol['endpoint']}, seeds {seed_list(seeds)}; host {data['host']['cpu']} "
+    f"Pre-registered: `{data['protocol']}` (registered "
+    f"{registration.registered(REPO / data['protocol'], protocol.get('registered'))}), "
+    f"{protocol['endpoint']}, seeds {seed_list(seeds)}; host {data['host']['cpu']} "
     f"({data['host']['cpus']} CPUs, JAX {data['host']['jax']}), code of commit "
     f"{data['commit']}; JSON `{where['results'].relative_to(REPO)}`, figure "
     f"`{where['figure'].relative_to(REPO)}`.",

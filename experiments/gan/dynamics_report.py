@@ -4,11 +4,12 @@ per-seed JSON only; the verdicts come from ``experiments.stats``."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
-from experiments.gan.dynamics_study import FIGURE, PROTOCOL, RESULTS, load_runs
+from experiments.gan.dynamics_study import FIGURE, PROTOCOL, RESULTS, ROOT, load_runs
 
 # metrics.jsonl key -> (label, digits in the table)
 METRICS = {
@@ -202,10 +203,25 @@ def _spectral_periods(runs, protocol, max_period: int = 1000) -> list[str]:
   ]
 
 
+def readme_block() -> str:
+  """The README block ``dynamics_v2``: :func:`readme_table` of the committed protocol and
+  JSON, and its registered endpoints."""
+  from experiments import _report
+
+  runs = load_runs(RESULTS)
+  records = {json.dumps(r.get("registration"), sort_keys=True) for r in runs}
+  record = json.loads(records.pop()) if len(records) == 1 else None
+  found = ["the **Primary** verdicts above", "above (**Secondary**: FID)"]
+  found += ["above (**Secondary**: update-operator radius)", "above (the table: |λ_0|)"]
+  found.append(f"the figure `{FIGURE.relative_to(ROOT.parent.parent)}`")
+  protocol = PROTOCOL.relative_to(ROOT.parent.parent).as_posix()
+  return "\n".join([readme_table(), *_report.endpoint_lines(protocol, found, record)])
+
+
 def _register() -> None:
   from experiments import _report
 
-  _report.register("dynamics_v2", "experiments/gan/README.md", f"{__name__}:readme_table")
+  _report.register("dynamics_v2", "experiments/gan/README.md", f"{__name__}:readme_block")
 
 
 _register()

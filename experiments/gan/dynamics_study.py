@@ -66,8 +66,9 @@ def study_config(protocol: dict, arm: str, seed: int):
   return c
 
 
-def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=print) -> Path:
-  """Train (or resume) one (arm, seed) and write ``<out>/<arm>_s<seed>.json``. A workdir
+def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=print, reg=None):
+  """Train (or resume) one (arm, seed) and write ``<out>/<arm>_s<seed>.json`` (with ``reg``,
+  the study's registration record: ``experiments.registration.start``). A workdir
   already trained to ``settings.steps`` or beyond (an earlier version's longer run of the
   same config) is not trained again: its rows up to ``settings.steps`` are the run's (every
   draw is a function of (seed, step)); ``trained_to`` records how far it went."""
@@ -107,6 +108,7 @@ def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=pri
     "cpu_s_last_process": None if cpu is None else round(cpu, 1),
     "classifier": scorer,
     "curves": curves,
+    "registration": reg,
   }
   out.mkdir(parents=True, exist_ok=True)
   path = out / f"{arm}_s{seed}.json"
@@ -118,11 +120,20 @@ def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=pri
 
 
 def run(
-  protocol_path=PROTOCOL, arms=None, seeds=None, runs="runs/dynamics", out=RESULTS, log=print
+  protocol_path=PROTOCOL,
+  arms=None,
+  seeds=None,
+  runs="runs/dynamics",
+  out=RESULTS,
+  log=print,
+  trial=False,
 ):
-  """Run every (arm, seed) of the protocol without a result file, seeds outermost."""
-  from experiments import _report
+  """Run every (arm, seed) of the protocol without a result file, seeds outermost; refused
+  (``experiments.registration.start``) unless the protocol and the code are committed, or
+  ``trial``."""
+  from experiments import _report, registration
 
+  reg = registration.start(protocol_path, trial=trial)
   protocol = _report.load_protocol(protocol_path)
   arms = arms or list(protocol["arms"])
   unknown = [a for a in arms if a not in protocol["arms"]]
@@ -131,7 +142,7 @@ def run(
   for seed in seeds if seeds is not None else protocol["seeds"]:
     for arm in arms:
       if not (Path(out) / f"{arm}_s{seed}.json").exists():
-        run_seed(protocol, arm, seed, Path(runs), Path(out), log)
+        run_seed(protocol, arm, seed, Path(runs), Path(out), log, reg)
 
 
 def load_runs(out=RESULTS) -> list[dict]:
@@ -144,6 +155,7 @@ def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument("command", choices=["run", "report"])
   p.add_argument("--protocol", default=str(PROTOCOL))
+  p.add_argument("--trial", action="store_true", help="a smoke run: registration not checked")
   p.add_argument("--arms", help="comma-separated subset of the protocol's arms")
   p.add_argument("--seeds", help="comma-separated subset of the protocol's seeds")
   p.add_argument("--runs", default="runs/dynamics", help="the workdirs' parent")
@@ -159,7 +171,8 @@ def main(argv=None) -> None:
 
     logging.set_verbosity(logging.WARNING)
     seeds = [int(s) for s in split(args.seeds)] if args.seeds else None
-    run(args.protocol, split(args.arms), seeds, args.runs, Path(args.out), log=_flush_print)
+    out = Path(args.out)
+    run(args.protocol, split(args.arms), seeds, args.runs, out, _flush_print, args.trial)
     return
   from experiments.gan import dynamics_report
 

@@ -114,8 +114,53 @@ def readme_table_v2() -> str:
       f"- {labels[a]} sd {sa:.1f} vs {labels[b]} sd {sb:.1f}: p = {stats.fmt_p(p)}"
       f" (n = {len(primary[a])}/{len(primary[b])})"
     )
+  lines += _secondary_at_points(protocol, by_arm, labels)
   lines += _report.scorer_lines(_report.one_scorer(runs))
+  lines += _report.endpoint_lines(
+    "experiments/gan/protocols/lookahead.v2.json",
+    [
+      "the **Primary** verdicts above",
+      "above (the raw points)",
+      "above (FID at step 20000 alone; IS analogue and class TVD at the primary points)",
+      "above (spread across seeds)",
+      "the figure `experiments/gan/results/v2/lookahead_all_seeds.png`",
+    ],
+    _registration(),
+  )
   return "\n".join(lines)
+
+
+def _registration() -> dict | None:
+  """The registration record of the v2 runs' JSON (none: they predate issue 46)."""
+  return json.loads(V2_NEW.read_text()).get("registration") if V2_NEW.exists() else None
+
+
+def _secondary_at_points(protocol: dict, by_arm: dict, labels: dict) -> list[str]:
+  """The registered secondary "FID at step 20000 alone; IS analogue and class TVD at the
+  primary points", each with the primary's test, Holm over the same comparisons."""
+  from experiments import _report
+
+  steps, prim, arms = protocol["endpoint_steps"], protocol["primary"], protocol["arms"]
+  comps = [tuple(c) for c in prim["comparisons"]]
+  kw = dict(test=prim["test"], alpha=prim["alpha"])
+
+  def at(metric: str, at_steps_: list) -> dict:
+    key = lambda a: f"{_primary_point(arms[a])}/{metric}"  # noqa: E731
+    return {a: [at_steps(r, key(a), at_steps_) for r in rs] for a, rs in by_arm.items()}
+
+  lines = ["", f"Secondary, FID at step {steps[-1]} alone at the primary points (Holm over 3):"]
+  lines += _report.family(
+    at("fid", steps[-1:]), comps, labels, metric="FID", **kw, lower_is_better=True
+  )
+  lines += ["", "Secondary, IS analogue at the primary points (higher is better; Holm over 3):"]
+  lines += _report.family(
+    at("inception_score", steps), comps, labels, metric="IS", digits=2, lower_is_better=False, **kw
+  )
+  lines += ["", "Secondary, class TVD at the primary points (Holm over 3):"]
+  lines += _report.family(
+    at("class_tvd", steps), comps, labels, metric="class TVD", digits=3, lower_is_better=True, **kw
+  )
+  return lines
 
 
 def plot_v2(path: Path = ROOT / "results" / "v2" / "lookahead_all_seeds.png") -> Path:

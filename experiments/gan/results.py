@@ -56,9 +56,11 @@ def resolve(args):
   protocol = None
   values = dict(DEFAULTS)
   arm_table = {a: dict(v) for a, v in ARMS.items()}
+  args.registration = None
   if args.protocol:
-    from experiments import _report
+    from experiments import _report, registration
 
+    args.registration = registration.start(args.protocol, trial=args.trial)
     protocol = _report.load_protocol(args.protocol)
     s = protocol["settings"]
     values.update(
@@ -112,24 +114,28 @@ def run_study(args, log=print) -> dict:
     label = (registered or {}).get("arms", {}).get(arm, {}).get("label", LABELS.get(arm, arm))
     for r in run_arm(config, seeds, folder, args.ema_horizon, log):
       runs.append({"arm": arm, "label": label, **spec, **r})
-    write_results(out_dir, args.study, protocol, runs)
+    write_results(out_dir, args.study, protocol, runs, args.registration)
   return json.loads(path.read_text())
 
 
-def write_results(out_dir: Path, study: str, protocol: dict, runs: list[dict]) -> None:
+def write_results(out_dir: Path, study: str, protocol: dict, runs: list[dict], reg=None) -> None:
   """Merge ``runs`` into ``<out>/<study>.json`` (runs of other arms or seeds already there
-  are kept, so several processes can run different arms) and redraw the figure."""
-  from experiments import _report
+  are kept, so several processes can run different arms) and redraw the figure; ``reg``: the
+  registration record of a protocol's study (``experiments.registration.start``)."""
+  from experiments import _report, registration
 
   path = Path(out_dir) / f"{study}.json"
   with _report.results_lock(path):
     mine = {(r["arm"], r["seed"]) for r in runs}
-    old = json.loads(path.read_text())["runs"] if path.exists() else []
+    before = json.loads(path.read_text()) if path.exists() else {}
+    old = before.get("runs", [])
     merged = [r for r in old if (r["arm"], r["seed"]) not in mine] + runs
     arm_names = list(protocol.get("registered", {}).get("arms", ARMS))
     order = {arm: i for i, arm in enumerate(arm_names)}
     merged.sort(key=lambda r: (order.get(r["arm"], 99), r["seed"]))
     data = {"study": study, "protocol": protocol, "runs": merged}
+    if reg is not None:
+      data["registration"] = registration.merge(before.get("registration"), reg)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, separators=(",", ":")))
     tmp.replace(path)
@@ -328,6 +334,7 @@ def parse_args(argv=None):
     "--protocol",
     help="a protocol file (protocols/<study>.v<N>.json): its arms, seeds and settings",
   )
+  p.add_argument("--trial", action="store_true", help="a smoke run: registration not checked")
   p.add_argument("--seeds", help=f"default: the protocol's, else {DEFAULTS['seeds']}")
   p.add_argument("--arms", help="a subset of the protocol's arms (default: all of them)")
   p.add_argument("--steps", type=int, help="generator steps per run")

@@ -197,11 +197,14 @@ def _compact_run(arm: str, config, task, run: dict, rescore: dict, rep: dict, sc
   }
 
 
-def run_study_v1(protocol_path, runs, out, log=print) -> dict:
+def run_study_v1(protocol_path, runs, out, log=print, trial=False) -> dict:
   """Run (or resume) the pre-registered study: every seed of the protocol, both arms: the
-  search, the winner's re-score, the replay; JSON and figure after each (arm, seed)."""
-  from experiments import _report
+  search, the winner's re-score, the replay; JSON and figure after each (arm, seed). Refused
+  (``experiments.registration.start``) unless the protocol and the code are committed, or
+  ``trial``."""
+  from experiments import _report, registration
 
+  reg = registration.start(protocol_path, trial=trial)
   protocol_path = Path(protocol_path)
   protocol = _report.load_protocol(protocol_path)
   rescore_samples = int(protocol["settings"]["rescore_samples"])
@@ -216,6 +219,7 @@ def run_study_v1(protocol_path, runs, out, log=print) -> dict:
     if protocol_path.resolve().is_relative_to(ROOT.parent.parent)
     else str(protocol_path),
     trial_fields=list(TRIAL_FIELDS + HPARAMS),
+    registration=registration.merge(data.get("registration"), reg),
   )
 
   def save():

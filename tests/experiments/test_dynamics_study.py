@@ -33,7 +33,7 @@ def test_the_study_command_runs_a_tiny_config_end_to_end(tmp_path, capsys):
     eval_samples=64,
     dynamics=dict(batch_size=8, num_eigenvalues=2, eigen_iterations=3, num_probes=1),
   )
-  args = ["--protocol", str(protocol), "--runs", str(tmp_path / "runs"), "--out"]
+  args = ["--trial", "--protocol", str(protocol), "--runs", str(tmp_path / "runs"), "--out"]
   args.append(str(tmp_path / "out"))
   dynamics_study.main(["run", "--arms", "la_alt_k5", "--seeds", "0", *args])
   (result,) = (tmp_path / "out").glob("*.json")

@@ -32,10 +32,11 @@ def test_readme_block_equals_its_regeneration(name):
 
 
 def test_every_marker_in_a_readme_is_registered():
-  """A block in a README that nothing generates would be typed by hand."""
+  """A block in a README or a page of docs/ that nothing generates would be typed by hand."""
   import re
 
-  for readme in [REPO / "README.md", *REPO.glob("experiments/*/README.md")]:
+  pages = [REPO / "README.md", *REPO.glob("experiments/*/README.md"), *REPO.glob("docs/*.md")]
+  for readme in pages:
     for name in re.findall(r"<!-- results:([\w-]+) -->", readme.read_text()):
       assert name in _report.BLOCKS, f"{readme.name}: block {name} is not registered"
 
@@ -103,8 +104,8 @@ def test_verdict_lines_of_each_block_style():
   one = "| t |\n\n**Verdict (primary, at the endpoint):** No difference detected at n = 10/10.\n"
   assert _report.verdict_lines(one) == ["- No difference detected at n = 10/10."]
   assert _report.verdict_lines("| only a table |") == []
-  # every study of the summary has its verdicts in the README summary
-  summary = _report.read_block(REPO / "README.md", "summary")
+  # every registered version of the summary in docs/results.md has its verdicts
+  summary = _report.read_block(REPO / "docs/results.md", "summary")
   assert "no registered verdict yet" not in summary
 
 

@@ -48,7 +48,7 @@ def study(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("v1")
   protocol = tiny_protocol(tmp)
   logs = []
-  data = pbt_vs_rs_v1.run_study_v1(protocol, tmp / "runs", tmp / "out", log=logs.append)
+  data = pbt_vs_rs_v1.run_study_v1(protocol, tmp / "runs", tmp / "out", logs.append, trial=True)
   return tmp, protocol, data, logs
 
 
@@ -166,7 +166,7 @@ def test_resume_skips_and_table_gives_pairs_and_verdict(study):
 
   tmp, protocol, data, _ = study
   logs = []
-  again = pbt_vs_rs_v1.run_study_v1(protocol, tmp / "runs", tmp / "out", log=logs.append)
+  again = pbt_vs_rs_v1.run_study_v1(protocol, tmp / "runs", tmp / "out", logs.append, trial=True)
   assert logs == [] and again["runs"] == data["runs"]
   p = _report.load_protocol(protocol)
   text = pbt_vs_rs_v1.table_v1(data, p)
@@ -196,7 +196,7 @@ def test_committed_blocks_are_registered():
 
   assert _report.BLOCKS["pbt_vs_rs_v1"] == (
     "experiments/pbt/README.md",
-    "experiments.pbt.pbt_vs_rs_v1:readme_table_v1",
+    "experiments.pbt.results:readme_table_v1",
   )
   assert _report.BLOCKS["pbt_vs_rs_v0"][1] == "experiments.pbt.results:readme_table_v0"
   text = results.readme_table_v0()

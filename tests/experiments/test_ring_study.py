@@ -78,7 +78,7 @@ def test_reference_and_plain_gan_keep_their_learning_rates(tmp_path, protocol):
   path = tmp_path / "protocol.json"
   path.write_text(json.dumps(p))
   out = tmp_path / "ring.json"
-  rs.run(path, tmp_path / "runs", out, arms=["reference", "plain_gan"], log=lambda s: None)
+  rs.run(path, tmp_path / "runs", out, ["reference", "plain_gan"], log=lambda s: None, trial=True)
   data = json.loads(out.read_text())
   assert [r["arm"] for r in data["runs"]] == ["reference", "plain_gan"]
   for r in data["runs"]:
@@ -133,8 +133,14 @@ def test_table_every_seed_and_holm_verdicts(protocol):
   text = rs.table(protocol, data)
   lines = text.splitlines()
   assert any(line.startswith("| 9 | 3 | 0.190 | 3 | 0.900 | 8 | 0.900 |") for line in lines)
-  verdicts = [line for line in lines if line.startswith("- ")]
+  verdict_part, endpoints = text.split("**Registered endpoints**")
+  verdicts = [line for line in verdict_part.splitlines() if line.startswith("- ")]
   assert len(verdicts) == 6
+  # every registered endpoint listed after them: the primary and the six secondary ones
+  listed = [line for line in endpoints.splitlines() if line.startswith("- ")]
+  assert [x.split(":")[0] for x in listed] == ["- Primary"] + [
+    f"- Secondary {i}" for i in range(1, 7)
+  ]
   # modes: the plain GAN beats both grids (every value above), the two grids tie exactly
   assert verdicts[0].startswith("- plain GAN beats reference coupling on modes covered (of 8)")
   assert verdicts[1].startswith("- plain GAN beats selection on modes covered")

@@ -1,0 +1,232 @@
+"""The whole study record: every version of every study, with its verdict, in ``docs/results.md``.
+
+:data:`STUDIES` is the committed table of the studies and their versions: each version's
+protocol (none for an exploratory version 0), its README block, and, for a version that a
+later one replaces, what replaced it and why (:data:`SUPERSEDED`). :func:`summary` generates
+the block ``summary`` of ``docs/results.md`` from that table, the protocols, git (each
+protocol's registration time: ``experiments.registration.registered``) and the generated
+blocks' verdicts: every version is listed, the superseded ones marked as such with the
+reason, and where two registered versions of a study reach different verdicts on the same
+comparison a sentence says so and quotes both.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from experiments import _report
+
+REPO = Path(_report.REPO)
+DOC = "docs/results.md"
+
+
+class Version(NamedTuple):
+  name: str  # "v0", "v1", ...
+  protocol: str | None  # relative to the repository; None: exploratory, not pre-registered
+  block: str | None  # its generated block (None: nothing of it is reported)
+
+
+class Study(NamedTuple):
+  title: str
+  readme: str
+  versions: tuple[Version, ...]
+
+
+_GAN, _COEV = "experiments/gan", "experiments/coevolution"
+STUDIES = (
+  Study(
+    "Lookahead-minmax vs its base method",
+    f"{_GAN}/README.md",
+    (
+      Version("v2", f"{_GAN}/protocols/lookahead.v2.json", "lookahead_v2"),
+      Version("v1", f"{_GAN}/protocols/lookahead.v1.json", None),
+      Version("v0", None, "lookahead_v0_20k"),
+    ),
+  ),
+  Study(
+    "Lipizzaner grids",
+    f"{_COEV}/README.md",
+    (
+      Version("v2", f"{_COEV}/protocols/lipizzaner_grids.v2.json", "lipizzaner_grids_v2"),
+      Version("v1", f"{_COEV}/protocols/lipizzaner_grids.v1.json", "lipizzaner_grids_v1"),
+      Version("v0", None, "lipizzaner_grids_v0"),
+    ),
+  ),
+  Study(
+    "The 8-Gaussian ring",
+    f"{_COEV}/README.md",
+    (
+      Version("v2", f"{_COEV}/protocols/ring.v2.json", "ring_v2"),
+      Version("v1", f"{_COEV}/protocols/ring.v1.json", "ring_v1"),
+      Version("v0", None, "ring_issue18_main"),
+    ),
+  ),
+  Study(
+    "PBT vs random search",
+    "experiments/pbt/README.md",
+    (
+      Version("v1", "experiments/pbt/protocols/pbt_vs_rs.v1.json", "pbt_vs_rs_v1"),
+      Version("v0", None, "pbt_vs_rs_v0"),
+    ),
+  ),
+  Study(
+    "Game dynamics while training (AltGAN vs LA-AltGAN)",
+    f"{_GAN}/README.md",
+    (
+      Version("v2", f"{_GAN}/protocols/dynamics.v2.json", "dynamics_v2"),
+      Version("v1", f"{_GAN}/protocols/dynamics.v1.json", None),
+    ),
+  ),
+  Study(
+    "bfloat16 matmuls: quality parity (a benchmark option)",
+    "docs/benchmarks.md",
+    (
+      Version("v2", "experiments/benchmarks/protocols/bf16_parity.v2.json", "bf16_parity_v2"),
+      Version("v1", "experiments/benchmarks/protocols/bf16_parity.v1.json", "bf16_parity"),
+    ),
+  ),
+)
+
+# (study title, version) -> (the version that replaces it, why). A version not here is current.
+SUPERSEDED = {
+  ("Lookahead-minmax vs its base method", "v1"): (
+    "v2",
+    "its runs on one H200 stopped when the session's device time ran out, every arm between "
+    "steps 8000 and 12000; no run reached the endpoint and nothing of it is reported",
+  ),
+  ("Lookahead-minmax vs its base method", "v0"): (
+    "v1",
+    "exploratory (issue 12): 5 seeds, extended step by step with a verdict read at each "
+    "endpoint, no test",
+  ),
+  ("Lipizzaner grids", "v1"): (
+    "v2",
+    "it ran on one H200, scored by that host's classifier, and its plain-GAN arm did not run "
+    "before the device time ran out; v2 reran every arm on the CPU with one classifier",
+  ),
+  ("Lipizzaner grids", "v0"): (
+    "v1",
+    "exploratory (issue 12): 3-4 seeds per grid, other operators, two hosts and two "
+    "classifiers, no test",
+  ),
+  ("The 8-Gaussian ring", "v0"): (
+    "v1",
+    "exploratory (issue 18): 1-5 seeds per variant, the lone GAN a 1x1 grid, no test",
+  ),
+  ("PBT vs random search", "v0"): (
+    "v1",
+    "exploratory (issue 12): 3 seeds, a smaller search, the selection-time FID (biased low), "
+    "no test",
+  ),
+  ("Game dynamics while training (AltGAN vs LA-AltGAN)", "v1"): (
+    "v2",
+    "its 10000-step runs could not finish on the loaded host by the session's deadline (no "
+    "evaluation was looked at); v2 is the same study at 3000 steps",
+  ),
+  ("bfloat16 matmuls: quality parity (a benchmark option)", "v1"): (
+    "v2",
+    "parity was not shown at n = 4/4 (the interval wider than the margin); v2 runs 8 new "
+    "seeds, analysed alone",
+  ),
+}
+
+
+def _link(path: str) -> str:
+  """A link from ``docs/results.md`` to the repository file ``path``."""
+  return f"[`{path}`]({path[5:] if path.startswith('docs/') else '../' + path})"
+
+
+def _labels(protocol_file: str) -> dict:
+  p = _report.load_protocol(REPO / protocol_file)
+  return {a: spec.get("label", a) for a, spec in p["arms"].items()}
+
+
+def verdict_bullets(block: str) -> list[str]:
+  """The registered verdicts of a generated block (``_report.verdict_lines``), or, for a
+  block without a **Primary**/**Verdict** heading, its bullets before the first secondary."""
+  found = _report.verdict_lines(block)
+  if any(line.startswith("- ") for line in found):
+    return found
+  out = []
+  for line in block.splitlines():
+    if line.startswith("- Secondary") or line.startswith("**Registered endpoints**"):
+      break
+    if line.startswith("- ") or line.startswith("**Incomplete"):
+      out.append(line)
+  return out
+
+
+def _outcome(line: str) -> str:
+  if " beats " in line:
+    return "beats: " + line[2:].split(" beats ", 1)[0]
+  if "not tested" in line:
+    return "not tested"
+  return "no difference"
+
+
+def disagreements(study: Study, verdicts: dict) -> list[str]:
+  """Sentences for the registered comparisons on which two versions of ``study`` reach
+  different verdicts (a difference in one, none or the other winner in the other), each
+  quoting both versions' verdicts. ``verdicts``: version name -> its verdict bullets."""
+  out = []
+  registered = [v for v in study.versions if v.protocol and verdicts.get(v.name)]
+  for i, new in enumerate(registered):
+    for old in registered[i + 1 :]:
+      pn = _report.load_protocol(REPO / new.protocol)
+      po = _report.load_protocol(REPO / old.protocol)
+      shared = [c for c in pn["primary"]["comparisons"] if c in po["primary"]["comparisons"]]
+      for a, b in shared:
+        la, lb = _labels(new.protocol)[a], _labels(new.protocol)[b]
+        pick = lambda lines: [x for x in lines if la in x and lb in x]  # noqa: E731
+        for ln, lo in zip(pick(verdicts[new.name]), pick(verdicts[old.name])):
+          if _outcome(ln) != _outcome(lo) and "not tested" not in (_outcome(ln), _outcome(lo)):
+            out.append(
+              f"**The versions disagree** on {la} vs {lb}: {old.name} found "
+              f"\u201c{lo[2:].rstrip('.')}\u201d; {new.name} found "
+              f"\u201c{ln[2:].rstrip('.')}\u201d."
+            )
+  return out
+
+
+def _version_lines(study: Study, v: Version) -> tuple[list[str], list[str]]:
+  """The lines of one version and its verdict bullets."""
+  from experiments import registration
+
+  status = "current"
+  if (study.title, v.name) in SUPERSEDED:
+    by, why = SUPERSEDED[(study.title, v.name)]
+    status = f"superseded by {by}: {why}"
+  where = f"block `{v.block}`" if v.block else "no block: nothing of it is reported"
+  if v.protocol is None:
+    head = f"- **{v.name}**, not pre-registered ({status}; {where})"
+    return [head + ": no test, no verdict."], []
+  typed = _report.load_protocol(REPO / v.protocol).get("registered")
+  when = registration.registered(REPO / v.protocol, typed)
+  head = f"- **{v.name}** ({status}; protocol {_link(v.protocol)}, registered {when}; {where})"
+  if not v.block:
+    return [head + ": no verdict."], []
+  bullets = verdict_bullets(_report.make(v.block))
+  if not bullets:
+    return [head + ": no registered verdict yet."], []
+  return [head + ":", *[f"  {b if b.startswith('- ') else '- ' + b}" for b in bullets]], bullets
+
+
+def summary() -> str:
+  """The block ``summary`` of ``docs/results.md``: every version of every study, newest
+  first, with its status, registration time (git) and registered verdicts."""
+  parts = []
+  for study in STUDIES:
+    parts.append(f"### {study.title}")
+    parts += ["", f"README: {_link(study.readme)}.", ""]
+    verdicts = {}
+    for v in study.versions:
+      lines, verdicts[v.name] = _version_lines(study, v)
+      parts += lines
+    found = disagreements(study, verdicts)
+    parts += ["", *found] if found else []
+    parts.append("")
+  return "\n".join(parts)
+
+
+_report.register("summary", DOC, f"{__name__}:summary")
