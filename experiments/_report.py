@@ -8,7 +8,10 @@ Every results study of ``experiments/`` follows one discipline:
    correction for a family of comparisons and the evaluation classifier's settings.
    :func:`load_protocol` reads it and checks its fields. The study's command reads its
    arms and seeds from it, so the runs cannot drift from what was registered. Extending
-   a study is a new version; the README keeps both.
+   a study is a new version; the README keeps both. The study commands enforce it
+   (``experiments.registration``): a study starts only from a committed, unchanged protocol
+   and committed code, its registration time is the protocol's first commit, and its JSON
+   keeps the protocol's git blob and the commits it ran at.
 2. **Results are JSON**: every seed of every arm, with the digest of the classifier that
    scored it. :func:`one_scorer` refuses a study that mixes classifiers.
 3. **Tables are generated**: a study's ``table`` function turns its JSON (and protocol) into
