@@ -72,3 +72,88 @@ def test_pbt_finish_completed_by_a_rerun_keeps_the_original_numbers(tmp_path, mo
   written = json.loads((tmp_path / "summary.json").read_text())
   assert written["wall_seconds"] == original["wall_seconds"]
   assert runner.is_finished(tmp_path, config.num_trials)
+
+
+# --- allowed before imported ------------------------------------------------------------------
+
+
+def _plant(root, marker, regular: bool):
+  """The documented ``--workdir runs/p`` layout under ``root``: a campaign in ``runs/p`` and
+  another run's folder ``runs/p7`` (a ``.lock``) holding ``evilmod.py``, which writes
+  ``marker`` when imported; ``runs`` a namespace package or (``regular``) a package."""
+  from tests.test_reliability import _controller
+
+  workdir = root / "runs" / "p"
+  _controller(workdir).run(timeout=_procs.scaled(60))
+  evil = root / "runs" / "p7"
+  evil.mkdir()
+  (evil / ".lock").write_text("1\n")
+  payload = f"open({str(marker)!r}, 'w').write('ran')\n"
+  (evil / "evilmod.py").write_text(payload + "def bad():\n  return None\n")
+  if regular:
+    for d in (root / "runs", evil):
+      (d / "__init__.py").write_text(payload)
+  return workdir
+
+
+def _name_task(workdir, target):
+  import sqlite3
+
+  db = sqlite3.connect(workdir / "pbt.sqlite")
+  value = {"task": {"target": target, "args": {}}, "lease_s": 1, "poll_s": 0.01, "orphan_s": 5}
+  db.execute("UPDATE kv SET value=? WHERE key='task'", (json.dumps(value),))
+  db.execute("UPDATE kv SET value=? WHERE key='config'", (json.dumps({"task": value["task"]}),))
+  db.commit()
+  db.close()
+
+
+@pytest.mark.parametrize("regular", [False, True])
+def test_a_module_in_another_runs_folder_is_refused_before_it_runs(tmp_path, regular):
+  """A store naming ``runs.p7.evilmod:bad``: a worker started from the project's folder,
+  and ``pbt.replay``, used to import ``runs/p7/evilmod.py`` (its code ran) and only then
+  refuse; now the module is found without running it and refused."""
+  import os
+  import sys
+
+  from minmaxlab import pbt
+
+  marker = tmp_path / "pwned"
+  workdir = _plant(tmp_path, marker, regular)
+  _name_task(workdir, "runs.p7.evilmod:bad")
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_procs.ROOT), str(tmp_path)])}
+  cmd = [sys.executable, "-m", "minmaxlab.pbt", "worker", "--workdir", "runs/p", "--wait", "5"]
+  r = _procs.run(cmd, timeout=120, cwd=tmp_path, env=env)
+  assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+  assert r.stderr.startswith("ERROR: PBT task 'runs.p7.evilmod:bad'") and "refusing" in r.stderr
+  assert not marker.exists()
+  saved = list(sys.path)
+  sys.path.insert(0, str(tmp_path))
+  try:
+    with pytest.raises(ValueError, match="refusing to import"):
+      pbt.replay(workdir)
+  finally:
+    sys.path[:] = saved
+  assert not marker.exists()
+
+
+def test_local_workers_never_import_from_their_current_folder(tmp_path, monkeypatch):
+  """A planted ``minmaxlab/`` package and ``humanize``/``orbax`` modules in the folder the
+  controller (hence its local workers) runs in: the workers start with ``python -P`` and
+  an import path without the run's folder, so none of them runs."""
+  from tests.test_reliability import _controller
+
+  marker = tmp_path / "pwned"
+  payload = f"open({str(marker)!r}, 'a').write(__name__ + ' ran\\n')\n"
+  for pkg in ("minmaxlab", "orbax", "tensorstore"):
+    (tmp_path / pkg).mkdir()
+    (tmp_path / pkg / "__init__.py").write_text(payload)
+  for mod in ("humanize", "simplejson", "uvloop"):
+    (tmp_path / f"{mod}.py").write_text(payload)
+  monkeypatch.chdir(tmp_path)
+  c = _controller(tmp_path / "run", workers=1, num_trials=3)
+  try:
+    status = c.run(timeout=_procs.scaled(120))
+  finally:
+    c.close()
+  assert status["done"] == 3 and status["restarted_workers"] == 0
+  assert not marker.exists(), marker.read_text()

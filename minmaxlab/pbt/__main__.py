@@ -3,7 +3,9 @@
 Start any number of these (``srun -n K``, ``mpirun -n K``, job arrays) next to a
 :class:`minmaxlab.pbt.Controller` built with ``external_workers=True``; they
 rendez-vous through the run's SQLite store and checkpoints on a shared file
-system. The store names the task (``"module:function"`` + JSON arguments); the
+system. Start them with ``python -P`` (as the local workers are) unless their current
+directory is trusted: Python otherwise looks up every module there first. The store
+names the task (``"module:function"`` + JSON arguments); the
 worker imports it, so it runs only code installed where it runs. A worker exits
 when the run is finished or when the controller's heartbeat stops.
 """
@@ -11,6 +13,20 @@ when the run is finished or when the controller's heartbeat stops.
 import argparse
 import os
 import sys
+
+
+def _drop_run_paths(workdir: str) -> None:
+  """Leave every ``sys.path`` entry inside ``workdir`` (e.g. the current directory of a worker
+  started there) out for good, so that no module imported from here on (the task, orbax and
+  its dependencies) is looked up in the run's folder. ``minmaxlab`` itself was found before
+  this runs: start a worker with ``python -P`` where its current directory is not trusted."""
+  folder = os.path.realpath(os.path.expanduser(workdir))
+
+  def inside(p: str) -> bool:
+    p = os.path.realpath(p or os.curdir)
+    return p == folder or p.startswith(folder.rstrip(os.sep) + os.sep)
+
+  sys.path[:] = [p for p in sys.path if not inside(p)]
 
 
 def main(argv=None) -> int:
@@ -23,6 +39,7 @@ def main(argv=None) -> int:
   w.add_argument("--epoch", default=None, help=argparse.SUPPRESS)  # set by a local controller
   w.add_argument("--parent-pid", type=int, default=None, help=argparse.SUPPRESS)
   args = parser.parse_args(argv)
+  _drop_run_paths(args.workdir)
   from minmaxlab.pbt._worker import die_with_parent
 
   if args.parent_pid is not None:

@@ -22,11 +22,18 @@ from minmaxlab.pbt._store import Store
 from minmaxlab.pbt._worker import HEARTBEAT
 
 
-def worker_env() -> dict[str, str]:
+def worker_env(workdir: str | os.PathLike | None = None) -> dict[str, str]:
   """The environment of a local worker: this process's import path (so the
-  worker imports the same installed code) and JAX on the CPU unless set."""
+  worker imports the same installed code) without its entries inside ``workdir``, and JAX
+  on the CPU unless set. The worker is started with ``python -P`` (:meth:`Supervisor.command`):
+  its current directory is not put on its import path."""
   env = dict(os.environ)
+  folder = None if workdir is None else Path(workdir).expanduser().resolve()
   paths = [os.path.abspath(p or os.curdir) for p in sys.path if os.path.isdir(p or os.curdir)]
+  if folder is not None:
+    paths = [
+      p for p in paths if not (Path(p).resolve() == folder or folder in Path(p).resolve().parents)
+    ]
   env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
   env.setdefault("JAX_PLATFORMS", "cpu")
   return env
@@ -48,14 +55,14 @@ class Supervisor:
 
   def command(self, name: str) -> list[str]:
     """The command line of the local worker ``name``."""
-    cmd = [sys.executable, "-m", "minmaxlab.pbt", "worker", "--workdir", str(self.workdir)]
+    cmd = [sys.executable, "-P", "-m", "minmaxlab.pbt", "worker", "--workdir", str(self.workdir)]
     return cmd + ["--name", name, "--epoch", self.epoch, "--parent-pid", str(os.getpid())]
 
   def start(self) -> str:
     """Start one worker process; returns its name."""
     name = f"w{len(self.procs) + self.restarted}-{uuid.uuid4().hex[:6]}"
     self.procs[name] = subprocess.Popen(
-      self.command(name), env=worker_env(), stdin=subprocess.DEVNULL
+      self.command(name), env=worker_env(self.workdir), stdin=subprocess.DEVNULL
     )
     return name
 

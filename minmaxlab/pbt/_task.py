@@ -16,6 +16,7 @@ worker never imports a module from the run's folder (:func:`resolve_task`).
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import json
 import math
@@ -108,23 +109,69 @@ def _path_without(folder: Path | None) -> Iterator[None]:
     sys.path[:] = saved
 
 
+_RUN_MARKS = (".lock", "pbt.sqlite", "finished.json")  # files that make a folder a run's
+
+
+def _check_location(target: str, name: str, spec, folder: Path | None, root: Path | None) -> None:
+  """Refuse (``ValueError``) the module or package ``name`` found as ``spec`` unless it is a
+  regular module file outside ``folder`` (the run's) and outside any run's folder below
+  ``root`` (the folder holding the top-level package; it too must not be a run's)."""
+  if spec.origin in ("built-in", "frozen"):
+    return
+  if spec.origin is None or not os.path.isfile(spec.origin):
+    raise ValueError(
+      f"PBT task {target!r}: {name} is not a module file (a namespace package: a folder"
+      " without __init__.py); refusing to import it"
+    )
+  path = Path(spec.origin).resolve()
+  if folder is not None and _inside(path, folder):
+    raise ValueError(
+      f"PBT task {target!r}: {name} lies in the run's folder {folder} (data, not code);"
+      " refusing to import it"
+    )
+  for d in path.parents:
+    if any((d / mark).exists() for mark in _RUN_MARKS):
+      raise ValueError(
+        f"PBT task {target!r}: {name} lies in a run's folder {d} (data, not code);"
+        " refusing to import it"
+      )
+    if root is None or d == root:
+      break
+
+
+def _locate(target: str, module_name: str, folder: Path | None) -> None:
+  """Find ``module_name`` and each package above it on the current ``sys.path`` without
+  running any of them (the top level through the import system's finders, each level below
+  in its parent's folders only) and check each (:func:`_check_location`)."""
+  parts = module_name.split(".")
+  spec = importlib.util.find_spec(parts[0])  # a top-level name: no parent is imported
+  if spec is None:
+    raise ImportError(f"No module named {parts[0]!r}")
+  root = None
+  if spec.origin not in (None, "built-in", "frozen"):
+    top = Path(spec.origin).resolve()
+    root = top.parent.parent if spec.submodule_search_locations else top.parent
+  for i in range(1, len(parts) + 1):
+    name = ".".join(parts[:i])
+    _check_location(target, name, spec, folder, root)
+    if i == len(parts):
+      return
+    if not spec.submodule_search_locations:
+      raise ImportError(f"{name!r} is not a package")
+    child = ".".join(parts[: i + 1])
+    spec = importlib.machinery.PathFinder.find_spec(child, list(spec.submodule_search_locations))
+    if spec is None:
+      raise ImportError(f"No module named {child!r}")
+
+
 def _import(target: str, module_name: str, workdir: str | os.PathLike | None):
-  """Import ``module_name``; with ``workdir``, never from inside it (see :func:`resolve_task`)."""
+  """Import ``module_name``; with ``workdir``, never from inside it or any run's folder, and
+  only once it is found and checked (see :func:`resolve_task`)."""
   folder = None if workdir is None else Path(workdir).expanduser().resolve()
   with _path_without(folder):
     try:
-      if folder is not None:  # locate the top-level module without running it
-        found = importlib.util.find_spec(module_name.split(".")[0])
-        where = (
-          None
-          if found is None
-          else (found.origin or next(iter(found.submodule_search_locations or ()), None))
-        )
-        if where and _inside(where, folder):
-          raise ValueError(
-            f"PBT task {target!r}: {module_name} lies in the run's folder {folder} (data, not"
-            " code); refusing to import it"
-          )
+      if folder is not None:  # locate the module and its packages without running them
+        _locate(target, module_name, folder)
       return importlib.import_module(module_name)
     except ImportError as e:
       raise ValueError(f"PBT task {target!r}: cannot import {module_name!r}: {e}") from e
@@ -136,9 +183,12 @@ def resolve_task(
   """Import ``spec.target``, call it with ``spec.args``; return ``(init_fn, train_fn)``.
 
   ``workdir``: the run's folder, which holds data that anyone with access to the store may
-  have written: the module is imported with every ``sys.path`` entry inside that folder left
-  out (the current directory too, when a worker starts there), and a top-level module that
-  would still be found inside it is refused before any of its code runs.
+  have written (a store from a worker, ``replay``, an MPI rank): the module is imported with
+  every ``sys.path`` entry inside that folder left out (the current directory too, when a
+  worker starts there), and only after the module and each package above it have been found
+  (without running any of them) as regular files (no namespace package) outside that folder
+  and outside any other run's folder (one holding ``.lock``, ``pbt.sqlite`` or
+  ``finished.json``) below the folder of its top-level package.
   """
   module_name, _, attr = spec.target.partition(":")
   obj: Any = _import(spec.target, module_name, workdir)
