@@ -3,6 +3,7 @@ registered with ``experiments._report`` is regenerated here and must equal the R
 text between its markers (issue 34: no result number is typed by hand)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,41 @@ def test_incomplete_note_names_the_short_arms():
   note = _report.incomplete_note({"a": [1, 2], "b": [1]}, {"a": "A", "b": "B"}, 2, " at gen 3")
   assert note[0].startswith("**Incomplete:** B (1) of 2 registered seeds at gen 3;")
   assert _report.incomplete_note({"a": [1, 2]}, {}, 2) == []
+
+
+# a measured quantity typed into prose: seconds, sizes, decimal ratios, percentages (not a
+# confidence level)
+_MEASURED = re.compile(
+  r"\b\d+(?:\.\d+)?\s?(?:s|ms|min|minutes|seconds|GB|MB|MiB)\b|\b\d+\.\d+x\b"
+  r"|\b\d+(?:\.\d+)?%(?! (?:CI|interval|confidence))"
+)
+
+
+def measured_numbers_outside_blocks(text: str) -> list[str]:
+  """The measured quantities of ``text`` outside its generated blocks, code and inline code."""
+  text = re.sub(r"<!-- results:([\w-]+) -->.*?<!-- /results:\1 -->", "", text, flags=re.S)
+  text = re.sub(r"```.*?```", "", text, flags=re.S)
+  text = re.sub(r"`[^`]*`", "", text)
+  return [m.group(0) for m in _MEASURED.finditer(text)]
+
+
+@pytest.mark.parametrize(
+  "page",
+  [
+    "docs/running.md",
+    "docs/coevolution.md",
+    "docs/results.md",
+    "experiments/gan/README.md",
+    "experiments/coevolution/README.md",
+    "experiments/pbt/README.md",
+  ],
+)
+def test_no_measured_number_outside_a_generated_block(page):
+  """Issue 46: a measured number on these pages is generated from committed JSON."""
+  assert measured_numbers_outside_blocks((REPO / page).read_text()) == [], page
+
+
+def test_the_measured_number_check_finds_typed_numbers():
+  text = "took 16.9 s, 0.86 GB, 4.3x faster, 99% of it; 95% CI; `3 s`\n<!-- results:x -->\n2 s\n"
+  text += "<!-- /results:x -->\n```\n5 s\n```\n"
+  assert measured_numbers_outside_blocks(text) == ["16.9 s", "0.86 GB", "4.3x", "99%"]
