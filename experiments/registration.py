@@ -57,6 +57,8 @@ def first_commit(path, repo=REPO) -> dict | None:
   commit), or ``None`` when no commit added it."""
   path, repo = Path(path).resolve(), Path(repo).resolve()
   rel = path.relative_to(repo).as_posix()
+  if git(repo, "rev-parse", "--is-shallow-repository") == "true":
+    raise Refused(f"registration: {repo} is a shallow clone; its first commits are not there")
   lines = git(repo, "log", "--diff-filter=A", "--format=%H %cI", "--", rel).splitlines()
   if not lines:
     return None
@@ -101,6 +103,8 @@ def start(protocol_path, *, trial: bool = False, repo=REPO, sources=SOURCES) -> 
       "a study runs only committed code"
     )
   first = first_commit(path, repo)
+  if first is None:
+    raise Refused(f"registration: no commit of {repo} added protocol {rel}")
   blob = git(repo, "rev-parse", f"HEAD:{rel}")
   if first["blob"] != blob:
     raise Refused(

@@ -197,3 +197,12 @@ def test_every_committed_protocol_has_its_git_registration_time():
   assert "typed `registered` 2026-12-04T17:30Z disagrees" in registration.registered(
     pbt, json.loads(pbt.read_text())["registered"]
   )
+
+
+def test_a_shallow_clone_has_no_registration_times(repo, tmp_path):
+  (repo / "README.md").write_text("two\n")
+  _git(repo, "commit", "-q", "-am", "second")
+  shallow = tmp_path / "shallow"
+  _git(tmp_path, "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow))
+  with pytest.raises(registration.Refused, match="shallow clone"):
+    registration.first_commit(shallow / "experiments/protocols/study.v1.json", shallow)
