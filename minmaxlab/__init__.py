@@ -6,7 +6,13 @@ coevolution and PBT stacks.
 """
 
 from minmaxlab import games, transforms
-from minmaxlab.games import Players, value_and_vector_field, vector_field
+from minmaxlab.games import (
+  Players,
+  merge_models,
+  split_models,
+  value_and_vector_field,
+  vector_field,
+)
 from minmaxlab.transforms import (
   AlternatingState,
   ExtragradientState,
@@ -22,8 +28,10 @@ from minmaxlab.transforms import (
   lookahead_scan,
   lookahead_slow_params,
   nested_lookahead_minmax,
+  num_field_evaluations,
   optimistic,
   per_player,
+  take_batch,
   unrolled,
   with_field_processing,
 )
@@ -46,9 +54,13 @@ __all__ = [
   "lookahead_minmax",
   "lookahead_scan",
   "lookahead_slow_params",
+  "merge_models",
   "nested_lookahead_minmax",
+  "num_field_evaluations",
   "optimistic",
   "per_player",
+  "split_models",
+  "take_batch",
   "transforms",
   "unrolled",
   "value_and_vector_field",

@@ -21,11 +21,12 @@ PINS = {
     Players UnrolledState alternating apply_game_step extragradient game_step games
     lookahead_minmax lookahead_scan lookahead_slow_params nested_lookahead_minmax optimistic
     per_player transforms unrolled value_and_vector_field vector_field with_field_processing
+    merge_models num_field_evaluations split_models take_batch
   """,
   "games": """
     BilinearGame DiracGAN NotPlayersError Players QuadraticGame StochasticBilinearGame bilinear
     check_players dirac_gan quadratic random_bilinear random_stochastic_bilinear split_losses
-    stochastic_bilinear value_and_vector_field vector_field
+    stochastic_bilinear value_and_vector_field vector_field ModelDef merge_models split_models
   """,
   "transforms": """
     AlternatingState AveragingState CarryingTransformation ExtragradientState FieldFn
@@ -35,7 +36,7 @@ PINS = {
     count_learning_rates ema extragradient game_step hyperparam lookahead_minmax lookahead_scan
     lookahead_slow_params merge_by_player nested_lookahead_minmax optimistic per_player
     player_labels set_hyperparams set_learning_rates slow_ema spectral_sync_period tree_all_finite
-    tree_where uniform unrolled with_field_processing
+    tree_where uniform unrolled with_field_processing num_field_evaluations take_batch
   """,
   "analysis": """
     DYNAMICS_SCHEMES GameDynamics JacobianSummary RadiusGrid RitzValues StepSizes Trajectory

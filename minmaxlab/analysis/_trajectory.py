@@ -48,22 +48,12 @@ def field_evaluations_per_step(
   evaluations, as an autodiff framework computing one backward pass does).
   So: GDA and OGDA = 1, extragradient = 2, ``alternating(max_steps=n)`` =
   ``n + 1`` (``n`` max-player steps, then the min player at the new point),
-  and lookahead adds nothing to its inner scheme.
+  and lookahead adds nothing to its inner scheme. The count of
+  :func:`minmaxlab.num_field_evaluations` at ``params`` with ``field``.
   """
-  tx = optax.with_extra_args_support(tx)
-  calls = [0]
+  from minmaxlab.transforms import num_field_evaluations  # noqa: PLC0415
 
-  def counting(p, i):
-    del i
-    calls[0] += 1
-    return field(p, *args)
-
-  def one(p):
-    state = tx.init(p)
-    return tx.update(field(p, *args), state, p, vector_field=counting)
-
-  jax.eval_shape(one, params)
-  return 1 + calls[0]
+  return num_field_evaluations(tx, params, lambda p, i: field(p, *args))
 
 
 def _run(tx, game, params, num_steps, key, batch_size, point, keep_iterates):

@@ -12,6 +12,7 @@ from minmaxlab.games._linear import (
   random_stochastic_bilinear,
   stochastic_bilinear,
 )
+from minmaxlab.games._models import ModelDef, merge_models, split_models
 from minmaxlab.games._players import (
   NotPlayersError,
   Players,
@@ -24,6 +25,7 @@ from minmaxlab.games._players import (
 __all__ = [
   "BilinearGame",
   "DiracGAN",
+  "ModelDef",
   "NotPlayersError",
   "Players",
   "QuadraticGame",
@@ -31,10 +33,12 @@ __all__ = [
   "bilinear",
   "check_players",
   "dirac_gan",
+  "merge_models",
   "quadratic",
   "random_bilinear",
   "random_stochastic_bilinear",
   "split_losses",
+  "split_models",
   "stochastic_bilinear",
   "value_and_vector_field",
   "vector_field",

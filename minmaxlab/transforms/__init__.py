@@ -40,6 +40,8 @@ from minmaxlab.transforms._step import (
   apply_game_step,
   game_step,
   hyperparam,
+  num_field_evaluations,
+  take_batch,
   with_field_processing,
 )
 from minmaxlab.transforms._unrolled import UnrolledState, unrolled
@@ -72,6 +74,7 @@ __all__ = [
   "lookahead_slow_params",
   "merge_by_player",
   "nested_lookahead_minmax",
+  "num_field_evaluations",
   "optimistic",
   "per_player",
   "player_labels",
@@ -79,6 +82,7 @@ __all__ = [
   "set_learning_rates",
   "slow_ema",
   "spectral_sync_period",
+  "take_batch",
   "tree_all_finite",
   "tree_where",
   "uniform",

@@ -34,21 +34,38 @@ def _split_output(out: Any, params: Any) -> tuple[Any, Players]:
   )
 
 
+def _keyed(
+  field_fn: Callable[[Players, jax.Array], Any], key: Any
+) -> Callable[[Players, int], Any]:
+  """``field_fn(params, key)`` as ``fn(params, i)``: evaluation ``i`` gets ``fold_in(key, i)``."""
+  typed = isinstance(key, jax.Array) and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+  raw = isinstance(key, jax.Array) and key.dtype == jnp.uint32 and key.shape == (2,)
+  if not (typed or raw):
+    raise ValueError(f"key must be a jax.random key (jax.random.key(seed)), got {key!r}")
+  return lambda p, i: field_fn(p, jax.random.fold_in(key, i))
+
+
 def game_step(
   tx: optax.GradientTransformation,
   field_fn: Callable[[Players, int], Any],
   params: Players,
   opt_state: Any,
+  *,
+  key: jax.Array | None = None,
   **extra_args: Any,
 ) -> tuple[Players, Any, Any]:
   r"""One full game step: the field at ``params``, ``tx.update``, ``apply_updates``.
 
   ``field_fn(params, i)`` returns the descent field at ``params`` for the
   ``i``-th field evaluation of the step (``i = 0`` at the step's params; the
-  schemes that evaluate the game at new points ask for ``i = 1, 2, ...``, so a
-  caller can give each evaluation its own minibatch), either as a ``Players``
-  or as ``(value, field)`` (the output of :func:`value_and_vector_field`); the
-  value of evaluation 0 (e.g. the losses) is returned for logging.
+  schemes that evaluate the game at new points ask for ``i = 1, 2, ...``, up to
+  :func:`num_field_evaluations` ``(tx) - 1``, so a caller can give each
+  evaluation its own minibatch), as a ``Players`` or as ``(value, field)`` (from
+  :func:`value_and_vector_field`); the value of evaluation 0 (e.g. the losses) is
+  returned. Index stacked minibatches with :func:`take_batch`, which raises past
+  the stack (a plain ``batches[i]`` under ``jit`` silently reuses the last one).
+  With ``key`` (minibatches sampled in the step), ``field_fn(params, key_i)``
+  gets a fresh ``key_i = jax.random.fold_in(key, i)`` per evaluation instead.
 
   Every field is checked against the params' structure, and a transform chained
   IN FRONT of a scheme that fetches more fields
@@ -61,7 +78,9 @@ def game_step(
     >>> vaf = minmaxlab.value_and_vector_field(loss_fn)    # loss_fn(params, batch)
     >>> tx = minmaxlab.extragradient(optax.adam(1e-3))
     >>> params, opt_state, losses = minmaxlab.game_step(
-    ...     tx, lambda p, i: vaf(p, batches[i]), params, opt_state)
+    ...     tx, lambda p, i: vaf(p, minmaxlab.take_batch(batches, i)), params, opt_state)
+    >>> params, opt_state, losses = minmaxlab.game_step(     # loss_fn(params, key)
+    ...     tx, vaf, params, opt_state, key=jax.random.fold_in(key, step))
 
   A transform with an ``update_and_apply(updates, state, params, **extra_args)``
   method (:func:`lookahead_minmax`'s :class:`~minmaxlab.transforms.LookaheadTransformation`)
@@ -74,9 +93,11 @@ def game_step(
 
   Args:
     tx: any optax transform over ``Players`` (a game scheme or a plain optimizer).
-    field_fn: ``field_fn(params, i) -> Players`` or ``-> (value, Players)``.
+    field_fn: ``field_fn(params, i) -> Players`` or ``-> (value, Players)``;
+      ``field_fn(params, key_i)`` when ``key`` is given.
     params: the current ``Players``.
     opt_state: ``tx``'s state.
+    key: a ``jax.random`` key: ``field_fn`` then receives one fresh key per evaluation.
     **extra_args: more keyword arguments for ``tx.update`` (e.g. ``unrolled``'s ``loss_fn``).
 
   Returns:
@@ -86,6 +107,8 @@ def game_step(
   if not callable(field_fn):
     raise ValueError(f"field_fn must be callable as field_fn(params, i), got {field_fn!r}")
   tx = as_transform(tx, "tx")
+  if key is not None:
+    field_fn = _keyed(field_fn, key)
   value, field = _split_output(field_fn(params, 0), params)
 
   def later(p, i):
@@ -102,9 +125,92 @@ def game_step(
   return optax.apply_updates(params, updates), opt_state, value
 
 
-def apply_game_step(train_state: Any, field_fn: Callable[[Players, int], Any]) -> tuple[Any, Any]:
+def num_field_evaluations(
+  tx: optax.GradientTransformation,
+  params: Players | None = None,
+  field_fn: Callable[[Players, int], Any] | None = None,
+  **extra_args: Any,
+) -> int:
+  """How many times one step of ``tx`` evaluates the game's field.
+
+  :func:`game_step` calls ``field_fn(params, i)`` for ``i = 0, 1, ..., n - 1``
+  with ``n`` this number: GDA and optimistic 1, :func:`extragradient` 2,
+  ``alternating(max_steps=m)`` ``m + 1``; Lookahead and field processing add
+  none. Stack ``n`` minibatches per step (and read them with
+  :func:`take_batch`), or pass ``key=`` to :func:`game_step`.
+
+  Counted, not assumed: one ``update`` is traced (``jax.eval_shape``, nothing
+  is computed), on ``params`` (default: two scalars) with ``field_fn``
+  (default: a zero field); give both when ``tx`` depends on the params'
+  structure (masks, per-leaf labels).
+
+  Args:
+    tx: any optax transform over ``Players``.
+    params: a point of the game (only shapes matter).
+    field_fn: ``field_fn(params, i) -> Players`` (a field alone).
+    **extra_args: more keyword arguments for ``tx.update`` (``unrolled``'s ``loss_fn``).
+
+  Returns:
+    The number of field evaluations per step.
+  """
+  tx = optax.with_extra_args_support(as_transform(tx, "tx"))
+  if params is None:
+    params = Players(jnp.zeros(()), jnp.zeros(()))
+  if field_fn is None:
+    field_fn = lambda p, i: jax.tree.map(jnp.zeros_like, p)
+  calls = [0]
+
+  def counting(p, i):
+    calls[0] += 1
+    return field_fn(p, i)
+
+  def one(p):
+    return tx.update(field_fn(p, 0), tx.init(p), p, vector_field=counting, **extra_args)
+
+  jax.eval_shape(one, params)
+  return 1 + calls[0]
+
+
+def take_batch(batches: Any, i: Any) -> Any:
+  """Minibatch ``i`` of a stack (every leaf's leading axis), checked against its length.
+
+  For ``field_fn(params, i)``: ``lambda p, i: value_and_field(p, take_batch(batches, i))``.
+  Under ``jit`` a plain ``batches[i]`` past the end silently returns the last minibatch
+  again (JAX clamps out-of-range indices); here an ``i`` known when tracing (the game
+  schemes pass Python ints) outside ``0 .. len - 1`` raises ``IndexError``, naming
+  :func:`num_field_evaluations`. A traced ``i`` cannot be checked and is clamped as usual.
+
+  Args:
+    batches: an array or a pytree of arrays with a common leading axis (``n`` minibatches).
+    i: the evaluation's index.
+
+  Returns:
+    ``batches`` with every leaf indexed by ``i``.
+  """
+  leaves = jax.tree.leaves(batches)
+  lengths = {jnp.shape(x)[0] if jnp.ndim(x) else None for x in leaves}
+  if not leaves or len(lengths) != 1 or None in lengths:
+    raise ValueError(
+      "take_batch needs an array or pytree of arrays with one common leading axis (the"
+      f" minibatches), got leading lengths {sorted(lengths, key=str)}"
+    )
+  (n,) = lengths
+  if not isinstance(i, jax.core.Tracer):
+    index = int(i)
+    if not 0 <= index < n:
+      raise IndexError(
+        f"field evaluation {index} needs minibatch {index}, but batches holds {n} (leading"
+        " axis): one step evaluates the field minmaxlab.num_field_evaluations(tx) times;"
+        " stack that many minibatches, or pass key= to game_step"
+      )
+  return jax.tree.map(lambda x: x[i], batches)
+
+
+def apply_game_step(
+  train_state: Any, field_fn: Callable[[Players, Any], Any], *, key: jax.Array | None = None
+) -> tuple[Any, Any]:
   """:func:`game_step` on a flax ``TrainState`` (or any object with ``step``,
-  ``params``, ``tx``, ``opt_state`` and ``replace``).
+  ``params``, ``tx``, ``opt_state`` and ``replace``); ``key`` as in :func:`game_step`.
 
   Example:
     >>> from flax.training import train_state
@@ -121,7 +227,7 @@ def apply_game_step(train_state: Any, field_fn: Callable[[Players, int], Any]) -
         f" opt_state and replace; {type(train_state).__name__} has no {name!r}"
       )
   params, opt_state, value = game_step(
-    train_state.tx, field_fn, train_state.params, train_state.opt_state
+    train_state.tx, field_fn, train_state.params, train_state.opt_state, key=key
   )
   new = train_state.replace(step=train_state.step + 1, params=params, opt_state=opt_state)
   return new, value
