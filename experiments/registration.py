@@ -23,6 +23,7 @@ no report takes it for a registered result.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from datetime import UTC
 from pathlib import Path
@@ -168,21 +169,56 @@ def typed_agrees(typed: str | None, time: str) -> bool:
   return a.replace(second=0, microsecond=0) == b.replace(second=0, microsecond=0)
 
 
+RECORD = REPO / "experiments" / "registrations.json"  # git's answers, for a shallow clone
+
+
+def history(protocol_path, repo=REPO) -> dict:
+  """What git says of a committed protocol: its first commit (``commit``, ``time``,
+  ``blob``) and the commits that edited it after (``later``, newest first).
+  In a shallow clone, where those commits are missing, the answers recorded in
+  :data:`RECORD` (``python -m experiments.registration record``; a test checks the record
+  against git wherever the history is there). ``ValueError`` for a protocol no commit added."""
+  path, repo = Path(protocol_path).resolve(), Path(repo).resolve()
+  rel = path.relative_to(repo).as_posix()
+  if git(repo, "rev-parse", "--is-shallow-repository") == "true":
+    recorded = json.loads((repo / RECORD.relative_to(REPO)).read_text()).get(rel)
+    if recorded is None:
+      raise ValueError(f"protocol {rel} is not in {RECORD.name}: run it in a full clone")
+    return recorded
+  first = first_commit(path, repo)
+  if first is None:
+    raise ValueError(f"protocol {protocol_path} is not committed: it has no registration time")
+  later = git(repo, "log", "--format=%H", f"{first['commit']}..HEAD", "--", rel).split()
+  return {**first, "later": later}
+
+
+def record(repo=REPO) -> dict:
+  """:func:`history` of every committed protocol (``experiments/**/protocols/*.json``)."""
+  repo = Path(repo).resolve()
+  files = git(repo, "ls-files", "--", ":(glob)experiments/**/protocols/*.json").split()
+  return {rel: history(repo / rel, repo) for rel in sorted(files)}
+
+
 def registered(protocol_path, typed: str | None = None, repo=REPO) -> str:
   """The registration time of a protocol as a report shows it: its git first-commit time
   (UTC), and, where the file's typed ``registered`` field names another minute, that field
   marked as disagreeing. ``ValueError`` for a protocol no commit added."""
-  first = first_commit(protocol_path, repo)
-  if first is None:
-    raise ValueError(f"protocol {protocol_path} is not committed: it has no registration time")
   from datetime import datetime
 
+  first = history(protocol_path, repo)
   utc = datetime.fromisoformat(first["time"]).astimezone(UTC)
   text = f"{utc:%Y-%m-%d %H:%M:%S} UTC (first commit `{first['commit'][:7]}`)"
-  rel = Path(protocol_path).resolve().relative_to(Path(repo).resolve()).as_posix()
-  later = git(repo, "log", "--format=%h", f"{first['commit']}..HEAD", "--", rel).split()
-  if later:
-    text += f"; the file was edited after it, in {', '.join(f'`{c}`' for c in later)}"
+  if first["later"]:
+    text += f"; the file was edited after it, in {', '.join(f'`{c[:7]}`' for c in first['later'])}"
   if typed is not None and not typed_agrees(typed, first["time"]):
     text += f"; the file's typed `registered` {typed} disagrees"
   return text
+
+
+if __name__ == "__main__":  # python -m experiments.registration record
+  import sys
+
+  if sys.argv[1:] != ["record"]:
+    sys.exit("usage: python -m experiments.registration record")
+  RECORD.write_text(json.dumps(record(), indent=1, sort_keys=True) + "\n")
+  print(f"wrote {RECORD.relative_to(REPO)}")

@@ -206,3 +206,34 @@ def test_a_shallow_clone_has_no_registration_times(repo, tmp_path):
   _git(tmp_path, "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow))
   with pytest.raises(registration.Refused, match="shallow clone"):
     registration.first_commit(shallow / "experiments/protocols/study.v1.json", shallow)
+
+
+def test_the_committed_record_equals_what_git_says():
+  """experiments/registrations.json (what reports read in a shallow clone) equals git's own
+  answers for every committed protocol: first commit, time, blob and the later edits."""
+  if registration.git(registration.REPO, "rev-parse", "--is-shallow-repository") == "true":
+    pytest.skip("a shallow clone: the history the record is checked against is not here")
+  recorded = json.loads(registration.RECORD.read_text())
+  assert recorded == registration.record(), (
+    "run: python -m experiments.registration record (after committing a protocol)"
+  )
+
+
+def test_a_shallow_clone_reads_the_record(repo, tmp_path):
+  """In a shallow clone the registration time comes from the committed record; a protocol
+  missing from it is one clear error."""
+  proto = repo / "experiments" / "protocols" / "study.v1.json"
+  (repo / "experiments" / "registrations.json").write_text(
+    json.dumps(registration.record(repo)) + "\n"
+  )
+  _git(repo, "add", ".")
+  _git(repo, "commit", "-q", "-m", "record")
+  full = registration.registered(proto, repo=repo)
+  shallow = tmp_path / "shallow"
+  _git(tmp_path, "clone", "-q", "--depth", "1", f"file://{repo}", str(shallow))
+  assert _git(shallow, "rev-parse", "--is-shallow-repository") == "true"
+  assert registration.registered(shallow / proto.relative_to(repo), repo=shallow) == full
+  other = shallow / "experiments" / "protocols" / "study.v2.json"
+  other.write_text("{}\n")
+  with pytest.raises(ValueError, match="not in registrations.json"):
+    registration.history(other, shallow)
