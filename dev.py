@@ -197,8 +197,13 @@ def run_child(cmd: list[str], env: dict | None = None, cwd: Path = ROOT) -> int:
 
 
 def main(argv: list[str]) -> int:
-  if not argv or argv[0] not in {"main", "test", "bench", "setup", "mincheck"}:
+  if argv and argv[0] in {"-h", "--help", "help"}:
     print(__doc__)
+    return 0
+  if not argv or argv[0] not in {"main", "test", "bench", "setup", "mincheck"}:
+    if argv:
+      print(f"unknown command: {argv[0]}", file=sys.stderr)
+    print(__doc__, file=sys.stderr)
     return 2
   cmd, rest = argv[0], argv[1:]
   if cmd == "mincheck":  # needs no .venv: a throwaway one of its own
