@@ -9,6 +9,7 @@ of a test file shares one compilation per static configuration.
 from __future__ import annotations
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -17,10 +18,17 @@ from scipy.optimize import linear_sum_assignment
 
 import minmaxlab as mml
 from minmaxlab import analysis
+from tests._xla import CODEGEN, DEFAULTS
 
 N = 5  # parameters per player; the Jacobian is 2N x 2N
-# XLA's cheapest compile (these programs run for milliseconds; compiling dominates).
-FAST = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+# XLA's cheapest compile (these programs run for milliseconds; compiling dominates); under
+# MINMAXLAB_TEST_CODEGEN=default (.ci/run's second pass of the order-sensitive tests) XLA's
+# default code, so that both code paths' rounding is checked
+FAST = (
+  DEFAULTS
+  if os.environ.get(CODEGEN) == "default"
+  else {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+)
 ETA = 0.3
 
 
