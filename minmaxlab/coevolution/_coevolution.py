@@ -16,6 +16,7 @@ from minmaxlab.coevolution._config import MUSTANGS_LOSSES, CoevolutionConfig, Co
 from minmaxlab.coevolution._exchange import WholeGrid
 from minmaxlab.coevolution._fast_matmul import pair_with_matmuls
 from minmaxlab.coevolution._grid import gather_neighbours, member_mask
+from minmaxlab.coevolution._layout import TransposedGrid, gather_transposed
 from minmaxlab.coevolution._lineage import MAX_CELLS, lineage_id
 from minmaxlab.coevolution._operators import INF
 from minmaxlab.coevolution._phases import Phases
@@ -185,7 +186,11 @@ class Coevolution:
   ):
     if not isinstance(config, CoevolutionConfig):
       raise ValueError(f"config must be a CoevolutionConfig, got {type(config).__name__}")
-    exchange = WholeGrid(config.rows, config.cols) if exchange is None else exchange
+    transposed = config.neighbourhood_layout == "transposed"
+    if exchange is None:
+      exchange = (TransposedGrid if transposed else WholeGrid)(config.rows, config.cols)
+    elif transposed and not isinstance(exchange, TransposedGrid):
+      raise ValueError("neighbourhood_layout='transposed' runs on the whole grid (no exchange)")
     if (exchange.rows, exchange.cols) != (config.rows, config.cols):
       raise ValueError(
         f"exchange is for a {exchange.rows}x{exchange.cols} grid, config for"
@@ -327,7 +332,8 @@ class Coevolution:
     r0, c0 = ex.block_start()
     r, col = jnp.meshgrid(jnp.arange(lr) + r0, jnp.arange(lc) + c0, indexing="ij")
     ids = (r * c.cols + col).astype(jnp.int32)
-    keys = jax.vmap(jax.vmap(lambda i: jax.random.fold_in(key, i.astype(jnp.uint32))))(ids)
+    seeds = ids if c.cell_seeds == "per_cell" else jnp.zeros_like(ids)  # "shared": Lipizzaner's
+    keys = jax.vmap(jax.vmap(lambda i: jax.random.fold_in(key, i.astype(jnp.uint32))))(seeds)
     mask = jax.lax.dynamic_slice(jnp.asarray(self._mask), (r0, c0, 0), (lr, lc, c.num_members))
     if params is None:
       params = CoevolutionParams(*(getattr(c, f) for f in _PARAMS))
@@ -380,7 +386,8 @@ class Coevolution:
     if not 0 <= cell < c.num_cells:
       raise ValueError(f"cell must be in [0, {c.num_cells}), got {cell}")
     r, col = divmod(cell, c.cols)
-    gens, fit = gather_neighbours((state.params.min, state.fitness.min), c.neighbourhood)
+    gather = gather_transposed if c.neighbourhood_layout == "transposed" else gather_neighbours
+    gens, fit = gather((state.params.min, state.fitness.min), c.neighbourhood)
     gens, fit = take(gens, (r, col)), fit[r, col]  # [M, P, ...], [M, P]
     best = jnp.argmin(fit, axis=1)
     gens = jax.tree.map(lambda x: x[jnp.arange(c.num_members), best], gens)

@@ -9,7 +9,10 @@ from minmaxlab.coevolution._grid import neighbour_offsets
 
 FITNESS_MODES = ("average", "worst", "best")
 CELL_STRATEGIES = ("auto", "vmap", "map")
-SCHEDULES = ("simultaneous", "lipizzaner")
+SCHEDULES = ("simultaneous", "lipizzaner", "reference")
+D_PHASES = ("last", "first")
+NEIGHBOURHOOD_LAYOUTS = ("rows", "transposed")
+CELL_SEEDS = ("per_cell", "shared")
 GENERATOR_SELECTIONS = ("tournament", "lineage")
 TOURNAMENT_SAMPLINGS = ("with_replacement", "without_replacement")
 FITNESS_NOISES = ("shared", "fresh")
@@ -90,6 +93,27 @@ class CoevolutionConfig:
       is its own scheme update, and a shared counter such as Lookahead's still counts
       batches). With ``d_every=2`` this is Lipizzaner's MNIST schedule, but for the
       phase: its discriminator steps on batches 0, 2, 4, ..., here on 1, 3, 5, ...
+      (``d_phase="first"`` gives its phase).
+      ``"reference"``: ``"lipizzaner"`` with Lipizzaner's choice of opponents as its
+      ``update_genomes`` makes it: ONE opponent drawn per batch and side, played by every
+      individual of the population (``"lipizzaner"`` draws one per individual; the same
+      for ``population_size=1``). With plain Adam (``default_scheme(lookahead=False)``),
+      ``d_phase="first"`` and ``lr_mutation="reference_as_run"`` this is the reference's
+      training phase (tests/parity/test_lipizzaner_golden.py).
+    d_phase: with ``d_every > 1`` (or ``n_critic > 1``), which batch of each group of
+      ``k`` updates both players: ``"last"`` (default: batches ``k-1, 2k-1, ...``) or
+      ``"first"`` (Lipizzaner's ``batch_number % (skip + 1) == 0``: batches ``0, k, 2k, ...``).
+    neighbourhood_layout: ``"rows"`` (default: cell ``(r, c)``'s members are its own
+      offsets on the torus) or ``"transposed"`` (Lipizzaner's ``_adjacent_cells`` as it
+      runs: it indexes its neighbour mask ``[x, y]`` while the cells are laid out by rows,
+      so cell ``(r, c)`` gets the cell itself plus the neighbours of cell ``(c, r)``;
+      cell 1 of a 3x3 grid: {0, 4, 5, 6}, not {0, 2, 4, 7}; the same on 2x2 and on the
+      diagonal). Square grids only. See ``minmaxlab.coevolution._layout``.
+    cell_seeds: ``"per_cell"`` (default: each cell's random numbers from its own key,
+      ``fold_in(key, cell id)``) or ``"shared"`` (Lipizzaner's ``get_heuristic_seed``
+      discards the sum it computes, so every client runs the same seed: every cell draws
+      the same batches, noise, opponent indices, mutations and ES steps; here every
+      cell's key is ``fold_in(key, 0)``).
     loss: a name of ``minmaxlab.gan.losses.LOSSES`` (except ``"wgan_gp"``),
       ``"mustangs"`` (each individual trains with BCE, least squares or heuristic
       drawn at random, see ``mustangs_mode``) or ``"wgan"`` (Lipizzaner's WGAN
@@ -177,6 +201,9 @@ class CoevolutionConfig:
   cell_strategy: str = "auto"
   matmuls: str = "float32"
   d_forward: str = "separate"
+  d_phase: str = "last"
+  neighbourhood_layout: str = "rows"
+  cell_seeds: str = "per_cell"
 
   def __post_init__(self):
     def bad(name, expected):
@@ -231,6 +258,15 @@ class CoevolutionConfig:
       bad("matmuls", "one of ('float32', 'bfloat16')")
     if self.d_forward not in ("separate", "joined"):
       bad("d_forward", "one of ('separate', 'joined')")
+    for name, choices in (
+      ("d_phase", D_PHASES),
+      ("neighbourhood_layout", NEIGHBOURHOOD_LAYOUTS),
+      ("cell_seeds", CELL_SEEDS),
+    ):
+      if getattr(self, name) not in choices:
+        bad(name, f"one of {choices}")
+    if self.neighbourhood_layout == "transposed" and self.rows != self.cols:
+      bad("neighbourhood_layout", f"'rows' on a {self.rows}x{self.cols} grid (transposed: square)")
     if not 0.0 <= self.mutation_probability <= 1.0:
       bad("mutation_probability", "in [0, 1]")
     for name in ("mutation_scale", "mixture_sigma"):

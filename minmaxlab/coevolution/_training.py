@@ -14,6 +14,7 @@ import optax
 from minmaxlab.coevolution import _lr_mutation as lr_mutation
 from minmaxlab.coevolution._fast_matmul import d_logits
 from minmaxlab.coevolution._operators import INF
+from minmaxlab.coevolution._schedule import train_schedule
 from minmaxlab.games import Players, value_and_vector_field
 from minmaxlab.transforms import merge_by_player, tree_where
 
@@ -65,61 +66,6 @@ def over_population(size: int):
   loops, and a carry of ``[1, ...]`` arrays squeezed and expanded on every step made it
   copy every weight matrix once or twice per batch)."""
   return jax.vmap if size > 1 else (lambda f: f)
-
-
-def train_schedule(
-  step_both: Callable,
-  step_g: Callable,
-  carry,
-  xs,
-  d_every: int,
-  n_critic: int = 1,
-  step_d: Callable | None = None,
-):
-  """Scan ``xs`` (a pytree with one leading entry per batch) in groups of ``k`` batches.
-
-  With ``d_every = k > 1`` the first ``k - 1`` batches of a group take ``step_g``
-  (generators only) and the last ``step_both``; with ``n_critic = k > 1`` the first
-  ``k - 1`` take ``step_d`` (discriminators only) and the last ``step_both``. So batch
-  ``i`` updates both when ``(i + 1) % k == 0``. A scan over groups, so a skipped step of
-  one player costs nothing, also under ``vmap``; leftover batches of a partial group are
-  ``step_g`` (``d_every``) or ``step_d`` (``n_critic``) steps.
-
-  Args:
-    step_both: ``(carry, x) -> (carry, losses [..., 2])`` (generator, discriminator).
-    step_g: ``(carry, x) -> (carry, generator loss [...])``.
-    carry: the training state.
-    xs: ``[S, ...]`` per-batch inputs (keys, pre-drawn random numbers).
-    d_every: static ``>= 1``.
-    n_critic: static ``>= 1`` (at most one of ``d_every``, ``n_critic`` above 1).
-    step_d: ``(carry, x) -> (carry, discriminator loss [...])``; needed with ``n_critic > 1``.
-
-  Returns:
-    ``(carry, g_losses, d_losses)`` in batch order: ``[S]`` and ``[S // d_every]``, or
-    ``[S // n_critic]`` and ``[S]``.
-  """
-  if d_every > 1 and n_critic > 1:
-    raise ValueError(f"d_every ({d_every}) and n_critic ({n_critic}) cannot both exceed 1")
-  if d_every == 1 and n_critic == 1:
-    carry, losses = jax.lax.scan(step_both, carry, xs)
-    return carry, losses[..., 0], losses[..., 1]
-  k, one, side = (d_every, step_g, 0) if d_every > 1 else (n_critic, step_d, 1)
-  steps = jax.tree.leaves(xs)[0].shape[0]
-  n = steps // k
-  head = lambda t, j: jax.tree.map(lambda x: x[j], t)
-
-  def group(carry, xg):
-    carry, single = jax.lax.scan(one, carry, head(xg, slice(None, -1)))
-    carry, both = step_both(carry, head(xg, -1))
-    return carry, (jnp.concatenate([single, both[None, ..., side]]), both[..., 1 - side])
-
-  grouped = jax.tree.map(lambda x: x[: n * k].reshape((n, k) + x.shape[1:]), xs)
-  carry, (every, sparse) = jax.lax.scan(group, carry, grouped)
-  every = every.reshape((n * k,) + every.shape[2:])
-  if steps != n * k:  # a partial group (else no third trace of the single step)
-    carry, rest = jax.lax.scan(one, carry, head(xs, slice(n * k, None)))
-    every = jnp.concatenate([every, rest])
-  return (carry, every, sparse) if side == 0 else (carry, sparse, every)
 
 
 def indexed_loss(losses: tuple, g_index: Any, d_index: Any) -> Callable:
@@ -213,16 +159,45 @@ def train(
     ``(params, opt, learning_rates)``, the tracked learning rates after the phase.
   """
   c = spec.config
-  P = c.population_size
   always = loss_index is not None and c.mustangs_mode == "always"
   t = _Trainer(
-    spec, per_logit, data, pools, neighbours, with_neighbours, always, over_population(P)
+    spec,
+    per_logit,
+    data,
+    pools,
+    neighbours,
+    with_neighbours,
+    always,
+    over_population(c.population_size),
   )
   indices = (None, None) if loss_index is None else tuple(loss_index)
-  step_both = _lipizzaner_step if c.schedule == "lipizzaner" else _train_step
   draws = jax.vmap(lambda k: _step_draws(t, indices, k))(
     jax.random.split(key, c.steps_per_generation)
   )
+  if c.schedule == "reference":  # one opponent per batch and side for the whole population
+    one = lambda i: jnp.broadcast_to(i[:, :1], i.shape)
+    draws = draws._replace(
+      generators=one(draws.generators), discriminators=one(draws.discriminators)
+    )
+  return _train_on(t, draws, params, opt, per_update)
+
+
+def train_on_draws(
+  spec, per_logit, data, params, opt, pools, neighbours, with_neighbours, draws, per_update=None
+):
+  """:func:`train` on given draws: ``draws`` is a :class:`StepDraws` with a leading axis of
+  ``steps_per_generation`` batches (the pairs' draws ``[S, P, ...]``), e.g. another
+  system's recorded random numbers (the parity tests feed Lipizzaner's). The other
+  arguments and the result are :func:`train`'s (no Mustangs ``always``)."""
+  P = spec.config.population_size
+  t = _Trainer(spec, per_logit, data, pools, neighbours, with_neighbours, False, over_population(P))
+  return _train_on(t, draws, params, opt, per_update)
+
+
+def _train_on(t: _Trainer, draws: StepDraws, params, opt, per_update):
+  c = t.spec.config
+  P = c.population_size
+  step_both = _train_step if c.schedule == "simultaneous" else _lipizzaner_step
   steps = (
     functools.partial(step_both, t),
     functools.partial(_train_g_step, t),
@@ -240,7 +215,7 @@ def train(
     carry = jax.tree.map(lambda x: x[0], carry)
     draws = draws._replace(pairs=jax.tree.map(lambda x: x[:, 0], draws.pairs))
   carry, g_losses, d_losses = train_schedule(
-    steps[0], steps[1], carry, draws, c.d_every, c.n_critic, steps[2]
+    steps[0], steps[1], carry, draws, c.d_every, c.n_critic, steps[2], c.d_phase
   )
   if P == 1:
     carry = jax.tree.map(lambda x: x[None], carry)
@@ -262,7 +237,7 @@ def _pair_draws(t: _Trainer, k, g_index, d_index) -> PairDraws:
   if t.always:
     g_index = jax.random.randint(jax.random.fold_in(kk, 3), (), 0, len(spec.losses))
   real_key, z0 = jax.random.fold_in(kk, 0), z(0)
-  z_fresh = z(1) if c.schedule == "lipizzaner" else None
+  z_fresh = None if c.schedule == "simultaneous" else z(1)
   return PairDraws(k, real_key, z0, z_fresh, g_index, d_index)
 
 
