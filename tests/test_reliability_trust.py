@@ -157,3 +157,52 @@ def test_local_workers_never_import_from_their_current_folder(tmp_path, monkeypa
     c.close()
   assert status["done"] == 3 and status["restarted_workers"] == 0
   assert not marker.exists(), marker.read_text()
+
+
+# --- a store proves it belongs ----------------------------------------------------------------
+
+
+def test_a_valid_store_of_another_campaign_is_refused_and_deletes_nothing(tmp_path):
+  """Two campaigns of the same configuration; the second's store copied over the first's:
+  it knows every trial id of the first's checkpoints, and used to have them all deleted."""
+  import shutil
+
+  from minmaxlab import pbt
+  from tests.test_reliability import _controller
+
+  a, b = tmp_path / "a", tmp_path / "b"
+  for workdir in (a, b):
+    c = _controller(workdir)
+    c.run(timeout=_procs.scaled(60))
+    c.close()
+  folders = sorted(p.name for p in (a / "checkpoints").iterdir())
+  assert (a / "campaign.json").is_file() and any(f.startswith("trial_") for f in folders)
+  shutil.copy(b / "pbt.sqlite", a / "pbt.sqlite")
+  with pytest.raises(pbt.StoreError) as e:
+    _controller(a)
+  line = str(e.value)
+  assert "\n" not in line and "belong to different campaigns" in line, line
+  assert sorted(p.name for p in (a / "checkpoints").iterdir()) == folders
+
+
+def test_garbage_collection_deletes_only_folders_naming_this_campaign(tmp_path):
+  from minmaxlab import pbt
+  from minmaxlab.pbt import _gc, _manifest
+  from tests.test_reliability import _controller
+
+  c = _controller(tmp_path)
+  c.run(timeout=_procs.scaled(60))
+  c.close()
+  store = pbt.Store(tmp_path / "pbt.sqlite")
+  try:
+    root = tmp_path / "checkpoints"
+    tid = store.trial_ids().pop()
+    lost = root / f"trial_{tid:06d}_a0"  # a lost attempt's folder: removed only if ours
+    foreign = root / f"trial_{tid:06d}_a7"
+    for folder, campaign in ((lost, store.get("campaign_id")), (foreign, "another-campaign")):
+      _manifest.write_manifest(folder, campaign, trial=tid)
+    _gc.remove_strays(store)
+    assert not lost.exists() and foreign.is_dir()
+    assert _gc.owned_checkpoint(store, store.trial(tid)._replace(ckpt=str(foreign))) is None
+  finally:
+    store.close()

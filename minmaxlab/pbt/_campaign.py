@@ -8,9 +8,20 @@ trials must write, so :class:`minmaxlab.pbt.Controller` stays a loop.
 from __future__ import annotations
 
 import sys
+import uuid
 from typing import Any
 
-from minmaxlab.pbt._store import CONFIG, DRAIN, EPOCH, FAILED, MAX_ATTEMPTS, TASK, Store, Trial
+from minmaxlab.pbt._store import (
+  CAMPAIGN,
+  CONFIG,
+  DRAIN,
+  EPOCH,
+  FAILED,
+  MAX_ATTEMPTS,
+  TASK,
+  Store,
+  Trial,
+)
 from minmaxlab.pbt._worker import FINISHED, INLINE_PREFIX
 
 STOPPED = "stopped_members"  # kv key: members the early-stopping rule ended
@@ -53,12 +64,13 @@ def initialize(
   store: Store, first: list[tuple[dict, int]], steps_per_trial: int, fingerprint: dict
 ) -> None:
   """Create every member's first trial (``first``: ``(hparams, seed)`` per member)
-  and store the campaign's fingerprint, in one transaction."""
+  and store the campaign's fingerprint and a new campaign id, in one transaction."""
   with store.transaction() as db:
     for m, (hp, trial_seed) in enumerate(first):
       store.add_trial(db, m, None, hp, 0, steps_per_trial, trial_seed)
     store.put(db, "initialized", True)
     store.put(db, CONFIG, fingerprint)
+    store.put(db, CAMPAIGN, uuid.uuid4().hex)  # named by every checkpoint's manifest
 
 
 def begin_epoch(store: Store, epoch: str, max_attempts: int, task: dict[str, Any]) -> None:

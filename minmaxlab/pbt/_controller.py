@@ -42,6 +42,7 @@ from minmaxlab.pbt._campaign import (
 )
 from minmaxlab.pbt._fingerprint import ConfigMismatch, check_fingerprint, space_json
 from minmaxlab.pbt._gc import check_checkpoints, collect_garbage, needed_trials, remove_strays
+from minmaxlab.pbt._manifest import read_manifest, write_manifest
 from minmaxlab.pbt._objectives import Ranking, scalar
 from minmaxlab.pbt._replay import replay
 from minmaxlab.pbt._selection import (
@@ -53,6 +54,7 @@ from minmaxlab.pbt._selection import (
 from minmaxlab.pbt._space import Space, validate_space
 from minmaxlab.pbt._status import campaign_status, population_rows
 from minmaxlab.pbt._store import (
+  CAMPAIGN,
   DONE,
   DRAIN,
   PENDING,
@@ -271,6 +273,9 @@ class Controller:
     if not self.store.get("initialized", False):
       first = initial_population(self.seed, self.space, self.population_size, self.initial_hparams)
       initialize(self.store, first, self.steps_per_trial, self.fingerprint())
+    campaign = self.store.get(CAMPAIGN)  # the workers copy it into each checkpoint's manifest
+    if campaign is not None and read_manifest(self.workdir) != campaign:
+      write_manifest(self.workdir, campaign)
 
   def _process(self, finished: list[Trial]) -> None:
     """Use finished trials (one transaction): enter them into the population,

@@ -14,10 +14,12 @@ worker) and those being written. In practice it stays near
 ``population_size + top_k`` (experiments/pbt/README.md).
 
 Safety: only folders in the campaign's own ``checkpoints/`` named
-``trial_<id>_a<k>`` after a trial the store holds are ever deleted; a stored
-path elsewhere is left alone with one warning line, and a store that does not
-know the checkpoints on disk (empty, new, replaced) stops the campaign before
-anything is deleted (:func:`check_checkpoints`).
+``trial_<id>_a<k>`` after a trial the store holds, whose manifest names the store's
+campaign id, are ever deleted; a stored path elsewhere is left alone with one warning
+line, and a store that does not know the checkpoints on disk (empty, new, replaced) or
+belongs to another campaign stops the campaign before anything is deleted
+(:func:`check_checkpoints`). (A store written before campaign ids has none: its
+checkpoints are matched by trial id only.)
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from minmaxlab.pbt._manifest import read_manifest
 from minmaxlab.pbt._objectives import rank_trials
 from minmaxlab.pbt._store import (
+  CAMPAIGN,
   DONE,
   PENDING,
   RUNNING,
@@ -63,18 +67,29 @@ def needed_trials(
   return needed
 
 
-def owned_checkpoint(store: Store, t: Trial) -> Path | None:
+def _ours(store: Store, folder: Path, campaign: str | None) -> bool:
+  """Whether ``folder``'s manifest names ``campaign`` (the store's id; a store without one,
+  written before campaign ids: every folder)."""
+  return campaign is None or read_manifest(folder) == campaign
+
+
+def owned_checkpoint(store: Store, t: Trial, campaign: str | None = None) -> Path | None:
   """``t``'s checkpoint folder if the store created it: ``checkpoints/trial_<t.id>_a<k>`` in
-  the store's workdir; else ``None``."""
+  the store's workdir whose manifest names the store's campaign (``campaign``: that id,
+  read from the store when not given); else ``None``."""
   if t.ckpt is None:
     return None
   p = Path(t.ckpt)
-  return p if p.parent == store.ckpt_root and checkpoint_trial(p.name) == t.id else None
+  if p.parent != store.ckpt_root or checkpoint_trial(p.name) != t.id:
+    return None
+  return p if _ours(store, p, campaign or store.get(CAMPAIGN)) else None
 
 
 def check_checkpoints(store: Store) -> None:
   """:class:`StoreError` (one line) if ``checkpoints/`` holds a trial folder of a trial the
-  store does not hold (an empty, new or replaced store next to a campaign's checkpoints)."""
+  store does not hold (an empty, new or replaced store next to a campaign's checkpoints), or
+  it or a trial folder names another campaign than the store's id in its manifest (a valid
+  store of another campaign)."""
   if not store.ckpt_root.is_dir():
     return
   known = store.trial_ids()
@@ -87,6 +102,20 @@ def check_checkpoints(store: Store) -> None:
       f" checkpoint folder(s) in {store.ckpt_root} (e.g. {unknown[0]}); nothing was deleted;"
       " restore the campaign's store or use a new workdir"
     )
+  campaign = store.get(CAMPAIGN)
+  if campaign is None:
+    return
+  folders = [store.ckpt_root.parent] + [
+    p for p in store.ckpt_root.iterdir() if checkpoint_trial(p.name) is not None
+  ]
+  for p in folders:
+    other = read_manifest(p)
+    if other is not None and other != campaign:
+      raise StoreError(
+        f"the store and the checkpoints belong to different campaigns: {store.path} is campaign"
+        f" {campaign}, {p} names campaign {other}; nothing was deleted; restore the campaign's"
+        " store or use a new workdir"
+      )
 
 
 def remove_checkpoint(path: str | os.PathLike) -> None:
@@ -106,35 +135,37 @@ def collect_garbage(store: Store, top_k: int, ranking=None) -> list[int]:
   between the two steps only leaves unreferenced directories, which
   :func:`remove_strays` removes.
   """
+  campaign = store.get(CAMPAIGN)
   with store.transaction() as db:
     needed = needed_trials(store.trials(), store.population(), top_k, ranking)
     doomed = [t for t in store.collectable() if t.id not in needed]
     store.mark_ckpt_deleted(db, [t.id for t in doomed])
   for t in doomed:
-    path = owned_checkpoint(store, t)
-    if path is None:
-      print(
-        f"PBT: trial {t.id}'s checkpoint {t.ckpt} is not in {store.ckpt_root}; not deleting it",
-        file=sys.stderr,
-        flush=True,
-      )
-    else:
+    path = owned_checkpoint(store, t, campaign)
+    if path is not None:
       remove_checkpoint(path)
+    else:
+      p = Path(t.ckpt) if t.ckpt is not None else None
+      ours = p is not None and p.parent == store.ckpt_root and checkpoint_trial(p.name) == t.id
+      why = f"does not name campaign {campaign}" if ours else f"is not in {store.ckpt_root}"
+      print(f"PBT: trial {t.id}'s checkpoint {t.ckpt} {why}; not deleting it", file=sys.stderr)
   return [t.id for t in doomed]
 
 
 def remove_strays(store: Store) -> None:
   """Delete the folders in the store's ``checkpoints/`` no trial refers to: lost attempts
   and deleted checkpoints left by a crash, of trials the store holds (a running trial's
-  ``trial_<id>_...`` folder is being written and stays). Nothing else is touched."""
+  ``trial_<id>_...`` folder is being written and stays) whose manifest names this campaign.
+  Nothing else is touched."""
   if not store.ckpt_root.is_dir():
     return
-  keep = {p for t in store.live_checkpoints() if (p := owned_checkpoint(store, t))}
+  campaign = store.get(CAMPAIGN)
+  keep = {p for t in store.live_checkpoints() if (p := owned_checkpoint(store, t, campaign))}
   busy = {t.id for t in store.with_status(RUNNING)}
   known = store.trial_ids()
   for p in store.ckpt_root.iterdir():
     trash = p.name.startswith(".trash-trial_")
     tid = checkpoint_trial(p.name)
-    if trash or (tid in known and tid not in busy and p not in keep):
+    if trash or (tid in known and tid not in busy and p not in keep and _ours(store, p, campaign)):
       if p.is_dir():
         shutil.rmtree(p, ignore_errors=True)

@@ -28,6 +28,7 @@ TASK = "task"  # kv key: the named task and timing a joining worker reads
 CONFIG = "config"  # kv key: the campaign's configuration fingerprint
 DRAIN = "drain"  # kv key: true while the campaign's budget is spent: no trial is handed out
 STORE_FILE = "pbt.sqlite"  # the store's file name in a run's workdir
+CAMPAIGN = "campaign_id"  # kv key: the campaign's id, also in every checkpoint's manifest
 CKPT_DIR = "checkpoints"  # the trial checkpoints' folder in a run's workdir
 _CKPT_NAME = re.compile(r"trial_(\d+)_a\d+")
 _TABLES = {"trials", "population", "kv"}

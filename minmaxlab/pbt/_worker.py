@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from minmaxlab.pbt._manifest import read_manifest, write_manifest
 from minmaxlab.pbt._objectives import as_objectives
 from minmaxlab.pbt._store import EPOCH, STORE_FILE, TASK, ControllerGone, Store, Trial
 from minmaxlab.pbt._task import resolve_task, task_spec
@@ -179,10 +180,18 @@ def run_trial(trial: Trial, ckpt_root, init_fn: Callable, train_fn: Callable) ->
   objectives = as_objectives(fitness)
   fitness = objectives[0] if np.ndim(fitness) == 0 else objectives
   path = checkpoint_dir(ckpt_root, trial)
+  campaign = read_manifest(Path(ckpt_root).parent)  # the controller's copy of the store's id
+  if campaign is not None:  # before the state: garbage collection deletes only what names it
+    write_manifest(path, campaign, trial=trial.id)
   CheckpointManager(path, max_to_keep=None).save(
     trial.start_step + trial.steps,
     state,
-    metadata={"trial": trial.id, "fitness": fitness, "hparams": trial.hparams},
+    metadata={
+      "trial": trial.id,
+      "fitness": fitness,
+      "hparams": trial.hparams,
+      "campaign": campaign,
+    },
   )
   return fitness, str(path)
 
