@@ -123,37 +123,9 @@ def test_docstrings_rst_becomes_markdown():
   assert rst.to_markdown("Example:\n  >>> f()\n").startswith("Examples:\n  >>> f()")
 
 
-def _printing_blocks(page: str) -> list[tuple[str, str]]:
-  """Each ```python block of ``docs/<page>`` followed by a plain ``` block: (code, output)."""
-  text = (ROOT / "docs" / page).read_text()
-  block = r"((?:(?!```).)*)"  # the text of one fenced block
-  return re.findall(rf"```python\n{block}```\n\n```\n{block}```", text, re.S)
-
-
-def _printed(code: str, name: str) -> str:
-  import contextlib
-  import io
-
-  out = io.StringIO()
-  with contextlib.redirect_stdout(out):
-    exec(compile(code, name, "exec"), {})
-  return out.getvalue()
-
-
-def test_momentum_example_prints_what_the_guide_says():
-  """docs/game-optimizers.md, "Momentum under rotation": the block runs and prints the output
-  shown under it."""
-  ((code, shown),) = [(c, o) for c, o in _printing_blocks("game-optimizers.md") if "for b1 in" in c]
-  assert _printed(code, "docs/game-optimizers.md") == shown
-
-
-def test_step_size_guide_prints_what_it_says():
-  """docs/step-sizes.md: both examples (the bilinear game, momentum under rotation) run and
-  print the output shown under them."""
-  pairs = _printing_blocks("step-sizes.md")
-  assert len(pairs) == 2
-  for code, shown in pairs:
-    assert _printed(code, "docs/step-sizes.md") == shown
+# The guides' Python blocks (docs/game-optimizers.md's momentum example, docs/step-sizes.md's two)
+# run and print what the pages show: tests/test_doc_snippets.py runs every block of README.md
+# and docs/.
 
 
 # a CPU model, a percentage, a size, a millisecond, a speed-up or a rate: measurements, which live
