@@ -175,7 +175,7 @@ def train(
   try:
     g, row = _generations(run, state, start, row, writer, bar, on_log, seconds)
   finally:
-    run.files.close(lambda rows: [k for k in _CURVES if any(k in r for r in rows)])
+    run.files.close(lambda rows: [k for k in _CURVES if any(k in r for r in rows)], CURVE_TITLES)
   run.backend.barrier()
   if not run.writes:
     return row
@@ -370,12 +370,30 @@ def _evaluate_and_save(run: _Run, host, generation: int, row: dict, writer) -> N
   writer.image(generation, "samples/mixture", png)
 
 
-# The curves of metrics.png (those the run logged).
-_CURVES = tuple(
-  """best_score mixture_score g_loss d_loss g_fitness d_fitness lr_g lr_d mixture_accepted
-  mixture/modes_covered mixture/high_quality_rate mixture/mode_kl mixture/fid mixture/class_tvd
-  mixture/inception_score grid/modes_covered lineages net_weights_dist/g seconds""".split()
-)
+# The curves of metrics.png (those the run logged), each titled in words with its direction.
+_NO_DIRECTION = "no better direction in a game"
+CURVE_TITLES = {
+  "best_score": "best cell's mixture score (lower is better)",
+  "mixture_score": "mixture score, mean over cells (lower is better)",
+  "g_loss": f"generator loss ({_NO_DIRECTION})",
+  "d_loss": f"discriminator loss ({_NO_DIRECTION})",
+  "g_fitness": "generator fitness, a loss (lower is better)",
+  "d_fitness": "discriminator fitness, a loss (lower is better)",
+  "lr_g": "generator learning rate (mutated; no direction)",
+  "lr_d": "discriminator learning rate (mutated; no direction)",
+  "mixture_accepted": "mixture ES steps accepted (no direction)",
+  "mixture/modes_covered": "modes covered by the best mixture, of 8 (higher is better)",
+  "mixture/high_quality_rate": "high-quality share of its samples (higher is better)",
+  "mixture/mode_kl": "KL of its modes from uniform (lower is better)",
+  "mixture/fid": "classifier-FID of the best mixture (lower is better)",
+  "mixture/class_tvd": "class TVD of the best mixture (lower is better)",
+  "mixture/inception_score": "inception score of the best mixture (higher is better)",
+  "grid/modes_covered": "modes covered by all cells pooled (higher is better)",
+  "lineages": "distinct generator lineages (more: more diverse)",
+  "net_weights_dist/g": "distance between generators' weights (more: more diverse)",
+  "seconds": "seconds per generation (lower is faster)",
+}
+_CURVES = tuple(CURVE_TITLES)
 
 
 def end_products(config) -> list[str]:

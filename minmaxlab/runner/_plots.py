@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -69,9 +69,12 @@ def save_metric_curves(
   keys: Sequence[str] | None = None,
   ncols: int = 3,
   step_key: str | None = None,
+  titles: Mapping[str, str] | None = None,
 ) -> list[str]:
   """Plot every numeric metric (or ``keys``) of JSONL ``rows`` against their counter:
-  ``step_key``, by default ``"generation"`` when the rows have it, else ``"step"``.
+  ``step_key``, by default ``"generation"`` when the rows have it, else ``"step"``. Each
+  panel is titled ``titles[key]`` where given (e.g. the metric in words and which direction
+  is better), else by the key.
 
   Returns:
     The keys that were plotted (one panel each).
@@ -102,7 +105,7 @@ def save_metric_curves(
     if pts:
       st, v = zip(*pts)
       ax.plot(st, v, marker="." if len(pts) < 30 else None)
-    ax.set_title(k, fontsize=9)
+    ax.set_title((titles or {}).get(k, k), fontsize=9)
     ax.set_xlabel(step_key, fontsize=8)
     ax.tick_params(labelsize=7)
   fig.tight_layout()

@@ -11,7 +11,7 @@ What a step computes stays in the trainer; only the files are here.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -167,10 +167,15 @@ class TrainingRun:
     if self.writes:
       self.ckpt.save(step, state)
 
-  def close(self, curves: Sequence[str] | Callable[[list[dict]], Sequence[str]] | None = None):
+  def close(
+    self,
+    curves: Sequence[str] | Callable[[list[dict]], Sequence[str]] | None = None,
+    titles: Mapping[str, str] | None = None,
+  ):
     """Close the progress bar and the writer and draw ``metrics.png`` from every row
     written (``curves``: its keys, or a function of the rows giving them; ``None``: every
-    numeric metric). Call it in a ``finally``: the curves are drawn after an error too."""
+    numeric metric; ``titles``: panel titles by key). Call it in a ``finally``: the curves
+    are drawn after an error too."""
     if self.bar is not None:
       self.bar.close()
     rows: list[dict] = []
@@ -180,7 +185,7 @@ class TrainingRun:
     fault_point("finish:figures")
     if rows:
       keys = curves(rows) if callable(curves) else curves
-      save_metric_curves(self.workdir / "metrics.png", rows, keys)
+      save_metric_curves(self.workdir / "metrics.png", rows, keys, titles=titles)
 
   def finish(
     self, summary: dict, products: Sequence[str], *, mark: bool = True, indent: int | None = 2
