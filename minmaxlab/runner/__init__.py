@@ -9,6 +9,7 @@ loop uses them (:class:`TrainingRun`) and the workdir lock. The library itself n
 touches disk except through this package.
 """
 
+from minmaxlab.runner._cache_folder import compilation_cache_dir, enable_compilation_cache
 from minmaxlab.runner._checkpoint import CheckpointManager
 from minmaxlab.runner._compile_cache import program_cache
 from minmaxlab.runner._finish import (
@@ -22,9 +23,7 @@ from minmaxlab.runner._finish import (
 )
 from minmaxlab.runner._host import cpu_has_avx512, cpu_model
 from minmaxlab.runner._lifecycle import (
-  compilation_cache_dir,
   config_changes,
-  enable_compilation_cache,
   exit_on_interrupt,
   finished_run,
   interrupted_line,

@@ -26,46 +26,10 @@ from typing import TextIO
 
 import jax
 
+from minmaxlab.runner._cache_folder import enable_compilation_cache
 from minmaxlab.runner._finish import FINISHED, checkpoint_steps, is_finished
 
-CACHE_ENV = "MINMAXLAB_CACHE_DIR"  # the compilation cache folder ("off": none)
 RERUN_ENV = "MINMAXLAB_RERUN"  # the command a user typed (set by dev.py)
-
-
-def default_cache_root() -> Path:
-  """``$MINMAXLAB_CACHE`` or ``~/.cache/minmaxlab`` (shared with the classifier cache)."""
-  root = os.environ.get("MINMAXLAB_CACHE")
-  return Path(root) if root else Path.home() / ".cache" / "minmaxlab"
-
-
-def compilation_cache_dir() -> Path | None:
-  """Where compiled programs are cached: ``$MINMAXLAB_CACHE_DIR`` if set (``off``/``0``/empty:
-  no cache), else ``<default_cache_root()>/jax``."""
-  value = os.environ.get(CACHE_ENV)
-  if value is None:
-    return default_cache_root() / "jax"
-  if value.strip().lower() in ("", "0", "off", "none", "false"):
-    return None
-  return Path(value).expanduser()
-
-
-def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path | None:
-  """Turn on JAX's persistent compilation cache in ``directory`` (default
-  :func:`compilation_cache_dir`); returns the folder, or ``None`` when disabled.
-
-  Every program that takes more than 0.1 s to compile is stored, keyed by its HLO,
-  the JAX/XLA versions and the device, so any later process (a rerun, a resumed run, a
-  run with another seed or length) loads it in milliseconds. Call it before the first
-  compilation.
-  """
-  path = Path(directory).expanduser() if directory is not None else compilation_cache_dir()
-  if path is None:
-    return None
-  path.mkdir(parents=True, exist_ok=True)
-  jax.config.update("jax_compilation_cache_dir", os.fspath(path))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
-  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-  return path
 
 
 def _program_name(name: str) -> str:

@@ -11,7 +11,14 @@ tracing anything.
 JAX serializes an executable as a pickle, and unpickling runs code: a file is read only
 when its SHA-256 matches the one recorded in ``index.json`` next to it when this library
 wrote it; any other file (planted, damaged, from an older version) is deleted and the
-program compiled again.
+program compiled again. The folder is trusted as ssh trusts its keys (``_private_files``):
+created 0700, its files 0600, and read only when it and they are owned by this user and
+writable by no one else; anything else in it (a FIFO, a link, a read-only folder, a stale
+file) costs one line and a compile, never a crash or a hang.
+
+A program with effects (an MPI collective's ordered token, a host callback) is never stored:
+it runs through its jit, as JAX's fast path for an ahead-of-time compiled program leaves the
+token out (``Execution supplied 25 arguments but compiled program expected 26``).
 """
 
 from __future__ import annotations
@@ -31,6 +38,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import jax
+
+from minmaxlab.runner._private_files import (
+  folder_problem,
+  make_private_folder,
+  open_lock_file,
+  read_private,
+  write_private,
+)
 
 INDEX = "index.json"  # program file name -> SHA-256 of the file this library wrote
 # Files kept per program name (older ones, e.g. from edited source code, are deleted).
@@ -93,6 +108,7 @@ def program_digest(name: str, key: Any, sources: Iterable[str | os.PathLike], ar
     "versions": _versions(),
     "flags": {f: str(getattr(jax.config, f, None)) for f in _JAX_FLAGS},
     "xla_flags": os.environ.get("XLA_FLAGS", ""),
+    "backend": jax.default_backend(),
     "devices": [devices[0].platform, devices[0].device_kind, len(devices), jax.process_count()],
     "args": _arg_types(args),
   }
@@ -104,9 +120,10 @@ class UnrecordedProgram(RuntimeError):
 
 
 def recorded_digests(directory: Path) -> dict[str, str]:
-  """The index of ``directory``: program file name -> SHA-256 (empty if missing or damaged)."""
+  """The index of ``directory``: program file name -> SHA-256 (empty if missing, damaged, not
+  a regular file or writable by others)."""
   try:
-    index = json.loads((directory / INDEX).read_text())
+    index = json.loads(read_private(directory / INDEX))
   except (OSError, ValueError):
     return {}
   return index if isinstance(index, dict) else {}
@@ -115,9 +132,12 @@ def recorded_digests(directory: Path) -> dict[str, str]:
 @contextmanager
 def _locked(directory: Path) -> Iterator[None]:
   """An exclusive lock on ``directory``'s index (processes storing programs at once)."""
-  with open(directory / f"{INDEX}.lock", "a") as f:
-    fcntl.flock(f, fcntl.LOCK_EX)
+  fd = open_lock_file(directory / f"{INDEX}.lock")
+  try:
+    fcntl.flock(fd, fcntl.LOCK_EX)
     yield
+  finally:
+    os.close(fd)
 
 
 def _write_index(directory: Path, changes: Mapping[str, str | None]) -> None:
@@ -125,15 +145,13 @@ def _write_index(directory: Path, changes: Mapping[str, str | None]) -> None:
   Entries of files no longer there are dropped."""
   index = {**recorded_digests(directory), **changes}
   index = {k: v for k, v in index.items() if v is not None and (directory / k).exists()}
-  tmp = directory / f"{INDEX}.{os.getpid()}.tmp"
-  tmp.write_text(json.dumps(index, indent=0, sort_keys=True))
-  os.replace(tmp, directory / INDEX)
+  write_private(directory / INDEX, json.dumps(index, indent=0, sort_keys=True).encode())
 
 
 def read_recorded(path: Path) -> bytes:
   """The bytes of ``path`` if their SHA-256 is the one recorded in the index, else
   :class:`UnrecordedProgram` (nothing of the file is interpreted)."""
-  data = path.read_bytes()
+  data = read_private(path)  # a regular file of this user's, writable by no one else
   if recorded_digests(path.parent).get(path.name) != hashlib.sha256(data).hexdigest():
     raise UnrecordedProgram(f"not written by this library here (no matching digest in {INDEX})")
   return data
@@ -180,8 +198,10 @@ class StoredProgram:
     self.compiled = None  # the executable, after the first call
     self.how: str | None = None  # "loaded" | "stored" | "compiled" (not stored) | "jit"
     self.path: Path | None = None
+    self.warned = False  # a line about this program's file was written
 
   def _say(self, text: str) -> None:
+    self.warned = True
     stream = self.stream if self.stream is not None else sys.stderr
     stream.write(text + "\n")
     stream.flush()
@@ -203,55 +223,83 @@ class StoredProgram:
     payload, in_tree, out_tree = serialize_executable.serialize(compiled)
     device_ids = _device_ids(compiled)
     data = pickle.dumps((payload, in_tree, out_tree, device_ids), pickle.HIGHEST_PROTOCOL)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
+    make_private_folder(path.parent)
     with _locked(path.parent):
-      os.replace(tmp, path)
+      write_private(path, data)
       olds = sorted(
         (p for p in path.parent.glob(f"{self.name}-*.exe") if p != path),
-        key=lambda p: p.stat().st_mtime,
+        key=lambda p: p.lstat().st_mtime,
       )
       for p in olds[: max(0, len(olds) - (KEEP_PER_NAME - 1))]:
         p.unlink(missing_ok=True)
       _write_index(path.parent, {path.name: hashlib.sha256(data).hexdigest()})
 
-  def _first(self, args):
-    global _HITS
+  def _folder(self) -> Path | None:
+    """The folder of this program's file, ``None`` when there is none or it is untrusted."""
     if self.directory is None:  # next to JAX's persistent compilation cache, if it is on
       cache = jax.config.jax_compilation_cache_dir
       if not cache:
-        self.compiled, self.how = self.jitted, "jit"
-        return self.jitted(*args)
+        return None
       self.directory = Path(cache) / "programs"
-    digest = program_digest(self.name, self.key, self.sources, args)
-    self.path = path = self.directory / f"{self.name}-{digest[:32]}.exe"
-    if path.exists():
+    problem = folder_problem(self.directory)
+    if problem is not None:
+      self._say(
+        f"warning: stored programs in {self.directory} not used: it is {problem};"
+        " compiling (chmod go-w it, or another MINMAXLAB_CACHE_DIR, to use them)"
+      )
+      return None
+    return self.directory
+
+  def _try_load(self, path: Path, args) -> tuple | None:
+    """``(outputs,)`` of the stored executable at ``path`` called on ``args``, or ``None``
+    (one line said, the file deleted where it can be) when it cannot be used."""
+    try:
+      t0 = time.perf_counter()
+      compiled = self._load(path)
+      seconds = time.perf_counter() - t0
+      out = jax.block_until_ready(compiled(*args))  # a failing executable fails here
+    except Exception as e:  # a stale, damaged or planted file: compile instead, never crash
+      self._say(
+        f"stored program {path.name} unusable ({type(e).__name__}: {str(e)[:120]}); compiling it"
+      )
       try:
-        t0 = time.perf_counter()
-        compiled = self._load(path)
-        seconds = time.perf_counter() - t0
-        out = jax.block_until_ready(compiled(*args))  # a failing executable fails here
-        self.compiled, self.how = compiled, "loaded"
-        if seconds >= 0.5:
-          self._say(f"loaded {self.name} (stored, not traced) in {seconds:.2f} s")
-        return out
-      except Exception as e:  # a stale or damaged file: compile instead, never crash
-        self._say(
-          f"stored program {path.name} unusable ({type(e).__name__}: {str(e)[:120]}); compiling it"
-        )
         path.unlink(missing_ok=True)
+      except OSError:  # a read-only folder: the file stays, the next run says so again
+        pass
+      return None
+    self.compiled, self.how = compiled, "loaded"
+    if seconds >= 0.5:
+      self._say(f"loaded {self.name} (stored, not traced) in {seconds:.2f} s")
+    return (out,)
+
+  def _first(self, args):
+    global _HITS
+    directory = self._folder()
+    if directory is None:
+      self.compiled, self.how = self.jitted, "jit"
+      return self.jitted(*args)
+    digest = program_digest(self.name, self.key, self.sources, args)
+    self.path = path = directory / f"{self.name}-{digest[:32]}.exe"
+    if os.path.lexists(path):
+      loaded = self._try_load(path, args)
+      if loaded is not None:
+        return loaded[0]
+    traced = self.jitted.trace(*args)
+    if traced.jaxpr.effects:  # e.g. an MPI collective's token, which the AOT call drops
+      self.compiled, self.how = self.jitted, "jit"
+      return self.jitted(*args)
     if _HITS is None:
       _HITS = _CacheHits()
     hits = _HITS.count()
-    compiled = self.jitted.lower(*args).compile()
+    compiled = traced.lower().compile()
     self.compiled, self.how = compiled, "compiled"
     if _HITS.count() == hits:  # compiled here, not loaded from the persistent cache
       try:
         self._store(compiled, path)
         self.how = "stored"
-      except Exception as e:  # e.g. a read-only cache folder: run without storing
-        self._say(f"could not store {self.name} ({type(e).__name__}: {str(e)[:120]})")
+      except Exception as e:  # e.g. a read-only folder: run without storing
+        if not self.warned:  # one line per program at most
+          self._say(f"could not store {self.name} ({type(e).__name__}: {str(e)[:120]})")
     return compiled(*args)
 
   def __call__(self, *args):
