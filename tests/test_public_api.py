@@ -79,7 +79,7 @@ PINS = {
   """,
   "distributed": """
     Backend BlockExchange MPIExchange MeshExchange check_grid_fits grid_mesh grid_shardings
-    compiler_options initialize make_backend mpi_blocks
+    compiler_options initialize make_backend mpi_blocks placement
     shard_grid sharded_step
   """,
   "pbt": """
