@@ -13,7 +13,7 @@ MPI ranks (``mpi4jax``). The algorithm is the same code on every backend and
 the results equal the single-device run.
 """
 
-from minmaxlab.distributed._backend import Backend, compiler_options, make_backend
+from minmaxlab.distributed._backend import Backend, compiler_options, make_backend, placement
 from minmaxlab.distributed._blocks import BlockExchange
 from minmaxlab.distributed._init import initialize
 from minmaxlab.distributed._mesh import (
@@ -38,6 +38,7 @@ __all__ = [
   "initialize",
   "make_backend",
   "mpi_blocks",
+  "placement",
   "shard_grid",
   "sharded_step",
 ]

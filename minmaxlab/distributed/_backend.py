@@ -9,6 +9,7 @@ placement and moves whole-grid pytrees (checkpoints, pictures) to and from it.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -118,12 +119,58 @@ class Backend:
     step = sharded_step(coevolution, self.mesh, abstract, opts, donate=self.donate)
     return init, step
 
+  @property
+  def devices(self) -> int:
+    """Devices running the grid: the mesh's, one per MPI rank, else one."""
+    if self.mesh is not None:
+      return int(self.mesh.devices.size)
+    return self.processes if self.name == "mpi" else 1
+
+  def where(self) -> str:
+    """Where the grid runs, for a run's first line, e.g. ``backend mesh: 4 cpu devices, 1
+    process`` or ``backend mpi: 2 NVIDIA H100 80GB HBM3 devices (gpu), 2 ranks``."""
+    return placement(
+      self.name, self.devices, self.processes, "rank" if self.name == "mpi" else "process"
+    )
+
   def put_data(self, data: Any) -> Any:
     """The step's ``data`` placed for this backend (replicated over a mesh)."""
     if self.mesh is None:
       return data
     replicated = NamedSharding(self.mesh, P())
     return jax.tree.map(lambda x: _from_callback(x, replicated), data)
+
+
+def placement(backend: str, devices: int, processes: int, unit: str = "process") -> str:
+  """``backend <backend>: <devices> <kind> device(s) [(<platform>)], <processes> <unit>(s)``:
+  the device kind of this process's first device, its platform when the kind does not
+  name it (``cpu`` does)."""
+  kind, platform = jax.devices()[0].device_kind, jax.default_backend()
+  what = kind if kind.lower() == platform.lower() else f"{kind} ({platform})"
+  plural = {"process": "processes"}.get(unit, unit + "s")
+  return (
+    f"backend {backend}: {devices} {what} device{'' if devices == 1 else 's'},"
+    f" {processes} {unit if processes == 1 else plural}"
+  )
+
+
+def _warn_if_alone(backend: Backend) -> None:
+  """One line on stderr when a distributed backend found one device or one rank: the run
+  goes on as ``single`` would, and says so."""
+  if backend.name == "single" or backend.devices > 1 or not backend.writer:
+    return
+  if backend.name == "mesh":
+    how = "for several CPU devices set JAX_NUM_CPU_DEVICES=N (or run on several GPUs)"
+    found = "1 device"
+  else:
+    how = "start it with mpirun -n N (N ranks dividing the grid's rows or columns)"
+    found = "1 rank"
+  print(
+    f"warning: backend {backend.name} found {found}: the grid runs on one device, as with"
+    f" backend single; {how}",
+    file=sys.stderr,
+    flush=True,
+  )
 
 
 def _from_callback(x, sharding):
@@ -157,6 +204,9 @@ def make_backend(
       :meth:`Backend.jit` compiles (:func:`compiler_options`).
     donate: :attr:`Backend.donate` (the step donates its input state).
 
+  A ``mesh`` that finds one device, or ``mpi`` with one rank (a run not started by
+  ``mpirun``), runs as ``single`` would after one warning line on stderr.
+
   Raises:
     ValueError: before any work, when the grid cannot be split over the devices
       or ranks, or for an unknown name or compile mode.
@@ -172,7 +222,9 @@ def make_backend(
     backend = _mpi_backend(config, mpi_blocks, opts)
   else:
     raise ValueError(f"backend must be one of {BACKENDS}, got {name!r}")
-  return dataclasses.replace(backend, donate=bool(donate))
+  backend = dataclasses.replace(backend, donate=bool(donate))
+  _warn_if_alone(backend)
+  return backend
 
 
 def _single_backend(config: CoevolutionConfig, opts) -> Backend:
