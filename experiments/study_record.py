@@ -57,6 +57,7 @@ STUDIES = (
     "The 8-Gaussian ring",
     f"{_COEV}/README.md",
     (
+      Version("v3", f"{_COEV}/protocols/ring.v3.json", None),
       Version("v2", f"{_COEV}/protocols/ring.v2.json", "ring_v2"),
       Version("v1", f"{_COEV}/protocols/ring.v1.json", "ring_v1"),
       Version("v0", None, "ring_issue18_main"),

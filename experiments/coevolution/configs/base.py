@@ -51,6 +51,14 @@ def get_config() -> ml_collections.ConfigDict:
   # both from one forward pass) or "lipizzaner" (the generator steps, then the discriminator
   # against the updated generator with fresh fakes: Lipizzaner's trainer).
   c.schedule = "simultaneous"
+  # Lipizzaner's behaviours as its code runs them (issue 45, tests/parity): schedule
+  # "reference" (as "lipizzaner", one opponent per batch for the whole population);
+  # d_phase "first" (with d_every > 1 the discriminator on batches 0, k, 2k, ...);
+  # neighbourhood_layout "transposed" (its _adjacent_cells); cell_seeds "shared" (its
+  # get_heuristic_seed: every cell one seed).
+  c.d_phase = "last"
+  c.neighbourhood_layout = "rows"
+  c.cell_seeds = "per_cell"
   # A minmaxlab.gan.losses name (not wgan_gp), "mustangs" or "wgan" (Lipizzaner's WGAN trainer:
   # Wasserstein critic, RMSprop instead of Adam, the critic clipped to [-wgan_clip, wgan_clip];
   # Lipizzaner: --config.loss=wgan --config.n_critic=5 --config.lookahead=False).
