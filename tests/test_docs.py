@@ -146,3 +146,64 @@ def test_docstrings_hold_no_measurements():
         doc = ast.get_docstring(node) or ""
         found += [f"{path.relative_to(ROOT)}: {m.group(0)!r}" for m in _MEASUREMENT.finditer(doc)]
   assert not found, f"measurements in docstrings (move them to docs/benchmarks.md): {found}"
+
+
+def test_site_loads_nothing_from_other_servers(site):
+  """No CDN: no script, stylesheet or font from another server (MathJax is not loaded, the
+  theme uses the system's fonts); notebook pages import mermaid only for a mermaid diagram,
+  and they have none."""
+  external = re.compile(r"""<(?:script|link)[^>]*(?:src|href)=["']https?://""")
+  for page in site.rglob("*.html"):
+    html = page.read_text()
+    assert not external.search(html), page
+    assert "fonts.googleapis" not in html and "unpkg.com" not in html, page
+    assert 'class="jp-Mermaid' not in html, page  # the only use of its CDN import
+
+
+def test_api_reference_opens_with_the_entry_points():
+  """docs/api/minmaxlab.md: grouped by role, the game step first and the states last."""
+  text = (ROOT / "docs" / "api" / "minmaxlab.md").read_text()
+  heads = re.findall(r"^## (.+)$", text, re.M)
+  assert heads[:3] == ["Game step", "Optimizers", "Wrappers"] and "Optimizer states" in heads
+  directives = re.findall(r"^::: minmaxlab\.(\w+)$", text, re.M)
+  assert directives[0] == "game_step" and len(directives) == len(set(directives))
+  assert directives.index("lookahead_minmax") < directives.index("LookaheadMinmaxState")
+
+
+def test_prose_of_the_docs_cites_no_issue_numbers():
+  """Pages are for users: no issue numbers outside the blocks generated from the studies'
+  JSON (<!-- results:... --> blocks)."""
+  found = []
+  for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    prose = re.sub(
+      r"<!-- results:(\S+) -->.*?<!-- /results:\1 -->", "", page.read_text(), flags=re.S
+    )
+    found += [f"{page.name}: {m.group(0)}" for m in re.finditer(r"\b[Ii]ssues? \d+|#\d+\b", prose)]
+  assert not found, found
+
+
+def test_links_outside_the_docs_without_a_repository_address(tmp_path):
+  """mkdocs.yml has no repo_url: a link to a repository file becomes its path as text, an
+  image is shown from a copy in the site."""
+  import importlib.util as util
+  from types import SimpleNamespace
+
+  spec = util.spec_from_file_location("_hooks", ROOT / "docs" / "_hooks.py")
+  if util.find_spec("mkdocs") is None:
+    pytest.skip("mkdocs is not installed (pip install -e '.[docs]')")
+  hooks = util.module_from_spec(spec)
+  spec.loader.exec_module(hooks)
+  page = SimpleNamespace(file=SimpleNamespace(src_uri="coevolution.md"))
+  config = {"docs_dir": str(ROOT / "docs"), "repo_url": None}
+  md = (
+    "[`experiments/gan/README.md`](../experiments/gan/README.md), [the README](../README.md),\n"
+    "![fig](../experiments/coevolution/figures/ring8_grid_vs_single_s0.png)"
+  )
+  out = hooks.on_page_markdown(md, page, config, None)
+  assert out.splitlines() == [
+    "`experiments/gan/README.md`, the README (`README.md`),",
+    "![fig](experiments/coevolution/figures/ring8_grid_vs_single_s0.png)",
+  ]
+  assert "experiments/coevolution/figures/ring8_grid_vs_single_s0.png" in hooks._outside_images(
+    ROOT / "docs", ROOT
+  )
