@@ -114,7 +114,11 @@ def slow_ema(inner: optax.GradientTransformation, decay: float = 0.9999):
 
   ``inner`` must contain a :func:`lookahead_minmax`; at each of its syncs
   :math:`\bar z \leftarrow \beta \bar z + (1-\beta)\tilde z` with the new slow
-  weights :math:`\tilde z` (the reference code's ``G_ema_slow``).
+  weights :math:`\tilde z` (the reference code's ``G_ema_slow``: with ``decay=0.9999``
+  around ``lookahead_minmax(..., slow_init="lazy")`` it matches the output of
+  ``lagan/trainer.py``, tests/parity/test_lagan_golden.py). A decay of ``b**k``
+  averages over the same number of STEPS as an ``ema`` of decay ``b``; the
+  reference's 0.9999 per sync averages over 1e4 syncs.
 
   Args:
     inner: a transform containing a lookahead.

@@ -7,6 +7,7 @@ from typing import Any, NamedTuple
 import jax
 import optax
 
+from minmaxlab.games import Players
 from minmaxlab.transforms._common import (
   FieldFn,
   as_transform,
@@ -27,15 +28,26 @@ class ExtragradientState(NamedTuple):
       (``optax.EmptyState()`` when ``shared_state=True``).
     update_state: inner state of the update step (the only inner state, used by
       both steps in turn, when ``shared_state=True``).
+    last_iterate: the params this scheme produced at its last step (``params +
+      update``), which the next extrapolation starts from with
+      ``extrapolate_from="last_iterate"``; ``None`` otherwise.
   """
 
   count: jax.Array
   extrapolation_state: Any
   update_state: Any
+  last_iterate: Any = None
+
+
+UPDATE_POINTS = ("extrapolated", "opponent_extrapolated")
+EXTRAPOLATE_FROM = ("params", "last_iterate")
 
 
 def extragradient(
-  inner: optax.GradientTransformation, shared_state: bool = False
+  inner: optax.GradientTransformation,
+  shared_state: bool = False,
+  update_point: str = "extrapolated",
+  extrapolate_from: str = "params",
 ) -> optax.GradientTransformationExtraArgs:
   r"""Extragradient: extrapolate both players, then update from the start point.
 
@@ -61,15 +73,31 @@ def extragradient(
   moments persist separately); ``shared_state=True`` uses one state advanced
   by both steps in turn (as in the reference bilinear notebooks).
 
-  Note: the reference GAN trainer takes each player's update gradient at its
-  own current point and the opponent's extrapolated point; this equals the
-  rule above whenever a player's gradient does not depend on its own
-  parameters (bilinear games), not in general.
+  ``update_point="opponent_extrapolated"`` is the reference GAN code's rule
+  (``lagan/trainer.py`` and the MNIST notebook of LAGAN-Lookahead_Minimax): each
+  player's update field is taken at its OWN current point and the opponent's
+  extrapolated point, :math:`x_{t+1} = x_t + T_u(v_{\min}(x_t, y_{t+1/2}))`,
+  :math:`y_{t+1} = y_t + T_u(v_{\max}(x_{t+1/2}, y_t))` (two evaluations of
+  ``vector_field(., 1)``, one per player's half; under ``jit`` XLA drops the
+  unused halves). It equals the textbook rule whenever a player's field does not
+  depend on its own parameters (bilinear games), not in general (GANs);
+  ``tests/parity/test_lagan_golden.py`` checks it against the reference's output.
 
   Args:
     inner: the optax transform of both steps (a ``per_player`` for different
       transforms per player).
     shared_state: share one inner state between extrapolation and update.
+    update_point: ``"extrapolated"`` (textbook EG: the update's field at
+      :math:`z_{t+1/2}`) or ``"opponent_extrapolated"`` (the reference GAN code's).
+    extrapolate_from: ``"params"`` (the extrapolation starts from :math:`z_t`) or
+      ``"last_iterate"``: from the iterate this scheme itself produced at its last
+      step, which differs from the params only where an outer transform moved them
+      (a Lookahead sync). This reproduces the reference MNIST notebook's
+      LA-ExtraGrad, which copies its weights into the extrapolation networks
+      BEFORE the Lookahead sync: on the step after a sync each player extrapolates
+      from its pre-sync fast weights :math:`a`, with the field at its own
+      :math:`a` and the opponent's current params (two more field evaluations per
+      step, ``vector_field(., 0)``), while the update starts from the synced params.
 
   Returns:
     An ``optax.GradientTransformationExtraArgs``; ``update`` requires
@@ -81,29 +109,73 @@ def extragradient(
     https://arxiv.org/abs/1802.10551
   """
   inner = as_transform(inner)
-  shared_state = bool(shared_state)
+  config = _config(shared_state, update_point, extrapolate_from)
 
   def init_fn(params):
     params = require_params(params, "extragradient")
     update_state = inner.init(params)
-    extrapolation_state = optax.EmptyState() if shared_state else inner.init(params)
-    return ExtragradientState(zeros_count(), extrapolation_state, update_state)
+    extrapolation_state = optax.EmptyState() if config.shared_state else inner.init(params)
+    last = params if config.from_last else None
+    return ExtragradientState(zeros_count(), extrapolation_state, update_state, last)
 
   def update_fn(updates, state, params=None, *, vector_field=None, **extra_args):
-    updates = check_updates(updates, "extragradient")
-    params = require_params(params, "extragradient")
-    vector_field = require_vector_field(vector_field, "extragradient")
-    check_first_field(updates, vector_field, "extragradient")
-    extra = dict(extra_args, vector_field=FieldFn(vector_field.fn))
-    ex_state = state.update_state if shared_state else state.extrapolation_state
-    u_half, ex_state = inner.update(updates, ex_state, params, **extra)
-    half = optax.apply_updates(params, u_half)
-    up_state = ex_state if shared_state else state.update_state
-    u, up_state = inner.update(vector_field(half, 1), up_state, params, **extra)
-    return u, ExtragradientState(
-      optax.safe_int32_increment(state.count),
-      optax.EmptyState() if shared_state else ex_state,
-      up_state,
-    )
+    return _update(inner, config, updates, state, params, vector_field, extra_args)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
+
+
+class _Config(NamedTuple):
+  shared_state: bool
+  update_point: str
+  from_last: bool
+
+
+def _config(shared_state, update_point, extrapolate_from) -> _Config:
+  if update_point not in UPDATE_POINTS:
+    raise ValueError(f"update_point must be one of {UPDATE_POINTS}, got {update_point!r}")
+  if extrapolate_from not in EXTRAPOLATE_FROM:
+    raise ValueError(
+      f"extrapolate_from must be one of {EXTRAPOLATE_FROM}, got {extrapolate_from!r}"
+    )
+  return _Config(bool(shared_state), update_point, extrapolate_from == "last_iterate")
+
+
+def _update(inner, config, updates, state, params, vector_field, extra_args):
+  """One EG step: the extrapolation, then the update from ``params``."""
+  updates = check_updates(updates, "extragradient")
+  params = require_params(params, "extragradient")
+  vector_field = require_vector_field(vector_field, "extragradient")
+  check_first_field(updates, vector_field, "extragradient")
+  extra = dict(extra_args, vector_field=FieldFn(vector_field.fn))
+  shared = config.shared_state
+  ex_state = state.update_state if shared else state.extrapolation_state
+  start, first = params, updates
+  if config.from_last:
+    start = state.last_iterate
+    first = _mixed_field(vector_field, start, params, 0)
+  u_half, ex_state = inner.update(first, ex_state, start, **extra)
+  half = optax.apply_updates(start, u_half)
+  up_state = ex_state if shared else state.update_state
+  field = _update_field(vector_field, params, half, config.update_point)
+  u, up_state = inner.update(field, up_state, params, **extra)
+  return u, ExtragradientState(
+    optax.safe_int32_increment(state.count),
+    optax.EmptyState() if shared else ex_state,
+    up_state,
+    optax.apply_updates(params, u) if config.from_last else None,
+  )
+
+
+def _update_field(vector_field, params, half, update_point):
+  """The field of the update step: at the extrapolated point, or (the reference GAN code)
+  each player's half at its own current point and the opponent's extrapolated one."""
+  if update_point == "extrapolated":
+    return vector_field(half, 1)
+  return _mixed_field(vector_field, params, half, 1)
+
+
+def _mixed_field(vector_field, own, opponent, i):
+  """Each player's half of the field at its ``own`` point and the ``opponent``'s point."""
+  v_min = vector_field(Players(own.min, opponent.max), i).min
+  v_max = vector_field(Players(opponent.min, own.max), i).max
+  return Players(v_min, v_max)
