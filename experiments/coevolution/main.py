@@ -95,8 +95,8 @@ def main(argv):
   train.check_config(config)  # a bad value, or a grid too large here: before anything is written
   if _is_rank_zero() and jax.process_index() == 0:  # the process that writes the workdir
     runner.lock_workdir(workdir)  # one process per workdir: a second run stops in one line
-  if run.status != "finished" and _is_rank_zero():  # a valid config: say what will run
-    print(header(config, workdir), flush=True)
+  if run.status != "finished" and _is_rank_zero():  # a valid config: say what will run, where
+    print(header(config, workdir, train.programs(config).backend.where()), flush=True)
   # The main job is finished (runner.finish) after its baseline and comparison, below.
   resume = _RESUME.value or run.resume
   row = train.train(config, workdir, resume=resume, on_log=run.on_log, finish=False)

@@ -19,8 +19,9 @@ def check_loop(config) -> None:
       raise ValueError(f"config.{name} must be an integer >= 1, got {config[name]!r}")
 
 
-def header(config, workdir) -> str:
-  """The first line of a run: what it will do and where."""
+def header(config, workdir, where: str | None = None) -> str:
+  """The first line of a run: what it will do and where (``where``: the backend's devices and
+  processes, :meth:`minmaxlab.distributed.Backend.where`, in brackets)."""
   cells = config.rows * config.cols
   scheme = "Lookahead-minmax over Adam" if config.get("lookahead", False) else "Adam"
   text = (
@@ -30,6 +31,8 @@ def header(config, workdir) -> str:
   )
   if config.get("baseline", False) and cells > 1:
     text += ", then one GAN with the grid's total steps to compare"
+  if where:
+    text += f" [{where}]"
   return f"{text} -> {workdir}"
 
 

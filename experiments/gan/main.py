@@ -42,15 +42,17 @@ MAY_CHANGE = (
 )
 
 
-def header(config, workdir) -> str:
-  """The first line of a run: what it will do and where."""
+def header(config, workdir, where: str | None = None) -> str:
+  """The first line of a run: what it will do and where (``where``: its device and process,
+  :func:`minmaxlab.distributed.placement`, in brackets)."""
   scheme = config.scheme
   if config.get("lookahead", False):
     k, alpha = config.sync_period, config.slow_step_size
     scheme = f"Lookahead-minmax (k={k}, alpha={alpha}) over {scheme}"
+  where = f" [{where}]" if where else ""
   return (
     f"gan: a {config.architecture} GAN on {config.dataset}, {scheme} with Adam, loss "
-    f"{config.loss}, {config.num_steps} steps -> {workdir}"
+    f"{config.loss}, {config.num_steps} steps{where} -> {workdir}"
   )
 
 
@@ -65,7 +67,9 @@ def main(argv):
   runner.lock_workdir(workdir)  # one process per workdir: a second run stops in one line
   run = runner.start_run(workdir, config, config.num_steps, module=MODULE, may_change=MAY_CHANGE)
   if run.status != "finished":
-    print(header(config, workdir), flush=True)
+    from minmaxlab import distributed  # JAX starts here: the device it found is named
+
+    print(header(config, workdir, distributed.placement("single", 1, 1)), flush=True)
 
   from experiments.gan import train  # after flag parsing: JAX starts here
 

@@ -154,6 +154,9 @@ def test_single_device_checkpoint_resumes_on_mpi_ranks(tmp_path, reference):
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   assert "grid 4x4" in r.stdout  # rank 0 alone printed the report
   assert r.stdout.count("grid 4x4") == 1
+  # the first line says where it runs (issue 49); two ranks: no fallback warning
+  assert r.stdout.count(" [backend mpi: 2 cpu devices, 2 ranks] -> ") == 1, r.stdout[:2000]
+  assert "warning: backend" not in r.stderr
   _assert_same(_state(workdir, 3), _state(reference, 3))
 
 
@@ -198,6 +201,7 @@ def test_two_process_jax_distributed_matches_single_device(tmp_path, reference):
   for p, out in zip(procs, outs, strict=True):
     assert p.returncode == 0, out[-3000:]
   assert "grid 4x4" in outs[0] and "grid 4x4" not in outs[1]
+  assert " [backend mesh: 4 cpu devices, 2 processes] -> " in outs[0], outs[0][:2000]
   summary = (workdir / "summary.json").read_text()
   assert '"backend": "mesh"' in summary and '"processes": 2' in summary
   _assert_same(_state(workdir, 3), _state(reference, 3), exact=False)

@@ -174,5 +174,7 @@ def test_cli_runs_and_reports_divergence(tmp_path):
   proc = _procs.run(cmd, cwd=ROOT, env=env, timeout=300)
   assert proc.returncode == 2, proc.stderr[-2000:]
   assert "ERROR: training diverged at step" in proc.stderr
+  head = proc.stdout.splitlines()[0]  # says where it runs (issue 49)
+  assert head.endswith(f" steps [backend single: 1 cpu device, 1 process] -> {tmp_path}"), head
   assert runner.CheckpointManager(tmp_path / "checkpoints").steps() == [0]
   assert json.loads((tmp_path / "config.json").read_text())["lr_min"] == 1e30

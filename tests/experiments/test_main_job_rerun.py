@@ -100,3 +100,5 @@ def test_a_gan_run_starts_with_a_header_saying_what_it_will_do():
   assert text.endswith(f", {config.num_steps} steps -> runs/gan")
   config.lookahead = True
   assert "Lookahead-minmax (k=" in gan_main.header(config, "runs/gan")
+  where = gan_main.header(config, "runs/gan", "backend single: 1 cpu device, 1 process")
+  assert where.endswith(" steps [backend single: 1 cpu device, 1 process] -> runs/gan")
