@@ -11,6 +11,7 @@ Each golden comparison has a twin that perturbs one reference-exact option and m
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -81,10 +82,24 @@ def stack(trees):
 
 
 # ------------------------------------------------------------------------ fitness
+@functools.cache
+def loss_matrix(latent_dim, hidden, is_g):
+  """``(attackers, defenders, noise [A, D, F, L], real) -> [A, D]``: each attacker's loss
+  against each defender on the recorded noise (one compiled program per shape)."""
+  p = pair({"settings": {"latent_dim": latent_dim, "hidden": hidden}})
+
+  def one(pa, pd, zz, real):
+    g, dd = (pa, pd) if is_g else (pd, pa)
+    fake = p.generator.apply(g, zz)
+    pair_loss = ns_bce(p.discriminator.apply(dd, real), p.discriminator.apply(dd, fake))
+    return pair_loss[0] if is_g else pair_loss[1]
+
+  return jax.jit(jax.vmap(jax.vmap(one, (None, 0, 0, None)), (0, None, 0, None)))
+
+
 def fitness_values(z, meta, j, mode, new=None):
   """The library's fitness of fitness event ``j``: its pair losses on the reference's
   noise, aggregated by ``aggregate_fitness``."""
-  p = pair(meta)
   ev = meta["fitness"][j]
   real = jnp.asarray(z["real"][: meta["settings"]["fitness_samples"]])
   noise = jnp.asarray(z[f"fit{j}_noise"])
@@ -98,16 +113,8 @@ def fitness_values(z, meta, j, mode, new=None):
       for i, d in zip(ev["defenders"], dfn)
     ]
   is_g = "/G" in ev["attackers"][0]
-
-  def one(pa, pd, zz):  # the attacker's loss against one defender on the recorded noise
-    g, dd = (pa, pd) if is_g else (pd, pa)
-    fake = p.generator.apply(g, zz)
-    pair_loss = ns_bce(p.discriminator.apply(dd, real), p.discriminator.apply(dd, fake))
-    return pair_loss[0] if is_g else pair_loss[1]
-
-  losses = jax.jit(jax.vmap(jax.vmap(one, (None, 0, 0)), (0, None, 0)))(
-    stack(att), stack(dfn), noise
-  )
+  s = meta["settings"]
+  losses = loss_matrix(s["latent_dim"], s["hidden"], is_g)(stack(att), stack(dfn), noise, real)
   valid = jnp.ones(losses.shape[1], bool)
   return np.asarray(aggregate_fitness(losses, valid, mode))
 
@@ -261,22 +268,31 @@ def selected(z, meta):
   return Players(stack([of_id(z, i) for i in ids[0]]), stack([of_id(z, i) for i in ids[1]]))
 
 
-def train_reference(z, meta, n, lr_of=("adam_lr", 0), **over):
-  cfg = config(meta, **over)
+@functools.cache
+def program(cfg, case):
+  """``(params, opt, real, neighbours, draws) -> params``: the library's training phase of
+  ``cfg`` (jitted once per config; ``case`` names the golden file for the pair's shapes)."""
+  _, meta = golden(case)
   coev = coevolution(cfg, meta)
-  p = selected(z, meta)
-  name, at = lr_of
-  lr_g, lr_d = (jnp.asarray(z[f"upd_{s}_{name}"][at], jnp.float32) for s in ("g", "d"))
-  opt = jax.vmap(set_learning_rates)(jax.vmap(coev.scheme.init)(p), lr_g, lr_d)
-  P = cfg.population_size
-  nbrs = neighbour_lists(z, meta) if not cfg.selection else (None, None)
-  with_nbrs = not cfg.selection
+  P, with_nbrs = cfg.population_size, not cfg.selection
   pools = [jnp.arange(cfg.num_members * P) < (cfg.num_members * P if with_nbrs else P)] * 2
-  d, real = draws(z, meta, n)
   run = lambda p, opt, real, nbrs, d: train_on_draws(
     coev._spec, ns_bce, real, p, opt, tuple(pools), nbrs, with_nbrs, d
   )[0][0]
-  return jax.jit(run)(p, opt, real, nbrs, d)
+  return coev.scheme, jax.jit(run)
+
+
+def train_reference(case, n, lr_of=("adam_lr", 0), **over):
+  z, meta = golden(case)
+  cfg = config(meta, **over)
+  scheme, run = program(cfg, case)
+  p = selected(z, meta)
+  name, at = lr_of
+  lr_g, lr_d = (jnp.asarray(z[f"upd_{s}_{name}"][at], jnp.float32) for s in ("g", "d"))
+  opt = jax.vmap(set_learning_rates)(jax.vmap(scheme.init)(p), lr_g, lr_d)
+  nbrs = neighbour_lists(z, meta) if not cfg.selection else (None, None)
+  d, real = draws(z, meta, n)
+  return run(p, opt, real, nbrs, d)
 
 
 def after(z, side, u_side):
@@ -296,10 +312,10 @@ def test_training_phase(case):
   assert np.all(z["upd_g_adam_lr"] == z["upd_g_adam_lr"][0])
   assert np.all(z["upd_g_lr"][0] == z["upd_g_adam_lr"][0])
   n = len(batches(z))
-  got = train_reference(z, meta, n)
+  got = train_reference(case, n)
   assert_close(got.min, after(z, "g", -1), meta)
   assert_close(got.max, after(z, "d", -1), meta)
-  first = train_reference(z, meta, 1)  # after the first batch (both players updated)
+  first = train_reference(case, 1)  # after the first batch (both players updated)
   assert_close(first.min, after(z, "g", 0), meta)
   assert_close(first.max, after(z, "d", 0), meta)
 
@@ -311,7 +327,7 @@ def test_training_phase(case):
 )
 def test_training_phase_catches_perturbations(over):
   z, meta = golden("selection")
-  got = train_reference(z, meta, len(batches(z)), **over)
+  got = train_reference("selection", len(batches(z)), **over)
   with pytest.raises(AssertionError):
     assert_close(Players(got.min, got.max), Players(after(z, "g", -1), after(z, "d", -1)), meta)
 
