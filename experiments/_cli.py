@@ -182,6 +182,54 @@ def _remove_if_empty(path: Path) -> None:
     return
 
 
+# The flattened size of one example of the data sets (the estimate needs no download).
+_DATA_SIZES = {"ring8": 2, "grid25": 2, "digits": 64, "cifar10": 3072}
+_BYTES = 4  # float32
+
+
+def memory_need(config) -> int | None:
+  """A rough lower bound of the bytes a run of ``config`` holds at once (``None`` when the
+  config has no ``batch_size`` or ``hidden``, or they are not numbers): every model's
+  generator and discriminator MLP parameters (``latent_dim -> hidden -> data`` and
+  ``data -> hidden -> 1``) with their gradients, Adam's two moments and two copies (slow
+  weights, an extrapolation), for each population member or grid cell, plus one batch's
+  activations of both players forward and backward. It only has to tell a config that
+  cannot fit from one that might."""
+  get = config.get if hasattr(config, "get") else (lambda k, d=None: d)
+  try:
+    hidden = [int(h) for h in (get("hidden", ()) or ())]
+    batch = int(get("batch_size", 0) or 0)
+    if not hidden and not batch:
+      return None
+    data = _DATA_SIZES.get(str(get("dataset", "")), 784)
+    latent = int(get("latent_dim", 0) or 0) or 64
+    models = max(1, int(get("population_size", 1) or 1))
+    models *= max(1, int(get("rows", 1) or 1)) * max(1, int(get("cols", 1) or 1))
+  except (TypeError, ValueError):
+    return None
+  widths = [[latent, *hidden, data], [data, *hidden, 1]]
+  params = sum(a * b + b for w in widths for a, b in zip(w, w[1:], strict=False))
+  activations = max(batch, 1) * sum(sum(w) for w in widths) * 2
+  return (6 * params * models + activations * models) * _BYTES
+
+
+def check_memory(config) -> None:
+  """``ValueError`` (one line, before anything is written) when :func:`memory_need` exceeds
+  the memory available here (Linux ``MemAvailable``)."""
+  need = memory_need(config)
+  try:
+    with open("/proc/meminfo") as f:
+      have = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+  except (OSError, ValueError, IndexError, StopIteration):
+    return
+  if need is not None and need > have:
+    raise ValueError(
+      f"config.batch_size={config.get('batch_size')}, config.hidden={config.get('hidden')}"
+      f" need at least {need / 2**30:.3g} GiB of memory, more than the {have / 2**30:.1f} GiB"
+      " available here; use a smaller batch_size or hidden"
+    )
+
+
 def _parse_flags(argv: list[str]) -> list[str]:
   """absl's flag parsing, a malformed flag (``--timeout=abc``) one line and exit status 2."""
   try:
@@ -205,6 +253,8 @@ def run(main: Callable[[list[str]], None]) -> None:
   started = []
 
   def wrapped(argv):
+    if "config" in flags.FLAGS and flags.FLAGS["config"].value is not None:
+      check_memory(flags.FLAGS["config"].value)  # before main writes anything
     started.append(True)
     try:
       return main(argv)

@@ -7,6 +7,7 @@ r"""Population based training of a GAN with stateless workers.
   # killed? the same command resumes from runs/p/pbt.sqlite
 """
 
+import math
 import os
 
 from absl import app, flags, logging
@@ -47,7 +48,8 @@ def header(config, workdir, workers) -> str:
   if workers == "mpi":
     who = "workers on the MPI ranks 1..P-1"
   else:
-    who = f"{workers} worker processes" if workers else "trials inline"
+    n = min(workers, config.population_size, len(os.sched_getaffinity(0)))  # as the controller
+    who = f"{n} worker processes" if workers else "trials inline"
   return (
     f"pbt: {config.num_trials} trials of {config.steps_per_trial} steps, task {config.task}, "
     f"a population of {config.population_size} ({config.exploit} exploit), {who} -> {workdir}"
@@ -58,6 +60,9 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   workers = parse_workers(_WORKERS.value)
+  for flag in (_TIMEOUT, _BUDGET):
+    if flag.value is not None and not (flag.value > 0 and math.isfinite(flag.value)):
+      raise app.UsageError(f"--{flag.name} must be a number of seconds > 0, got {flag.value!r}")
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint at INFO
   import re

@@ -93,6 +93,7 @@ def check_config(config) -> None:
   if config.get("max_failed_trials") is not None:
     need("max_failed_trials", integer(1), "an integer >= 1 or None")
   need("slow_step_size", lambda v: 0 < v <= 1, "in (0, 1]")
+  need("truncation_fraction", lambda v: 0 < v <= 0.5, "in (0, 0.5]")
   need("early_stop_min_steps", integer(0), "an integer >= 0")
   need("early_stop_quantile", lambda v: 0 <= v < 1, "in [0, 1) (0: off)")
   if config.exploit not in ("tournament", "truncation", "none"):

@@ -7,7 +7,9 @@ trials must write, so :class:`minmaxlab.pbt.Controller` stays a loop.
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 import uuid
 from typing import Any
 
@@ -118,3 +120,53 @@ def record_failed(store: Store, max_failed_trials: int | None) -> list[Trial]:
       f"{max_failed_trials}); trial {first.id} after {first.failures} attempts: {first.error}"
     )
   return failed
+
+
+class LeaseWatch:
+  """Leases timed on the controller's own monotonic clock (no clock is shared: a worker
+  whose wall clock is minutes off, a suspend or an NTP step fails no healthy trial).
+
+  A worker only counts its renewals in the store (:meth:`Store.renew`); a running trial's
+  lease lapses when its count has not changed for ``lease_s`` seconds of this clock since
+  the controller last saw it change (or first saw the trial running)."""
+
+  def __init__(self, lease_s: float):
+    self.lease_s = float(lease_s)
+    self.seen: dict[tuple, tuple[float, float]] = {}  # (id, worker, attempt) -> (count, when)
+
+  def lapsed(self, running, now: float | None = None) -> list[tuple[int, str, float]]:
+    """``(id, worker, renewals)`` of the trials of ``running`` (:meth:`Store.leases`) whose
+    lease lapsed."""
+    now = time.monotonic() if now is None else now
+    seen, out = {}, []
+    for tid, worker, attempt, count in running:
+      key = (tid, worker, attempt)
+      before = self.seen.get(key)
+      seen[key] = (count, now) if before is None or before[0] != count else before
+      if before is not None and before[0] == count and now - before[1] > self.lease_s:
+        out.append((tid, worker, count))
+    self.seen = seen
+    return out
+
+
+def usable_cpus() -> int:
+  """The CPUs this process may run on."""
+  try:
+    return len(os.sched_getaffinity(0))
+  except (AttributeError, OSError):
+    return os.cpu_count() or 1
+
+
+def cap_workers(asked: int, population_size: int) -> int:
+  """Local worker processes to start: ``asked``, at most the population (no more trials run
+  at once) and the CPUs; one line on stderr when fewer than asked are started."""
+  cpus = usable_cpus()
+  started = min(int(asked), int(population_size), cpus)
+  if started < int(asked):
+    print(
+      f"PBT: {asked} workers asked for, {started} started (at most the population,"
+      f" {population_size}, and the CPUs, {cpus})",
+      file=sys.stderr,
+      flush=True,
+    )
+  return started

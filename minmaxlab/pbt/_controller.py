@@ -34,7 +34,9 @@ from typing import Any
 from minmaxlab.pbt._campaign import (
   STOPPED,
   CampaignFailed,
+  LeaseWatch,
   begin_epoch,
+  cap_workers,
   check_limits,
   initialize,
   record_failed,
@@ -102,7 +104,8 @@ class Controller:
     population_size: members (may exceed ``workers``: budget mode).
     num_trials: total trials to run (the compute budget).
     steps_per_trial: training steps of one trial (the ``ready`` interval).
-    workers: local worker processes; ``0`` runs trials inline (one by one)
+    workers: local worker processes, at most the population and the CPUs (one line on
+      stderr when fewer than asked are started); ``0`` runs trials inline (one by one)
       unless ``external_workers``.
     external_workers: other processes (``python -m minmaxlab.pbt worker
       --workdir ...``, e.g. ``srun`` tasks on a shared file system) claim
@@ -212,12 +215,14 @@ class Controller:
     self.store_path = str(self.workdir / STORE_FILE)
     self.space = dict(space)
     self.population_size, self.num_trials = int(population_size), int(num_trials)
-    self.steps_per_trial, self.workers = int(steps_per_trial), int(workers)
+    self.steps_per_trial = int(steps_per_trial)
+    self.workers = cap_workers(int(workers), int(population_size))  # one line if fewer
     self.exploit, self.truncation_fraction = exploit, truncation_fraction
     self.resample_probability, self.perturb_factors = resample_probability, tuple(perturb_factors)
     self.top_k, self.seed = int(top_k), int(seed)
     self.initial_hparams = dict(initial_hparams or {})
     self.lease_s, self.poll_s = float(lease_s), float(poll_s)
+    self._leases = LeaseWatch(self.lease_s)
     self.external_workers = bool(external_workers)
     self.synchronous = bool(synchronous)
     self.store = Store(self.store_path)
@@ -310,8 +315,10 @@ class Controller:
     return 0 if self.supervisor is None else self.supervisor.restarted
 
   def _requeue_lapsed(self) -> None:
-    with self.store.transaction() as db:
-      self.store.fail_lapsed(db, time.time(), "the worker's lease lapsed")
+    lapsed = self._leases.lapsed(self.store.leases())  # on this process's monotonic clock
+    if lapsed:
+      with self.store.transaction() as db:
+        self.store.fail_lapsed(db, lapsed, "the worker's lease lapsed")
 
   def _handle_failed(self) -> None:
     """Record newly failed trials (one line each) and apply ``max_failed_trials``."""

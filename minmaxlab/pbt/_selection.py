@@ -61,6 +61,8 @@ class Policy(NamedTuple):
       raise ValueError(
         f"exploit must be 'tournament', 'truncation' or 'none', got {self.exploit!r}"
       )
+    if not 0.0 < self.truncation_fraction <= 0.5:  # (also where unused: a value that means nothing)
+      raise ValueError(f"truncation_fraction must be in (0, 0.5], got {self.truncation_fraction!r}")
     if self.exploit == "truncation":
       truncation_size(int(population_size), self.truncation_fraction)
     return self

@@ -258,7 +258,7 @@ class Store:
       db.execute(
         "UPDATE trials SET status=?, worker=?, attempt=attempt+1, lease_until=?, parent_ckpt=?"
         " WHERE id=?",
-        (RUNNING, worker, time.time() + lease_s, row[1], row[0]),
+        (RUNNING, worker, 0, row[1], row[0]),  # lease_until: the lease's renewal count
       )
     return self.trial(row[0])
 
@@ -273,7 +273,7 @@ class Store:
         return []
       rerun = []
       t = self.trial(trial_id)
-      while t.parent_id is not None:
+      while t.parent_id is not None and t.parent_id not in rerun:  # (a cycle: damaged)
         p = self.trial(t.parent_id)
         if p.status != DONE:  # already being re-run
           break
@@ -292,11 +292,14 @@ class Store:
     return rerun
 
   def renew(self, trial_id: int, worker: str, lease_s: float) -> bool:
-    """Extend a running trial's lease; ``False`` if ``worker`` no longer holds it."""
+    """Renew a running trial's lease (count one more renewal; no clock is written: the
+    controller times the renewals on its own, see ``_campaign.LeaseWatch``); ``False`` if
+    ``worker`` no longer holds it. ``lease_s`` is not used (kept for the MPI proxy)."""
     with self.transaction() as db:
       cur = db.execute(
-        "UPDATE trials SET lease_until=? WHERE id=? AND status=? AND worker=?",
-        (time.time() + lease_s, trial_id, RUNNING, worker),
+        "UPDATE trials SET lease_until=COALESCE(lease_until, 0) + 1"
+        " WHERE id=? AND status=? AND worker=?",
+        (trial_id, RUNNING, worker),
       )
     return cur.rowcount == 1
 
@@ -310,17 +313,9 @@ class Store:
       cur = db.execute(
         "UPDATE trials SET status=?, fitness=?, objectives=?, ckpt=?, finished=?"
         " WHERE id=? AND status=? AND worker=?",
-        (
-          DONE,
-          objectives[0],
-          json.dumps(objectives),
-          stored,
-          time.time(),
-          trial_id,
-          RUNNING,
-          worker,
-        ),
-      )
+        (DONE, objectives[0], json.dumps(objectives), stored, time.time(), trial_id, RUNNING,
+         worker),
+      )  # fmt: skip
     return cur.rowcount == 1
 
   def fail(self, trial_id: int, worker: str, error: str) -> bool:
@@ -355,9 +350,16 @@ class Store:
     """:meth:`fail` every running trial held by ``worker`` (its process died)."""
     return self.fail_running(db, "worker=?", (worker,), error)
 
-  def fail_lapsed(self, db, now: float, error: str) -> int:
-    """:meth:`fail` every running trial whose lease ended before ``now``."""
-    return self.fail_running(db, "lease_until < ?", (now,), error)
+  def leases(self) -> list[tuple]:
+    """``(id, worker, attempt, renewals)`` of every running trial."""
+    sql = "SELECT id, worker, attempt, COALESCE(lease_until, 0) FROM trials WHERE status=?"
+    return [tuple(r) for r in self._db.execute(sql, (RUNNING,))]
+
+  def fail_lapsed(self, db, lapsed, error: str) -> int:
+    """:meth:`fail` every trial of ``lapsed`` (``(id, worker, renewals)``) still held by that
+    worker with that many renewals (one renewed meanwhile keeps its lease)."""
+    where = "id=? AND worker=? AND COALESCE(lease_until, 0)=?"
+    return sum(self.fail_running(db, where, held, error) for held in lapsed)
 
   def requeue_running(self, db) -> int:
     """Put every running trial back to pending (a new controller takes over)."""
@@ -415,10 +417,14 @@ class Store:
     return out
 
   def lineage(self, trial_id: int) -> list[Trial]:
-    """The chain of trials from a root trial to ``trial_id`` (oldest first)."""
-    chain = []
+    """The chain of trials from a root trial to ``trial_id`` (oldest first); a
+    :class:`StoreError` (one line) for parents that form a cycle (a damaged store)."""
+    chain, seen = [], set()
     t = self.trial(trial_id)
     while True:
+      if t.id in seen:
+        raise StoreError(f"{self.path}: the parents of trial {trial_id} form a cycle (damaged)")
+      seen.add(t.id)
       chain.append(t)
       if t.parent_id is None:
         return chain[::-1]

@@ -18,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
+from minmaxlab.pbt._groups import kill_group
 from minmaxlab.pbt._store import Store
 from minmaxlab.pbt._worker import HEARTBEAT
 
@@ -61,9 +62,10 @@ class Supervisor:
   def start(self) -> str:
     """Start one worker process; returns its name."""
     name = f"w{len(self.procs) + self.restarted}-{uuid.uuid4().hex[:6]}"
-    self.procs[name] = subprocess.Popen(
-      self.command(name), env=worker_env(self.workdir), stdin=subprocess.DEVNULL
-    )
+    self.procs[name] = subprocess.Popen(  # its own group: ended whole, its task's children too
+      self.command(name), env=worker_env(self.workdir), stdin=subprocess.DEVNULL,
+      start_new_session=True,
+    )  # fmt: skip
     return name
 
   def reap(self, work_left: bool) -> list[str]:
@@ -73,6 +75,7 @@ class Supervisor:
     for name, proc in list(self.procs.items()):
       if proc.poll() is None:
         continue
+      kill_group(proc.pid)  # what its task started and left behind
       del self.procs[name]
       exited.append(name)
       with self.store.transaction() as db:
@@ -97,6 +100,7 @@ class Supervisor:
         except subprocess.TimeoutExpired:
           proc.kill()
           proc.wait()
+      kill_group(proc.pid)
     self.procs.clear()
 
 

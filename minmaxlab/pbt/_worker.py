@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import math
 import os
 import signal
 import sys
@@ -27,6 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from minmaxlab.pbt._groups import end_own_group
 from minmaxlab.pbt._manifest import read_manifest, write_manifest
 from minmaxlab.pbt._objectives import as_objectives
 from minmaxlab.pbt._store import EPOCH, STORE_FILE, TASK, ControllerGone, Store, Trial
@@ -100,6 +102,7 @@ def _fail_and_exit(open_store: Callable, trial: Trial, name: str, limit: float) 
     file=sys.stderr,
     flush=True,
   )
+  end_own_group()  # the task's child processes end with it
   os._exit(TIMEOUT_EXIT)
 
 
@@ -178,6 +181,8 @@ def run_trial(trial: Trial, ckpt_root, init_fn: Callable, train_fn: Callable) ->
       raise BrokenCheckpointError(f"trial {trial.id}: parent checkpoint {trial.parent_ckpt}") from e
   fitness, state = train_fn(dict(trial.hparams), state, trial)
   objectives = as_objectives(fitness)
+  if any(math.isnan(v) or v == math.inf for v in objectives):  # would rank first or anywhere
+    raise ValueError(f"fitness must be a number < +inf (not NaN), got {fitness!r}")
   fitness = objectives[0] if np.ndim(fitness) == 0 else objectives
   path = checkpoint_dir(ckpt_root, trial)
   campaign = read_manifest(Path(ckpt_root).parent)  # the controller's copy of the store's id

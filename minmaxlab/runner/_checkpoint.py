@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -96,6 +97,23 @@ def _orbax_manager(directory: Path, max_to_keep: int | None):
   return ocp.CheckpointManager(directory, options=options, item_names=(_STATE, _META))
 
 
+def _disk_full(e: BaseException) -> bool:
+  """Whether ``e`` or an error it wraps (orbax wraps the file system's) is a full disk or
+  quota (``ENOSPC``, ``EDQUOT``)."""
+  seen, todo = set(), [e]
+  while todo:
+    x = todo.pop()
+    if x is None or id(x) in seen:
+      continue
+    seen.add(id(x))
+    if isinstance(x, OSError) and x.errno in (errno.ENOSPC, errno.EDQUOT):
+      return True
+    if "No space left on device" in str(x) or "Disk quota exceeded" in str(x):
+      return True
+    todo += [x.__cause__, x.__context__, *getattr(x, "exceptions", ())]
+  return False
+
+
 def _fsync_write(path: Path, text: str) -> None:
   """Write ``text`` to ``path`` atomically (temporary file, fsync, rename)."""
   tmp = path.with_name(f"{_TMP_PREFIX}{path.name}-{uuid.uuid4().hex[:8]}")
@@ -188,9 +206,9 @@ class CheckpointManager:
     shutil.rmtree(trash, ignore_errors=True)
 
   def save(self, step: int, tree: Any, metadata: dict | None = None) -> Path:
-    """Write ``tree`` (and JSON-able ``metadata``) as checkpoint ``step``, atomically."""
-    import orbax.checkpoint as ocp
-
+    """Write ``tree`` (and JSON-able ``metadata``) as checkpoint ``step``, atomically. A full
+    disk (or quota) is one ``OSError`` (``ENOSPC``) naming the checkpoint, its unfinished
+    folder removed (orbax's own error is a long chain of wrapped ones)."""
     step = int(step)
     self._remove_leftovers()
     for s in self.steps():  # superseded: a continuation that was given up
@@ -198,6 +216,22 @@ class CheckpointManager:
         self._discard(s)
     tree = jax.device_get(tree)
     meta = {"step": step, **(metadata or {})}
+    try:
+      return self._save(step, tree, meta)
+    except Exception as e:
+      if not _disk_full(e):
+        raise
+      self._remove_leftovers()  # the unfinished folder; the earlier checkpoints are intact
+      raise OSError(
+        errno.ENOSPC,
+        f"no space left on the device for checkpoint {step} in {self.directory} (the earlier"
+        " checkpoints are intact); free some space and run the same command again",
+        str(self.directory),
+      ) from None
+
+  def _save(self, step: int, tree: Any, meta: dict) -> Path:
+    import orbax.checkpoint as ocp
+
     with _orbax_manager(self.directory, self.max_to_keep) as mngr:
       saved = mngr.save(
         step,

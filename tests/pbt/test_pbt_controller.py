@@ -313,13 +313,16 @@ def test_gc_keeps_the_parent_of_a_running_trial_that_left_the_population():
 
 
 def test_lapsed_lease_is_requeued_and_late_report_ignored(tmp_path):
-  c = _controller(tmp_path, workers=0)
+  c = _controller(tmp_path, workers=0, lease_s=0.05)  # timed on the controller's clock
   c._initialize()
   t = c.store.claim("ghost", lease_s=0.01)
-  assert c.store.claim("other", lease_s=60).id != t.id
-  time.sleep(0.05)
+  other = c.store.claim("other", lease_s=60)
+  assert other.id != t.id
+  c._requeue_lapsed()  # first seen running
+  time.sleep(0.1)
+  assert c.store.renew(other.id, "other", 60)  # renewed: keeps its lease
   c._requeue_lapsed()
-  assert c.store.trial(t.id).status == "pending"
+  assert c.store.trial(t.id).status == "pending" and c.store.trial(other.id).status == "running"
   again = c.store.claim("new", lease_s=60)
   assert again.id == t.id and again.attempt == 2
   assert not c.store.complete(t.id, "ghost", 1.0, "/nowhere")  # the lost worker's report
