@@ -25,7 +25,12 @@ import tempfile
 import numpy as np
 
 from experiments.parity import lagan_inputs
-from experiments.parity.lagan_torch_driver import CASES, NOTEBOOK_SETTINGS, TRAINER_SETTINGS
+from experiments.parity.lagan_torch_driver import (
+  CASES,
+  NOTEBOOK,
+  NOTEBOOK_SETTINGS,
+  TRAINER_SETTINGS,
+)
 
 DRIVER = pathlib.Path(__file__).with_name("lagan_torch_driver.py")
 TORCH_VERSION = "import torch; print(torch.__version__)"
@@ -94,7 +99,7 @@ def write_case(case, python, lagan, commit, inputs_path, digest, out_dir, workdi
     "reference": "Chavdarova/LAGAN-Lookahead_Minimax",
     "reference_commit": commit,
     "reference_code": (
-      f"{lagan_torch_driver_notebook()}: Lookahead, train"
+      f"{NOTEBOOK}: Lookahead, train"
       if CASES[case]["kind"] == "notebook"
       else "lagan/trainer.py: Trainer.build_model, Trainer._update_pair; lagan/optim/lookahead.py"
     ),
@@ -112,12 +117,6 @@ def write_case(case, python, lagan, commit, inputs_path, digest, out_dir, workdi
   }
   (out_dir / f"lagan_{case}.json").write_text(json.dumps(sidecar, indent=2) + "\n")
   return sidecar
-
-
-def lagan_torch_driver_notebook() -> str:
-  from experiments.parity.lagan_torch_driver import NOTEBOOK
-
-  return NOTEBOOK
 
 
 def main(argv=None):

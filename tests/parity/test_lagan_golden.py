@@ -28,6 +28,8 @@ from __future__ import annotations
 import functools
 import json
 import pathlib
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -296,3 +298,18 @@ def test_perturbed_option_is_caught(case):
   _, make = PERTURBED[case]
   ours = simulate(make, case, "f64")
   assert gap(ours, case, li.STEPS, "f64") > CAUGHT
+
+
+@pytest.mark.parametrize(
+  "args, named",
+  [
+    (["--lagan", "/nonexistent/lagan", "--python", sys.executable], "/nonexistent/lagan"),
+    (["--lagan", str(DATA), "--python", sys.executable], str(DATA)),
+  ],
+)
+def test_golden_script_refuses_a_bad_checkout_in_one_line(args, named, tmp_path):
+  cmd = [sys.executable, "-m", "experiments.parity.lagan_golden", *args, "--out", str(tmp_path)]
+  got = subprocess.run(cmd, capture_output=True, text=True, cwd=DATA.parents[2], timeout=120)
+  assert got.returncode == 2
+  assert got.stderr.count("\n") == 1 and named in got.stderr and "error:" in got.stderr
+  assert not list(tmp_path.iterdir())
