@@ -6,6 +6,9 @@
                                   experiments.coevolution.main). Run it again: an
                                   unfinished run resumes, a finished one is reported.
   python3 dev.py test  [pytest args...]
+  python3 dev.py mpi               add the MPI stack to .venv (the MPICH wheel, mpi4py, and
+                                  mpi4jax compiled against it) for the mpirun commands:
+                                  .venv/bin/mpirun -n 4 .venv/bin/python -m ...
   python3 dev.py bench             the benchmarks under experiments/benchmarks
   python3 dev.py mincheck          install the declared minimum versions (the floors of
                                   pyproject.toml) into a throwaway venv and run a short
@@ -106,6 +109,21 @@ def install_mpi() -> None:
   )
 
 
+MPI_READY = "import mpi4py, mpi4jax"  # what the MPI backends import
+
+
+def ensure_mpi() -> int:
+  """``dev.py mpi``: the MPI stack in .venv (one step after ``dev.py main``: the MPICH wheel
+  first, then mpi4jax compiled against its mpicc, which ``pip install '.[mpi]'`` cannot
+  order); nothing is done when it is there already."""
+  mpirun = VENV / "bin" / "mpirun"
+  ready = mpirun.exists() and subprocess.run([str(PY), "-c", MPI_READY]).returncode == 0
+  if not ready:
+    install_mpi()
+  print(f"MPI ready: {mpirun} -n 4 {PY} -m experiments.coevolution.main ... --config.backend=mpi")
+  return 0
+
+
 def ensure_fashion_mnist() -> None:
   if FASHION.exists() or os.geteuid() != 0 or not shutil.which("apt-get"):
     return
@@ -200,7 +218,7 @@ def main(argv: list[str]) -> int:
   if argv and argv[0] in {"-h", "--help", "help"}:
     print(__doc__)
     return 0
-  if not argv or argv[0] not in {"main", "test", "bench", "setup", "mincheck"}:
+  if not argv or argv[0] not in {"main", "test", "bench", "setup", "mincheck", "mpi"}:
     if argv:
       print(f"unknown command: {argv[0]}", file=sys.stderr)
     print(__doc__, file=sys.stderr)
@@ -208,9 +226,11 @@ def main(argv: list[str]) -> int:
   cmd, rest = argv[0], argv[1:]
   if cmd == "mincheck":  # needs no .venv: a throwaway one of its own
     return mincheck(keep="--keep" in rest)
-  ensure_venv(full=cmd != "main")
+  ensure_venv(full=cmd not in ("main", "mpi"))
   if cmd == "setup":
     return 0
+  if cmd == "mpi":
+    return ensure_mpi()
   if cmd == "main":
     # The main demo: spatial coevolution on the 8-Gaussian ring (embedded data, no download).
     typed = " ".join(["python3", "dev.py", *map(shlex.quote, argv)])

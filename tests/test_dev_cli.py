@@ -30,3 +30,4 @@ def test_no_command_shows_the_usage_and_fails():
 def test_help_shows_the_usage():
   result = _dev("--help")
   assert result.returncode == 0 and "python3 dev.py main" in result.stdout
+  assert "python3 dev.py mpi " in result.stdout  # the MPI stack: one step after main (issue 49)

@@ -15,8 +15,10 @@ def _mpi():
     from mpi4py import MPI
   except ImportError as e:  # pragma: no cover - depends on the install
     raise ImportError(
-      "the MPI backend needs mpi4py and mpi4jax (pip install 'minmaxlab[mpi]'; mpi4jax"
-      " compiles against the MPI found by mpicc)"
+      f"the MPI backend needs mpi4py and mpi4jax ({e.name or e} is missing): run `python3"
+      " dev.py mpi` in the checkout (MPICH, mpi4py and mpi4jax into .venv); in another venv,"
+      " activated: `pip install mpich 'mpi4py>=4'` first, then `pip install --no-cache-dir"
+      " mpi4jax` (it compiles against that mpicc)"
     ) from e
   return MPI, mpi4jax
 

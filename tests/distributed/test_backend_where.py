@@ -3,6 +3,9 @@ kind and count and the processes or ranks (the first line of every coevolution r
 ``mesh`` that finds one device and ``mpi`` with one rank (no ``mpirun``) run as ``single``
 would, after one warning line."""
 
+import sys
+from pathlib import Path
+
 import jax
 import pytest
 
@@ -10,6 +13,10 @@ from experiments.coevolution import rerun
 from experiments.coevolution.configs import smoke
 from minmaxlab import coevolution as co
 from minmaxlab import distributed
+from tests import _procs
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = "experiments/coevolution/configs/smoke.py"
 
 
 def test_placement_names_backend_devices_and_processes():
@@ -53,3 +60,20 @@ def test_mpi_with_one_rank_warns_in_one_line(capfd):
   (line,) = capfd.readouterr().err.splitlines()
   assert line.startswith("warning: backend mpi found 1 rank: the grid runs on one device")
   assert "mpirun -n N" in line
+
+
+def test_mpi_backend_without_mpi4jax_names_the_command_that_installs_it(tmp_path):
+  """Issue 49 item 2: ``backend=mpi`` without mpi4jax ends in one line naming ``python3 dev.py
+  mpi`` (the one step after ``dev.py main``), before anything is written."""
+  code = (
+    "import sys, runpy; sys.modules['mpi4jax'] = None; sys.argv = sys.argv[1:];"
+    " runpy.run_module('experiments.coevolution.main', run_name='__main__')"
+  )
+  workdir = tmp_path / "run"
+  cmd = [sys.executable, "-c", code, "main", "--config", str(ROOT / SMOKE), "--workdir"]
+  r = _procs.run([*cmd, str(workdir), "--config.backend=mpi"], cwd=ROOT, timeout=120)
+  assert r.returncode == 1 and r.stdout == "", r.stdout + r.stderr
+  (line,) = r.stderr.splitlines()
+  assert line.startswith("ERROR: ImportError: the MPI backend needs mpi4py and mpi4jax"), line
+  assert "(mpi4jax is missing): run `python3 dev.py mpi`" in line
+  assert not workdir.exists()
