@@ -1,10 +1,12 @@
-r"""Small-sample statistics shared by the result studies (numpy and ``math`` only).
+r"""Small-sample statistics shared by the result studies: ``scipy.stats`` where it counts
+the null quickly, ``experiments/_exact_nulls.py`` where scipy's exact enumeration is a
+Python loop (seconds per call at 10 vs 10).
 
 A study compares arms over a handful of seeds (3 to 10 runs per arm), so every test
 here is exact: its null distribution is enumerated (or counted exactly), never
-approximated by a normal or a Monte Carlo draw, except ``permutation_test`` beyond
-200000 splits. Intervals are percentile bootstraps with a fixed seed, so a study's
-report is a function of its numbers.
+approximated by a normal, except ``permutation_test`` beyond 200000 splits (scipy's
+Monte Carlo). Intervals are percentile bootstraps (``scipy.stats.bootstrap``) with a
+fixed seed, so a study's report is a function of its numbers.
 
   r = compare(fid_la, fid_base, test="mann_whitney")   # means, sds, difference, CI, p
   verdict(r, alpha=0.05, name_a="LA-AltGAN", name_b="AltGAN")
@@ -12,21 +14,22 @@ report is a function of its numbers.
   #  Mann-Whitney p = 0.0079, n = 5/5).'
 
 Conventions: ``alternative`` is one of ``"two-sided"``, ``"less"`` (``a`` tends to be
-smaller than ``b``) and ``"greater"``. The rank tests use midranks for ties, count their
-null distributions exactly on doubled (hence integer) midranks and, as scipy, take twice
-the smaller one-sided p-value (capped at 1) as the two-sided one. The permutation and
-sign-flip tests (real-valued statistics) count the null values with ``|T| >= |t|`` for a
-two-sided p-value, null values within a relative 1e-12 of the observed one counting as
-ties. Where the null distribution is symmetric (Wilcoxon, sign-flip, and both
-two-sample tests at equal sizes) the two two-sided conventions agree.
+smaller than ``b``) and ``"greater"``. The rank tests use midranks for ties (scipy's
+``method="exact"`` ignores ties, so tied samples take the exact midrank null of
+``_exact_nulls``) and, as scipy, take twice the smaller one-sided p-value (capped at 1)
+as the two-sided one. The permutation and sign-flip tests (real-valued statistics) count
+the null values with ``|T| >= |t|`` for a two-sided p-value, null values within a
+relative 1e-12 of the observed one counting as ties. Where the null distribution is
+symmetric (Wilcoxon, sign-flip, and both two-sample tests at equal sizes) the two
+two-sided conventions agree.
 """
 
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
+import scipy.stats as st
 
 from experiments import _exact_nulls as exact
 
@@ -39,9 +42,8 @@ TEST_LABELS = {
   "sign_flip": "sign-flip",
   "wilcoxon": "Wilcoxon",
 }
-MAX_EXACT_SPLITS = 200_000  # permutation_test enumerates up to this many splits
-MAX_SIGN_FLIP_N = 20  # sign_flip_test enumerates 2**n sign vectors
-_RTOL = 1e-12  # float ties of the permutation and sign-flip statistics
+MAX_EXACT_SPLITS = 200_000  # the permutation nulls enumerate up to this many splits
+MAX_SIGN_FLIP_N = 20  # the sign-flip nulls enumerate 2**n sign vectors
 
 
 # -- descriptive ------------------------------------------------------------------------
@@ -72,17 +74,21 @@ def fmt_values(x, digits: int = 1) -> str:
 def bootstrap_ci(
   x, stat=np.mean, *, level: float = 0.95, n_resamples: int = 10000, seed: int = 0
 ) -> tuple[float, float]:
-  """Percentile bootstrap interval of ``stat`` of one sample.
+  """Percentile bootstrap interval of ``stat`` of one sample:
+  ``scipy.stats.bootstrap(..., method="percentile", rng=np.random.default_rng(seed))``.
 
-  ``stat`` is called as ``stat(samples, axis=1)`` on a ``(batch, n)`` array of resamples
-  when it takes an ``axis`` argument (``np.mean``, ``np.median``), else once per resample.
-  The interval is the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the
-  ``n_resamples`` resampled statistics (``np.random.default_rng(seed)``).
+  ``stat`` is called as ``stat(samples, axis=-1)`` on a ``(n_resamples, n)`` array of
+  resamples when it takes an ``axis`` argument (``np.mean``, ``np.median``), else once per
+  resample. The interval is the ``(1 - level) / 2`` and ``(1 + level) / 2`` percentiles of
+  the resampled statistics. A single value gives ``(stat(x), stat(x))``.
   """
   x = _sample(x, "x")
   _check_level(level)
-  rng = np.random.default_rng(seed)
-  return exact.percentiles(exact.resample(rng, x, stat, n_resamples), level)
+  _check_resamples(n_resamples)
+  if x.size == 1:
+    v = float(np.asarray(stat(x)))
+    return v, v
+  return _percentile_bootstrap((x,), stat, level, n_resamples, seed)
 
 
 def diff_ci(
@@ -94,22 +100,29 @@ def diff_ci(
   n_resamples: int = 10000,
   seed: int = 0,
 ) -> tuple[float, float]:
-  """Percentile bootstrap interval of ``mean(a) - mean(b)``.
+  """Percentile bootstrap interval of ``mean(a) - mean(b)`` (``scipy.stats.bootstrap``).
 
-  Unpaired: each arm is resampled independently (with its own size). Paired: ``a`` and
-  ``b`` must have equal lengths and the differences ``a - b`` are resampled (the
-  bootstrap interval of their mean).
+  Unpaired: each arm is resampled independently (with its own size, ``a`` first; an arm
+  of one value stays that value). Paired: ``a`` and ``b`` must have equal lengths and the
+  differences ``a - b`` are resampled (the bootstrap interval of their mean).
   """
   a, b = _sample(a, "a"), _sample(b, "b")
   _check_level(level)
-  rng = np.random.default_rng(seed)
+  _check_resamples(n_resamples)
   if paired:
     _check_paired(a, b)
-    diffs = exact.resample(rng, a - b, np.mean, n_resamples)
-  else:
-    mean_a = exact.resample(rng, a, np.mean, n_resamples)
-    diffs = mean_a - exact.resample(rng, b, np.mean, n_resamples)
-  return exact.percentiles(diffs, level)
+    return bootstrap_ci(a - b, level=level, n_resamples=n_resamples, seed=seed)
+  arms = [x for x in (a, b) if x.size > 1]
+  if len(arms) < 2:  # a one-value arm has a constant bootstrap mean
+    shift = (a[0] if a.size == 1 else 0.0) - (b[0] if b.size == 1 else 0.0)
+    sign = 1.0 if a.size > 1 else -1.0
+    if not arms:
+      return float(shift), float(shift)
+    return _percentile_bootstrap(
+      arms, lambda x, axis: shift + sign * np.mean(x, axis=axis), level, n_resamples, seed
+    )
+  diff = lambda x, y, axis: np.mean(x, axis=axis) - np.mean(y, axis=axis)
+  return _percentile_bootstrap((a, b), diff, level, n_resamples, seed)
 
 
 # -- two-sample tests -------------------------------------------------------------------
@@ -118,19 +131,19 @@ def diff_ci(
 def mann_whitney(a, b, alternative: str = "two-sided") -> float:
   """Exact p-value of the Mann-Whitney U (Wilcoxon rank-sum) test.
 
-  The statistic is the rank sum of ``a`` in the pooled sample, with midranks for ties;
-  its null distribution is the exact permutation distribution over all
-  ``C(n_a + n_b, n_a)`` splits of the pooled ranks, counted by dynamic programming on
-  the doubled (integer) midranks; two-sided: twice the smaller one-sided p-value, capped
-  at 1. Without ties this equals ``scipy.stats.mannwhitneyu(a, b, method="exact")``; with
-  ties, ``scipy.stats.permutation_test`` of the midrank sum (scipy's ``method="exact"``
-  ignores ties). ``"less"``: ``a`` tends to be smaller than ``b``.
+  Without ties: ``scipy.stats.mannwhitneyu(a, b, method="exact")``. With ties (scipy's
+  ``method="exact"`` ignores them) the statistic uses midranks and its null is the exact
+  permutation distribution over all ``C(n_a + n_b, n_a)`` splits, counted by
+  ``_exact_nulls.rank_sum_pvalue`` (what ``mannwhitneyu`` with
+  ``PermutationMethod(n_resamples=inf)`` enumerates). Two-sided: twice the smaller
+  one-sided p-value, capped at 1. ``"less"``: ``a`` tends to be smaller than ``b``.
   """
   a, b = _sample(a, "a"), _sample(b, "b")
   _check_alternative(alternative)
-  ranks2 = exact.doubled_midranks(np.concatenate([a, b]))
-  counts = exact.subset_sum_counts(ranks2, a.size)
-  return exact.integer_pvalue(counts, int(ranks2[: a.size].sum()), alternative)
+  pooled = np.concatenate([a, b])
+  if np.unique(pooled).size < pooled.size:
+    return exact.rank_sum_pvalue(a, b, alternative)
+  return float(st.mannwhitneyu(a, b, alternative=alternative, method="exact").pvalue)
 
 
 def permutation_test(
@@ -144,48 +157,34 @@ def permutation_test(
 ) -> float:
   """Permutation test of the difference in means ``mean(a) - mean(b)``.
 
-  Exact (every split of the pooled sample into arms of sizes ``n_a`` and ``n_b``) when
-  there are at most 200000 splits (10 vs 10: 184756); else Monte Carlo over
-  ``n_resamples`` random splits (100000 when None, ``np.random.default_rng(seed)``),
-  with ``p = (count + 1) / (n_resamples + 1)``. Two-sided: the fraction of splits with
-  ``|diff| >= |observed|``. This is the usual two-sided permutation p-value; scipy's
-  ``permutation_test`` instead doubles the smaller one-sided p-value, which agrees when
-  ``n_a == n_b`` (the null distribution is then symmetric). ``stat`` must be ``"mean"``.
+  Exact (every split of the pooled sample into arms of sizes ``n_a`` and ``n_b``,
+  ``_exact_nulls.mean_diff_pvalue``) when there are at most 200000 splits (10 vs 10:
+  184756); else ``scipy.stats.permutation_test`` over ``n_resamples`` random splits (100000
+  when None, ``np.random.default_rng(seed)``), with ``p = (count + 1) / (n_resamples +
+  1)``. Two-sided: the fraction of splits with
+  ``|diff| >= |observed|``, the usual two-sided permutation p-value (scipy's own two-sided
+  doubles the smaller one-sided p-value, which agrees when ``n_a == n_b``: the null
+  distribution is then symmetric). ``stat`` must be ``"mean"``.
   """
   a, b = _sample(a, "a"), _sample(b, "b")
   _check_alternative(alternative)
   if stat != "mean":
     raise ValueError(f"stat must be 'mean', got {stat!r}")
-  if n_resamples is not None and n_resamples < 1:
-    raise ValueError(f"n_resamples must be positive, got {n_resamples}")
-  pooled = np.concatenate([a, b])
-  pooled = pooled - pooled.mean()  # same differences, smaller rounding
-  n_a, n_b = a.size, b.size
-  total = pooled.sum()
-  splits = math.comb(n_a + n_b, n_a)
-  if splits <= MAX_EXACT_SPLITS:
-    # enumerate the smaller arm's members; the first combination is the observed split
-    small = min(n_a, n_b)
-    order = pooled if n_a <= n_b else np.concatenate([pooled[n_a:], pooled[:n_a]])
-    sums = order[exact.combinations(pooled.size, small)].sum(axis=1)
-    sums_a = sums if n_a <= n_b else total - sums
-    null = sums_a / n_a - (total - sums_a) / n_b
-    observed, plus = null[0], 0
-  else:
-    n_resamples = n_resamples or 100_000
-    rng = np.random.default_rng(seed)
-    sums_a = np.concatenate(
-      [
-        rng.permuted(np.broadcast_to(pooled, (k, pooled.size)), axis=1)[:, :n_a].sum(axis=1)
-        for k in exact.batches(n_resamples, pooled.size)
-      ]
-    )
-    null = sums_a / n_a - (total - sums_a) / n_b
-    observed = pooled[:n_a].sum() / n_a - pooled[n_a:].sum() / n_b
-    plus = 1
-  tol = _RTOL * max(abs(observed), float(np.abs(pooled).max()))
-  hits = exact.float_tail_count(null, observed, tol, alternative)
-  return (hits + plus) / (null.size + plus)
+  if n_resamples is not None:
+    _check_resamples(n_resamples)
+  if math.comb(a.size + b.size, a.size) <= MAX_EXACT_SPLITS:
+    return exact.mean_diff_pvalue(a, b, alternative)
+  fold = np.abs if alternative == "two-sided" else (lambda v: v)
+  diff = lambda x, y, axis: fold(np.mean(x, axis=axis) - np.mean(y, axis=axis))
+  res = st.permutation_test(
+    (a, b),
+    diff,
+    vectorized=True,
+    n_resamples=n_resamples or 100_000,
+    alternative="greater" if alternative == "two-sided" else alternative,
+    rng=np.random.default_rng(seed),
+  )
+  return float(res.pvalue)
 
 
 # -- paired tests -----------------------------------------------------------------------
@@ -196,8 +195,8 @@ def sign_flip_test(a, b, alternative: str = "two-sided") -> float:
 
   The null distribution flips the sign of each difference ``a_i - b_i`` independently:
   all ``2**n`` sign vectors are enumerated (``n <= 20``; a larger ``n`` raises
-  ``ValueError``). Equals ``scipy.stats.permutation_test(..., permutation_type="samples")``
-  on the mean difference (whose null distribution is symmetric about 0).
+  ``ValueError``) by ``_exact_nulls.sign_flip_pvalue``: the null of
+  ``scipy.stats.permutation_test(..., permutation_type="samples")`` on the mean difference.
   """
   a, b = _sample(a, "a"), _sample(b, "b")
   _check_alternative(alternative)
@@ -205,22 +204,18 @@ def sign_flip_test(a, b, alternative: str = "two-sided") -> float:
   d = a - b
   if d.size > MAX_SIGN_FLIP_N:
     raise ValueError(f"sign_flip_test enumerates 2**n flips: n = {d.size} > {MAX_SIGN_FLIP_N}")
-  sums = np.zeros(1)
-  for v in d:  # every signed sum; index 0 is the all-plus (observed) one
-    sums = np.concatenate([sums + v, sums - v])
-  tol = _RTOL * float(np.abs(d).sum())
-  return exact.float_tail_count(sums, sums[0], tol, alternative) / sums.size
+  return exact.sign_flip_pvalue(d, alternative)
 
 
 def wilcoxon(a, b, alternative: str = "two-sided") -> float:
   """Exact paired Wilcoxon signed-rank p-value of ``a - b``.
 
   Zero differences are dropped (scipy's ``zero_method="wilcox"``); the absolute
-  differences left are ranked with midranks for ties, and the null distribution of the
-  positive-rank sum over all ``2**n`` signs is counted exactly. Equals
-  ``scipy.stats.wilcoxon(a, b, method="exact")`` without ties or zeros (and scipy's
-  permutation version, ``method="auto"`` for ``n <= 13``, with them). All differences
-  zero: 1.0.
+  differences left are ranked with midranks for ties. Without ties:
+  ``scipy.stats.wilcoxon(d, method="exact")`` on the nonzero differences ``d``; with
+  ties, the positive-rank sum's exact null over all ``2**n`` signs
+  (``_exact_nulls.signed_rank_pvalue``; what scipy's ``method=PermutationMethod()``
+  enumerates). All differences zero: 1.0.
   """
   a, b = _sample(a, "a"), _sample(b, "b")
   _check_alternative(alternative)
@@ -229,59 +224,41 @@ def wilcoxon(a, b, alternative: str = "two-sided") -> float:
   d = d[d != 0]
   if d.size == 0:
     return 1.0
-  ranks2 = exact.doubled_midranks(np.abs(d))
-  counts = np.zeros(int(ranks2.sum()) + 1, dtype=exact.count_dtype(2**d.size))
-  counts[0] = 1
-  for w in ranks2:  # counts[s]: sign vectors whose doubled positive-rank sum is s
-    counts[w:] += counts[:-w].copy()
-  return exact.integer_pvalue(counts, int(ranks2[d > 0].sum()), alternative)
+  if np.unique(np.abs(d)).size < d.size:
+    return exact.signed_rank_pvalue(d, alternative)
+  return float(st.wilcoxon(d, alternative=alternative, method="exact").pvalue)
 
 
 # -- other tests ------------------------------------------------------------------------
 
 
 def fisher_exact(table, alternative: str = "two-sided") -> float:
-  """Fisher's exact test of a 2x2 table ``[[a, b], [c, d]]`` of counts.
-
-  Under the null, ``a`` is hypergeometric given the margins. ``"less"``: ``P(X <= a)``
-  (odds ratio below 1), ``"greater"``: ``P(X >= a)``; two-sided: the total probability of
-  the tables no more probable than the observed one (within a relative 1e-7, as R). The
-  probabilities are computed exactly in integers; compare ``scipy.stats.fisher_exact``.
-  """
+  """Fisher's exact test of a 2x2 table ``[[a, b], [c, d]]`` of counts:
+  ``scipy.stats.fisher_exact``. Under the null, ``a`` is hypergeometric given the margins.
+  ``"less"``: ``P(X <= a)`` (odds ratio below 1), ``"greater"``: ``P(X >= a)``; two-sided:
+  the total probability of the tables no more probable than the observed one."""
   _check_alternative(alternative)
   t = np.asarray(table)
   if t.shape != (2, 2) or np.any(t < 0) or np.any(t != np.round(t)):
     raise ValueError(f"table must be a 2x2 table of non-negative counts, got {table!r}")
-  (x, b_), (c, d) = (int(v) for v in t[0]), (int(v) for v in t[1])
-  row, col, n = x + b_, x + c, x + b_ + c + d
-  support = range(max(0, row + col - n), min(row, col) + 1)
-  weight = {k: math.comb(col, k) * math.comb(n - col, row - k) for k in support}
-  if alternative == "less":
-    hits = sum(w for k, w in weight.items() if k <= x)
-  elif alternative == "greater":
-    hits = sum(w for k, w in weight.items() if k >= x)
-  else:
-    hits = sum(w for w in weight.values() if w * 10**7 <= weight[x] * (10**7 + 1))
-  return min(1.0, float(Fraction(hits, math.comb(n, row))))
+  return float(st.fisher_exact(t.astype(np.int64), alternative=alternative).pvalue)
 
 
 def variance_ratio_test(a, b) -> float:
   """Two-sided F-test of equal variances: ``F = var(a) / var(b)`` (sample variances)
-  against the F distribution with ``(n_a - 1, n_b - 1)`` degrees of freedom, ``p = 2 *
-  min(P(F' <= F), P(F' >= F))`` capped at 1 (assumes normal samples). The F tails are
-  regularised incomplete beta functions, evaluated by their continued fraction; compare
-  ``scipy.stats.f``. Both variances zero: nan."""
+  against ``scipy.stats.f`` with ``(n_a - 1, n_b - 1)`` degrees of freedom, ``p = 2 *
+  min(P(F' <= F), P(F' >= F))`` capped at 1 (assumes normal samples). Both variances
+  zero: nan."""
   a, b = _sample(a, "a"), _sample(b, "b")
   if a.size < 2 or b.size < 2:
     raise ValueError("variance_ratio_test needs at least 2 values per arm")
   va, vb = float(np.var(a, ddof=1)), float(np.var(b, ddof=1))
   if va == 0 and vb == 0:
     return math.nan
-  d1, d2 = a.size - 1, b.size - 1
-  # F <= f  <=>  X <= d1 va / (d1 va + d2 vb),  X ~ Beta(d1 / 2, d2 / 2)
-  x, y = d1 * va / (d1 * va + d2 * vb), d2 * vb / (d1 * va + d2 * vb)
-  lower, upper = exact.beta_tails(d1 / 2, d2 / 2, x, y)
-  return min(1.0, 2 * min(lower, upper))
+  if vb == 0:
+    return 0.0
+  f, d1, d2 = va / vb, a.size - 1, b.size - 1
+  return min(1.0, 2 * min(float(st.f.cdf(f, d1, d2)), float(st.f.sf(f, d1, d2))))
 
 
 def holm(pvalues) -> list[float]:
@@ -417,6 +394,23 @@ def _sample(x, name: str, finite: bool = True) -> np.ndarray:
 def _check_alternative(alternative: str) -> None:
   if alternative not in ALTERNATIVES:
     raise ValueError(f"alternative must be one of {ALTERNATIVES}, got {alternative!r}")
+
+
+def _check_resamples(n_resamples) -> None:
+  if n_resamples < 1:
+    raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+
+
+def _percentile_bootstrap(data, stat, level, n_resamples, seed) -> tuple[float, float]:
+  res = st.bootstrap(
+    data,
+    stat,
+    confidence_level=level,
+    n_resamples=n_resamples,
+    method="percentile",
+    rng=np.random.default_rng(seed),
+  )
+  return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def _check_level(level: float) -> None:

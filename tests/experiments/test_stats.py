@@ -1,10 +1,12 @@
 """experiments/stats.py against scipy (and closed values) on small hand cases: exact tests
-for 3 to 10 values per arm, tie-free and tied, every alternative."""
+for 3 to 10 values per arm, tie-free and tied, every alternative; the hand-counted nulls of
+experiments/_exact_nulls.py against a brute-force enumeration."""
 
 from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -95,7 +97,9 @@ def test_bootstrap_ci_is_the_percentile_bootstrap():
   lo, hi = stats.bootstrap_ci(x, seed=3)
   rng = np.random.default_rng(3)  # the documented algorithm, by hand
   means = x[rng.integers(0, x.size, size=(10000, x.size))].mean(axis=1)
-  assert (lo, hi) == tuple(np.quantile(means, [0.025, 0.975]))
+  # the same resamples (another stream would move the ends by ~1e-2); scipy's percentile
+  # of 2.5000000000000022 interpolates within an ulp of np.quantile's
+  assert (lo, hi) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])), rel=1e-14)
   assert lo < x.mean() < hi
   # close to scipy's percentile bootstrap (a different random stream)
   ref = st.bootstrap((x,), np.mean, method="percentile", n_resamples=10000, rng=0)
@@ -122,7 +126,7 @@ def test_diff_ci_unpaired_and_paired():
   rng = np.random.default_rng(1)  # each arm resampled on its own, a first
   da = a[rng.integers(0, 5, size=(10000, 5))].mean(axis=1)
   db = b[rng.integers(0, 4, size=(10000, 4))].mean(axis=1)
-  assert (lo, hi) == tuple(np.quantile(da - db, [0.025, 0.975]))
+  assert (lo, hi) == pytest.approx(tuple(np.quantile(da - db, [0.025, 0.975])), rel=1e-14)
   assert lo < a.mean() - b.mean() < hi < 0
   # paired: the bootstrap interval of the mean difference
   b5 = np.array([22.0, 25.0, 23.1, 26.0, 24.9])
@@ -130,6 +134,17 @@ def test_diff_ci_unpaired_and_paired():
   assert stats.diff_ci(a, b5, paired=True, seed=2) != stats.diff_ci(a, b5, seed=2)
   with pytest.raises(ValueError, match="equal lengths"):
     stats.diff_ci(a, b, paired=True)
+
+
+def test_diff_ci_with_a_one_value_arm():
+  b = np.array([27.4, 29.9, 28.2, 30.1])
+  rng = np.random.default_rng(0)  # the one-value arm draws nothing from the stream
+  db = b[rng.integers(0, 4, size=(10000, 4))].mean(axis=1)
+  ref = np.quantile(5.0 - db, [0.025, 0.975])
+  assert stats.diff_ci([5.0], b) == pytest.approx(tuple(ref), rel=1e-14)
+  lo, hi = stats.diff_ci(b, [5.0])
+  assert (lo, hi) == pytest.approx(tuple(np.quantile(db - 5.0, [0.025, 0.975])), rel=1e-14)
+  assert stats.diff_ci([5.0], [2.0]) == (3.0, 3.0)
 
 
 # -- Mann-Whitney -----------------------------------------------------------------------
@@ -311,6 +326,72 @@ def test_wilcoxon_closed_values():
     stats.wilcoxon([1.0, 2.0, 3.0], [1.0, 2.0])
 
 
+# -- the hand-counted nulls against a brute-force enumeration -----------------------------
+
+TINY = [
+  ([1.0, 2.0, 2.0], [2.0, 3.0, 3.0, 5.0]),
+  ([0.1, 0.2, 0.7], [0.3, 0.4, 0.5]),
+  ([4.0, 1.0], [3.0, 3.0, 2.0]),
+  ([1.0, 1.0, 3.0, 4.0], [1.0, 2.0, 2.0]),
+]
+TINY_PAIRED = [[2.0, -2.0, 1.0, 3.0, -1.0], [0.1, 0.2, -0.3, 0.4], [1.0, 1.0, -1.0, 2.0, -2.0, 2.0]]
+
+
+def _tail(null, observed, alternative, doubled):
+  """Exact p-value from every null value: two-sided doubles the smaller tail (rank tests)
+  or counts ``|T| >= |t|`` (mean statistics)."""
+  null, tol = np.asarray(null), 1e-9
+  less = Fraction(int(np.sum(null <= observed + tol)), null.size)
+  greater = Fraction(int(np.sum(null >= observed - tol)), null.size)
+  if alternative != "two-sided":
+    return float(less if alternative == "less" else greater)
+  if doubled:
+    return float(min(1, 2 * min(less, greater)))
+  return float(Fraction(int(np.sum(np.abs(null) >= abs(observed) - tol)), null.size))
+
+
+def _every_split(a, b, statistic):
+  pooled, n_a = np.concatenate([a, b]), len(a)
+  for idx in itertools.combinations(range(pooled.size), n_a):
+    mask = np.zeros(pooled.size, bool)
+    mask[list(idx)] = True
+    yield statistic(pooled, mask)
+
+
+@pytest.mark.parametrize("alternative", ALTS)
+@pytest.mark.parametrize("case", range(len(TINY)))
+def test_two_sample_nulls_match_brute_force(case, alternative):
+  a, b = (np.array(v) for v in TINY[case])
+  ranks = lambda pooled, mask: st.rankdata(pooled)[mask].sum()
+  mean_diff = lambda pooled, mask: pooled[mask].mean() - pooled[~mask].mean()
+  for statistic, null_p, doubled in (
+    (ranks, _exact_nulls.rank_sum_pvalue, True),
+    (mean_diff, _exact_nulls.mean_diff_pvalue, False),
+  ):
+    null = list(_every_split(a, b, statistic))
+    ref = _tail(null, null[0], alternative, doubled)  # the first split is the observed one
+    assert null_p(a, b, alternative) == pytest.approx(ref, rel=1e-12)
+
+
+@pytest.mark.parametrize("alternative", ALTS)
+@pytest.mark.parametrize("case", range(len(TINY_PAIRED)))
+def test_paired_nulls_match_brute_force(case, alternative):
+  d = np.array(TINY_PAIRED[case])
+  ranks = st.rankdata(np.abs(d))
+  signs = [np.array(s) for s in itertools.product([1.0, -1.0], repeat=d.size)]
+  sums = [float(np.sum(s * d)) for s in signs]  # signs[0] is the observed one
+  ref = _tail(sums, sums[0], alternative, doubled=False)
+  assert _exact_nulls.sign_flip_pvalue(d, alternative) == pytest.approx(ref, rel=1e-12)
+  rank_sums = [float(ranks[s * d > 0].sum()) for s in signs]
+  ref = _tail(rank_sums, rank_sums[0], alternative, doubled=True)
+  assert _exact_nulls.signed_rank_pvalue(d, alternative) == pytest.approx(ref, rel=1e-12)
+
+
+def test_doubled_midranks():
+  x = np.array([3.0, 1.0, 3.0, 2.0, 3.0])
+  assert _exact_nulls.doubled_midranks(x).tolist() == (2 * st.rankdata(x)).astype(int).tolist()
+
+
 # -- Fisher, variance ratio, Holm ---------------------------------------------------------
 
 
@@ -368,15 +449,6 @@ def test_variance_ratio_test_matches_scipy_f():
   assert math.isnan(stats.variance_ratio_test([1.0, 1.0], [2.0, 2.0]))
   with pytest.raises(ValueError):
     stats.variance_ratio_test([1.0], [1.0, 2.0])
-
-
-def test_beta_tails_match_scipy():
-  from scipy.special import betainc
-
-  for a, b, x in [(0.5, 0.5, 0.3), (2, 3, 0.9), (10, 1, 0.01), (1.5, 4.5, 0.2), (20, 12.5, 0.7)]:
-    lower, upper = _exact_nulls.beta_tails(a, b, x, 1 - x)
-    assert lower == pytest.approx(betainc(a, b, x), rel=1e-12)
-    assert upper == pytest.approx(betainc(b, a, 1 - x), rel=1e-12)
 
 
 def test_holm_hand_cases():
