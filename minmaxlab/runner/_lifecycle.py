@@ -186,10 +186,14 @@ def run_status(latest_checkpoint: int | None, total: int) -> str:
   return "finished" if latest_checkpoint >= total else "unfinished"
 
 
-def interrupted_line(unit: str, reached: int, total: int, saved: int | None, command: str) -> str:
-  """``interrupted at generation 7/40 (saved: generation 5); continue with: <command>``."""
+def interrupted_line(
+  unit: str, reached: int, total: int, saved: int | None, command: str, where: str = ""
+) -> str:
+  """``interrupted at generation 7/40 (saved: generation 5); continue with: <command>``
+  (``where``: ``... 7/40 of the run in <where> (...``, a run other than the command's)."""
   saved_text = "nothing saved yet" if saved is None else f"saved: {unit} {saved}"
-  return f"interrupted at {unit} {reached}/{total} ({saved_text}); continue with: {command}"
+  place = f" of the run in {where}" if where else ""
+  return f"interrupted at {unit} {reached}/{total}{place} ({saved_text}); continue with: {command}"
 
 
 def finished_run(workdir: str | os.PathLike, total: int) -> dict | None:
@@ -263,6 +267,23 @@ class Rerun:
   def on_log(self, step: int, row: dict | None = None) -> None:
     self.reached = int(step)
 
+  def describe(self, workdir, unit: str, total: int, command: str) -> str:
+    """The Ctrl-C line: how far the run got, or, while another run of this process trains
+    (the main job's baseline), how far that one got and where."""
+    from minmaxlab.runner._metrics_log import OPEN_RUNS
+
+    other = OPEN_RUNS[-1] if OPEN_RUNS else None
+    if other is not None and other.workdir != Path(workdir).resolve():
+      rows = other.writer.rows if other.writer is not None else []
+      step_key = other.writer.step_key if other.writer is not None else "step"
+      at = int(rows[-1].get(step_key, other.start)) if rows else other.start
+      now = checkpoint_steps(other.workdir)
+      saved = now[-1] if now else None
+      return interrupted_line(unit, at, other.total, saved, command, str(other.workdir))
+    now = checkpoint_steps(workdir)
+    at = self.reached if self.reached is not None else (now[-1] if now else 0)
+    return interrupted_line(unit, at, total, now[-1] if now else None, command)
+
 
 def start_run(
   workdir: str | os.PathLike,
@@ -305,11 +326,7 @@ def start_run(
     run.status = "finishing"
 
   def interrupted() -> str:
-    if quiet:
-      return ""
-    now = checkpoint_steps(workdir)
-    at = run.reached if run.reached is not None else (now[-1] if now else 0)
-    return interrupted_line(unit, at, total, now[-1] if now else None, rerun_command(module))
+    return "" if quiet else run.describe(workdir, unit, total, rerun_command(module))
 
   exit_on_interrupt(interrupted)
   if run.status != "new":

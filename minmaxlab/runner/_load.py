@@ -77,13 +77,19 @@ def load_run(workdir: str | os.PathLike, step: int | None = None, module: str | 
   workdir = Path(workdir)
   path = workdir / "config.json"
   if not path.exists():
-    raise FileNotFoundError(f"{workdir} holds no run (no config.json)")
+    where = "" if workdir.is_absolute() else f" ({workdir.resolve()})"
+    raise FileNotFoundError(f"{workdir}{where} holds no run (no config.json)")
   saved = read_config_json(path)
   record = saved.pop("run", {}) or {}
   name = module or record.get("module")
   if not name:
     raise ValueError(f"{path} does not name the trainer that wrote it: pass module=")
   trainer = _import_trainer(name, workdir, record)
+  if not callable(getattr(trainer, "checkpoint_target", None)):
+    raise ValueError(
+      f"{workdir}: its trainer {name} defines no checkpoint_target(config), so load_run cannot"
+      " restore its checkpoints (read config.json, metrics.jsonl and summary.json instead)"
+    )
   config = ml_collections.ConfigDict(saved)
   target = trainer.checkpoint_target(config)
   manager = CheckpointManager(workdir / "checkpoints")

@@ -12,6 +12,10 @@ import numpy as np
 
 from minmaxlab.runner._tensorboard import EventFileWriter
 
+# The training runs (``TrainingRun``) of this process whose writers are open, newest last: the
+# newest is what Ctrl-C reports (``Rerun.describe``), e.g. the main job's baseline as it trains.
+OPEN_RUNS: list[Any] = []
+
 
 def _plain(value: Any) -> Any:
   """A JSON-able Python value; NaN and infinities become ``None`` (JSON ``null``: JSON

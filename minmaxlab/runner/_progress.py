@@ -64,7 +64,8 @@ class ProgressBar:
     self.tty = self.tty and _columns(self.stream) != 0  # 0 columns: a terminal without a size
     self._last_step, self._last_time = int(start), time.perf_counter()
     self._first: tuple[int, float] | None = None  # (step, time) of the first update
-    self.latest: dict[str, Any] = {}
+    self.latest: dict[str, Any] = {}  # the metrics last given, at self._latest_step
+    self._latest_step: int | None = None
     self._bar = None
     if self.tty:
       from tqdm import tqdm
@@ -93,7 +94,8 @@ class ProgressBar:
     metrics: dict[str, Any] | None = None,
     seconds: float | None = None,
   ) -> str:
-    """Show ``step`` with ``values`` (e.g. losses); ``metrics`` are kept as the latest.
+    """Show ``step`` with ``values`` (e.g. losses); ``metrics`` are kept as the latest, and
+    shown on later lines after ``(evaluated at step N)``, the step they were measured at.
 
     ``seconds``: the measured compute time since the last update (shown, and used
     for the rate instead of the wall time between updates).
@@ -109,8 +111,11 @@ class ProgressBar:
     done = step - self._last_step
     self._last_step, self._last_time = step, now
     if metrics:
-      self.latest = dict(metrics)
-    parts = [f"{k}={_fmt(v)}" for k, v in {**(values or {}), **self.latest}.items()]
+      self.latest, self._latest_step = dict(metrics), int(step)
+    parts = [f"{k}={_fmt(v)}" for k, v in (values or {}).items()]
+    if self.latest and self._latest_step != int(step):  # not measured now: say when it was
+      parts.append(f"(evaluated at {self.unit} {self._latest_step})")
+    parts += [f"{k}={_fmt(v)}" for k, v in self.latest.items()]
     timing = "" if seconds is None else f"{seconds:.2f} s | "
     eta_text = "" if eta is None else f" | ETA {tqdm.format_interval(eta)}"
     text = (

@@ -20,7 +20,7 @@ import jax
 from minmaxlab.runner._checkpoint import CheckpointManager
 from minmaxlab.runner._finish import fault_point, finish, is_finished, write_json
 from minmaxlab.runner._lifecycle import config_changes, write_config
-from minmaxlab.runner._metrics_log import MetricWriter
+from minmaxlab.runner._metrics_log import OPEN_RUNS, MetricWriter
 from minmaxlab.runner._plots import save_metric_curves
 from minmaxlab.runner._progress import ProgressBar
 
@@ -148,6 +148,7 @@ class TrainingRun:
       resume_step=self.start if resume else None,
       step_key=step_key,
     )
+    OPEN_RUNS.append(self)
     return self.writer
 
   def open_progress(self, **options) -> ProgressBar | None:
@@ -176,6 +177,8 @@ class TrainingRun:
     written (``curves``: its keys, or a function of the rows giving them; ``None``: every
     numeric metric; ``titles``: panel titles by key). Call it in a ``finally``: the curves
     are drawn after an error too."""
+    if self in OPEN_RUNS:
+      OPEN_RUNS.remove(self)
     if self.bar is not None:
       self.bar.close()
     rows: list[dict] = []

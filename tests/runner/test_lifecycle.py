@@ -432,3 +432,45 @@ def test_dev_py_main_installs_base_only_and_test_upgrades(tmp_path, monkeypatch)
   dev.ensure_venv(full=False)  # a full environment serves main too
   dev.ensure_venv(full=True)
   assert calls == []
+
+
+def test_ctrl_c_during_the_baseline_names_the_baseline_and_its_generation(tmp_path):
+  """Issue 47: Ctrl-C while the main job's baseline trained (at 3/12) printed
+  ``interrupted at generation 12/12``, the grid's last generation."""
+  import ml_collections
+
+  from minmaxlab.runner._lifecycle import Rerun
+
+  config = ml_collections.ConfigDict({"seed": 0})
+  main = Rerun("new", None)
+  main.on_log(12)  # the grid has trained all its generations
+  line = main.describe(tmp_path, "generation", 12, "python3 dev.py main")
+  assert line.startswith("interrupted at generation 12/12 (nothing saved yet)")
+  base = runner.TrainingRun(tmp_path / "baseline_1x1", config, 12)
+  base.open_writers(resume=False, tensorboard=False, step_key="generation")
+  try:
+    for g in (1, 2, 3):
+      base.writer.write(g, {"x": 1.0})
+    base.checkpoint(2, {"w": jnp.zeros(2)})
+    line = main.describe(tmp_path, "generation", 12, "python3 dev.py main")
+    assert line == (
+      f"interrupted at generation 3/12 of the run in {tmp_path / 'baseline_1x1'} (saved:"
+      " generation 2); continue with: python3 dev.py main"
+    )
+  finally:
+    base.close([])
+  assert main.describe(tmp_path, "generation", 12, "c").startswith(
+    "interrupted at generation 12/12"
+  )
+
+
+def test_load_run_of_a_missing_or_unloadable_workdir_is_one_line(tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(FileNotFoundError) as e:
+    runner.load_run("runs/nope")
+  assert str(e.value) == f"runs/nope ({tmp_path / 'runs' / 'nope'}) holds no run (no config.json)"
+  (tmp_path / "g").mkdir()
+  runner.write_config(tmp_path / "g", {"seed": 0}, module="json")  # a module without the hook
+  with pytest.raises(ValueError) as e:
+    runner.load_run("g")
+  assert "\n" not in str(e.value) and "defines no checkpoint_target(config)" in str(e.value)

@@ -77,3 +77,17 @@ def test_an_anonymous_compiled_program_is_named_by_its_caller():
   finally:
     reporter.enabled = False
   assert "compiled jit(<lambda>) in local_loop (test_progress.py:" in out.getvalue()
+
+
+def test_metrics_from_an_earlier_step_say_when_they_were_measured():
+  """Issue 47: GAN log lines repeated the last evaluation's metrics as if measured at each
+  logged step."""
+  plain = io.StringIO()
+  bar = runner.ProgressBar(30, stream=plain)
+  bar.update(10, {"g_loss": 0.5}, {"mode_kl": 2.0})
+  bar.update(20, {"g_loss": 0.4})
+  bar.update(30, {"g_loss": 0.3}, {"mode_kl": 1.0})
+  lines = plain.getvalue().splitlines()
+  assert lines[0].endswith("| g_loss=0.5 mode_kl=2")
+  assert lines[1].endswith("| g_loss=0.4 (evaluated at step 10) mode_kl=2")
+  assert lines[2].endswith("| g_loss=0.3 mode_kl=1")
