@@ -496,3 +496,15 @@ def test_a_timed_out_trial_ends_the_processes_its_task_started(tmp_path):
         os.kill(pid, 9)
       except OSError:
         pass
+
+
+def test_a_worker_drops_import_path_entries_inside_its_workdir(tmp_path, monkeypatch):
+  from minmaxlab.pbt import __main__ as worker_main
+
+  inside, outside = tmp_path / "run", tmp_path / "lib"
+  (inside / "sub").mkdir(parents=True)
+  outside.mkdir()
+  monkeypatch.chdir(inside)
+  monkeypatch.setattr(sys, "path", ["", str(inside / "sub"), str(outside), str(inside)])
+  worker_main._drop_run_paths(str(inside))
+  assert sys.path == [str(outside)]
