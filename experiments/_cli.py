@@ -188,13 +188,13 @@ _BYTES = 4  # float32
 
 
 def memory_need(config) -> int | None:
-  """A rough lower bound of the bytes a run of ``config`` holds at once (``None`` when the
-  config has no ``batch_size`` or ``hidden``, or they are not numbers): every model's
-  generator and discriminator MLP parameters (``latent_dim -> hidden -> data`` and
+  """A rough lower bound of the bytes one process of a run of ``config`` holds at once
+  (``None`` when the config has no ``batch_size`` or ``hidden``, or they are not numbers): one
+  generator's and one discriminator's MLP parameters (``latent_dim -> hidden -> data`` and
   ``data -> hidden -> 1``) with their gradients, Adam's two moments and two copies (slow
-  weights, an extrapolation), for each population member or grid cell, plus one batch's
-  activations of both players forward and backward. It only has to tell a config that
-  cannot fit from one that might."""
+  weights, an extrapolation), plus one batch's activations of both players forward and
+  backward. It only has to tell a config that cannot fit from one that might (a coevolution
+  grid's cells are counted by its own, finer check)."""
   get = config.get if hasattr(config, "get") else (lambda k, d=None: d)
   try:
     hidden = [int(h) for h in (get("hidden", ()) or ())]
@@ -203,14 +203,12 @@ def memory_need(config) -> int | None:
       return None
     data = _DATA_SIZES.get(str(get("dataset", "")), 784)
     latent = int(get("latent_dim", 0) or 0) or 64
-    models = max(1, int(get("population_size", 1) or 1))
-    models *= max(1, int(get("rows", 1) or 1)) * max(1, int(get("cols", 1) or 1))
   except (TypeError, ValueError):
     return None
   widths = [[latent, *hidden, data], [data, *hidden, 1]]
   params = sum(a * b + b for w in widths for a, b in zip(w, w[1:], strict=False))
   activations = max(batch, 1) * sum(sum(w) for w in widths) * 2
-  return (6 * params * models + activations * models) * _BYTES
+  return (6 * params + activations) * _BYTES
 
 
 def check_memory(config) -> None:
@@ -253,10 +251,10 @@ def run(main: Callable[[list[str]], None]) -> None:
   started = []
 
   def wrapped(argv):
-    if "config" in flags.FLAGS and flags.FLAGS["config"].value is not None:
-      check_memory(flags.FLAGS["config"].value)  # before main writes anything
     started.append(True)
     try:
+      if "config" in flags.FLAGS and flags.FLAGS["config"].value is not None:
+        check_memory(flags.FLAGS["config"].value)  # before main writes anything
       return main(argv)
     except app.UsageError as e:  # one line, not absl's usage text
       if debug:
