@@ -1,7 +1,17 @@
 """The timing half of ``gpu_check.sh``: a 4x4 coevolution grid of DCGAN cells and a vectorized
-PBT round on the default JAX device, as one JSON line with the fraction of its peak FLOP/s.
+PBT round on the default JAX device, with the fraction of its peak FLOP/s.
 
-  python experiments/benchmarks/gpu_check.py [--dry] [--out FILE] [--tests-json FILE]
+  python experiments/benchmarks/gpu_check.py [--dry] [--out FILE] [--budget-s S] [--tests-json FILE]
+
+One JSON line per phase, printed as it ends (``phase``, ``elapsed_s`` since the start): the
+device (within seconds), each workload at the small size (a one-layer MLP pair: seconds to
+compile), then at the full size (the DCGAN), then a 20-step generation, then ``summary`` (every
+number of the largest size that ran, the record earlier versions wrote as their one line). A
+workload's line times its phases apart: ``lower_s`` (tracing and lowering), ``compile_s``
+(that and XLA), ``first_call_s`` and ``seconds`` (the median of the timed calls after it).
+Compiled programs go to the persistent compilation cache (``runner.enable_compilation_cache``),
+so a second call of the check loads them. No workload starts after ``--budget-s`` seconds
+(default 240, ``$GPU_CHECK_BUDGET_S``): its line says it was skipped.
 
 Workloads (random images in [-1, 1] of shape 32x32x3: the content does not change the cost):
 
@@ -25,8 +35,8 @@ The peak is the device's dense FP32 rate or, where float32 matmuls and convoluti
 TF32 tensor cores (JAX's default precision on NVIDIA Ampere and later), its dense TF32 rate,
 from the table below by device name; ``--peak-flops`` (or ``$GPU_CHECK_PEAK_FLOPS``)
 overrides it (the CPU has no entry: the fraction is null unless one is given).
-``--dry`` runs everything at a tiny size for the CPU test (a one-layer MLP pair instead of the
-DCGAN, small batches, no extra generation).
+``--dry`` runs the small size only (the CPU check in CI and the test suite: XLA's quicker CPU
+code, no extra generation).
 """
 
 from __future__ import annotations
@@ -38,6 +48,7 @@ import platform
 import re
 import statistics
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -142,11 +153,26 @@ def program_cost(compiled) -> dict:
   }
 
 
-def _time(fn, repeats: int) -> tuple[float, list[float]]:
-  """Median and every one of ``repeats`` timed calls after one warm-up (the harness's)."""
-  reps = h.interleave({"fn": lambda r: fn()}, repeats, warmup=1)["fn"]
+def _run_phase(compiled, timing: dict, args: tuple, repeats: int) -> dict:
+  """The compile phase (``timing``: tracing and lowering, XLA; a persistent-cache hit on a
+  second call) and the run phase: the first call (transfers, the kernels' first launch) and
+  the median of ``repeats`` timed calls after it."""
+  import jax
+
+  t0 = time.perf_counter()
+  jax.block_until_ready(compiled(*args))
+  first = time.perf_counter() - t0
+  reps = h.interleave({"fn": lambda r: compiled(*args)}, repeats, warmup=0)["fn"]
   times = [r.wall_s for r in reps]
-  return statistics.median(times), times
+  return {
+    "lower_s": timing["lower_s"],
+    "compile_s": timing["compile_s"],
+    "compile_cpu_s": timing["compile_cpu_s"],
+    "first_call_s": round(first, 4),
+    "seconds": statistics.median(times),
+    "times": times,
+    **program_cost(compiled),
+  }
 
 
 def _pair(size: dict):
@@ -168,6 +194,7 @@ def coevolution_workload(size: dict, steps: int, repeats: int) -> dict:
   import jax.numpy as jnp
 
   from minmaxlab import coevolution as co
+  from minmaxlab import distributed
   from minmaxlab.gan import data
 
   config = co.CoevolutionConfig(
@@ -188,17 +215,11 @@ def coevolution_workload(size: dict, steps: int, repeats: int) -> dict:
   )
   images = _images(size["images"])
   key = jax.random.key(0)
-  state = jax.jit(coev.init)(key)
-  compiled, timing = h.compile_timed(jax.jit(coev.step), key, state, images)
-  compile_s = timing["compile_s"]
-  seconds, times = _time(lambda: compiled(key, state, images), repeats)
-  return {
-    "steps": steps,
-    "compile_s": compile_s,
-    "seconds": seconds,
-    "times": times,
-    **program_cost(compiled),
-  }
+  opts = distributed.compiler_options(size["compile"])  # XLA's own for "default" and on GPUs
+  state = jax.jit(coev.init, compiler_options=opts)(key)
+  step = jax.jit(coev.step, compiler_options=opts)
+  compiled, timing = h.compile_timed(step, key, state, images)
+  return {"steps": steps, **_run_phase(compiled, timing, (key, state, images), repeats)}
 
 
 def pbt_workload(size: dict, steps: int, repeats: int, members: int = 16) -> dict:
@@ -206,7 +227,7 @@ def pbt_workload(size: dict, steps: int, repeats: int, members: int = 16) -> dic
   import optax
 
   import minmaxlab
-  from minmaxlab import pbt
+  from minmaxlab import distributed, pbt
   from minmaxlab.gan import data, losses
 
   pair = _pair(size)
@@ -249,18 +270,16 @@ def pbt_workload(size: dict, steps: int, repeats: int, members: int = 16) -> dic
     jit=False,
   )
   images = _images(size["images"])
-  state = jax.jit(runner.init, static_argnums=1)(jax.random.key(0), members)
+  opts = distributed.compiler_options(size["compile"])
+  state = jax.jit(runner.init, static_argnums=1, compiler_options=opts)(jax.random.key(0), members)
   key = jax.random.key(1)
-  compiled, timing = h.compile_timed(jax.jit(runner.step), key, state, images)
-  compile_s = timing["compile_s"]
-  seconds, times = _time(lambda: compiled(key, state, images), repeats)
+  compiled, timing = h.compile_timed(
+    jax.jit(runner.step, compiler_options=opts), key, state, images
+  )
   return {
     "members": members,
     "steps": steps,
-    "compile_s": compile_s,
-    "seconds": seconds,
-    "times": times,
-    **program_cost(compiled),
+    **_run_phase(compiled, timing, (key, state, images), repeats),
   }
 
 
@@ -275,6 +294,7 @@ SIZES = {
     "batch": 128,
     "fitness_samples": 1000,
     "images": 8192,
+    "compile": "default",
   },
   "dry": {
     "architecture": "mlp",
@@ -283,79 +303,135 @@ SIZES = {
     "batch": 4,
     "fitness_samples": 8,
     "images": 32,
+    "compile": "fastest",  # on the CPU XLA's quicker code, as a test session's: half the compile
   },
 }
 
 
-def main(argv=None) -> dict:
+def _parse(argv):
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--dry", action="store_true", default=os.environ.get("GPU_CHECK_DRY") == "1")
-  parser.add_argument("--out", default="", help="append the JSON line to this file too")
+  parser.add_argument("--out", default="", help="append the JSON lines to this file too")
   parser.add_argument("--tests-json", default="", help="JSON of the test run to include")
   parser.add_argument("--repeats", type=int, default=0, help="timed repeats (default 5, dry 1)")
   parser.add_argument(
     "--generation-steps",
     type=int,
     default=0,
-    help="steps of the extra timed generation (default 20, dry 2)",
+    help="steps of the extra timed generation (default 20, dry none)",
+  )
+  parser.add_argument(
+    "--budget-s",
+    type=float,
+    default=float(os.environ.get("GPU_CHECK_BUDGET_S", "240")),
+    help="no new workload starts after this many seconds (default 240: the check fits in 4"
+    " minutes with the workload that runs when it ends)",
   )
   parser.add_argument(
     "--peak-flops", type=float, default=float(os.environ.get("GPU_CHECK_PEAK_FLOPS", "0") or 0)
   )
-  args = parser.parse_args(argv)
+  return parser.parse_args(argv)
+
+
+def _with_rates(w: dict, peak, fp32) -> dict:
+  rate = None if w["xla_flops"] is None else w["xla_flops"] / w["seconds"]
+  w["flops_per_s"] = rate
+  w["peak_fraction"] = None if rate is None or not peak else rate / peak
+  if fp32 and rate is not None:
+    w["fp32_peak_fraction"] = rate / fp32
+  return w
+
+
+def main(argv=None) -> dict:
+  args = _parse(argv)
+  started = time.perf_counter()
   import jax
 
-  size = SIZES["dry" if args.dry else "full"]
+  from minmaxlab import runner
+
+  cache = runner.enable_compilation_cache()  # a second call loads the compiled programs
   repeats = args.repeats or (1 if args.dry else 5)
-  gen_steps = args.generation_steps or (1 if args.dry else 20)
+  gen_steps = 0 if args.dry else (args.generation_steps or 20)
   device = jax.devices()[0]
   kind = device.device_kind
   key, fp32, tf32 = peak_for(kind)
   peak, peak_source = (fp32, "fp32") if tf32 is None else (tf32, "tf32")
   if args.peak_flops > 0:
     peak, peak_source = args.peak_flops, "given"
+  base = {"check": "gpu_check", "dry": bool(args.dry), "device": kind}
 
-  coevolution = coevolution_workload(size, 1, repeats)
-  generation = coevolution if gen_steps == 1 else coevolution_workload(size, gen_steps, repeats)
-  population = pbt_workload(size, 1, repeats)
-  for w in (coevolution, population):
-    rate = None if w["xla_flops"] is None else w["xla_flops"] / w["seconds"]
-    w["flops_per_s"] = rate
-    w["peak_fraction"] = None if rate is None or not peak else rate / peak
-    if fp32 and rate is not None:
-      w["fp32_peak_fraction"] = rate / fp32
+  def say(phase: str, record: dict) -> dict:
+    elapsed = round(time.perf_counter() - started, 2)
+    h.emit({**base, "phase": phase, "elapsed_s": elapsed, **record}, args.out or None)
+    return record
+
+  say(
+    "device",
+    {
+      "platform": device.platform,
+      "device_count": jax.device_count(),
+      "jax": jax.__version__,
+      "cache": None if cache is None else str(cache),
+    },
+  )
+  # The small case first (a line within seconds of the start), then the real sizes.
+  phases = [("small", SIZES["dry"])] + ([] if args.dry else [("full", SIZES["full"])])
+  done: dict[str, dict] = {}  # workload -> its record of the largest size that ran
+  sizes: dict[str, dict] = {}
+  plan = []
+  for phase, size in phases:
+    plan += [
+      (phase, size, "coevolution_4x4", lambda size: coevolution_workload(size, 1, repeats)),
+      (phase, size, "pbt_vectorized_16", lambda size: pbt_workload(size, 1, repeats)),
+    ]
+  if gen_steps:
+    gen = lambda size: coevolution_workload(size, gen_steps, repeats)  # noqa: E731
+    plan.append(("full", SIZES["full"], "coevolution_4x4_generation", gen))
+  for phase, size, name, run in plan:
+    if time.perf_counter() - started > args.budget_s:
+      say(phase, {"workload": name, "skipped": f"the budget of {args.budget_s:g} s is spent"})
+      continue
+    w = run(size)
+    if name != "coevolution_4x4_generation":
+      w = _with_rates(w, peak, fp32)
+    done[name] = say(phase, {"workload": name, "architecture": size["architecture"], **w})
+    sizes[name] = size
   tests = None
   if args.tests_json and os.path.exists(args.tests_json):
     with open(args.tests_json) as f:
       tests = json.load(f)
-  row = {
-    "check": "gpu_check",
+  peaks = {"peak_table_key": key, "peak_flops": peak, "peak_source": peak_source if peak else None}
+  return say("summary", _summary(done, sizes, device, peaks, tests))
+
+
+def _summary(done: dict, sizes: dict, device, peaks: dict, tests) -> dict:
+  """The last line: every number of the largest case that ran (the check's record)."""
+  import jax
+
+  size = sizes.get("coevolution_4x4", SIZES["dry"])
+  coevolution, population = done.get("coevolution_4x4"), done.get("pbt_vectorized_16")
+  generation = done.get("coevolution_4x4_generation", coevolution) or {}
+  return {
     "date": datetime.now(UTC).isoformat(timespec="seconds"),
-    "dry": bool(args.dry),
-    "device": kind,
     "platform": device.platform,
     "device_count": jax.device_count(),
     "jax": jax.__version__,
     "host": platform.node(),
     "machine": h.host(),
-    "peak_table_key": key,
-    "peak_flops": peak,
-    "peak_source": peak_source if peak else None,
+    **peaks,
     "size": size,
     "architecture": size["architecture"],
     "coevolution_4x4": coevolution,
     "coevolution_4x4_generation": {
-      k: generation[k] for k in ("steps", "compile_s", "seconds", "times")
+      k: generation.get(k) for k in ("steps", "compile_s", "first_call_s", "seconds", "times")
     },
     "pbt_vectorized_16": population,
     "peak_fraction": {
-      "coevolution_4x4": coevolution["peak_fraction"],
-      "pbt_vectorized_16": population["peak_fraction"],
+      "coevolution_4x4": (coevolution or {}).get("peak_fraction"),
+      "pbt_vectorized_16": (population or {}).get("peak_fraction"),
     },
     "tests": tests,
   }
-  h.emit(row, args.out or None)
-  return row
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import pytest
 
 from experiments.benchmarks import gpu_check
+from tests import _procs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,15 +41,18 @@ def test_program_cost_is_exact_only_without_repeated_loops():
   assert not looped["flops_exact"]
 
 
-@pytest.mark.slow  # about a minute of CPU, mostly XLA compiling the coevolution generation
-def test_dry_run_writes_one_json_line(tmp_path):
-  out = tmp_path / "gpu_check.jsonl"
+@pytest.mark.slow  # ~20 s of CPU, mostly XLA compiling the small coevolution generation
+def test_dry_run_prints_a_line_per_phase_the_first_at_once(tmp_path):
+  """Issue 49 item 5: the device's line within seconds, then the small case's workloads with
+  their compile and run phases apart, then the summary (the one line of earlier versions);
+  the compiled programs are left in the compilation cache for a second call."""
+  out, cache = tmp_path / "gpu_check.jsonl", tmp_path / "cache"
   env = dict(
     os.environ,
     PYTHON=sys.executable,
     JAX_PLATFORMS="cpu",
     GPU_CHECK_PEAK_FLOPS="1e11",
-    MINMAXLAB_CACHE_DIR=str(tmp_path / "cache"),
+    MINMAXLAB_CACHE_DIR=str(cache),
   )
   env.pop("GPU_CHECK_DRY", None)
   # Its own process group, so that a hang kills the script's python child too.
@@ -61,25 +65,41 @@ def test_dry_run_writes_one_json_line(tmp_path):
     start_new_session=True,
   )
   try:
-    stdout, stderr = proc.communicate(timeout=900)  # a hang guard: ~40 s of CPU when idle
+    first = json.loads(proc.stdout.readline())  # a hang guard below
+    stdout, stderr = proc.communicate(timeout=_procs.scaled(900))
   except subprocess.TimeoutExpired:
     os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate()
     pytest.fail("gpu_check.sh --dry did not finish in 900 s")
   assert proc.returncode == 0, stderr[-3000:]
-  lines = stdout.strip().splitlines()
-  assert len(lines) == 1, stdout
-  row = json.loads(lines[0])
-  assert out.read_text().strip() == lines[0]
-  assert row["dry"] is True and row["platform"] == "cpu" and row["device"]
-  assert row["peak_flops"] == 1e11 and row["peak_source"] == "given"
+  assert first["phase"] == "device" and first["platform"] == "cpu" and first["dry"] is True
+  assert first["elapsed_s"] < 60 and first["cache"] == str(cache)
+  rows = [first, *map(json.loads, stdout.strip().splitlines())]
+  assert [(r["phase"], r.get("workload")) for r in rows] == [
+    ("device", None),
+    ("small", "coevolution_4x4"),
+    ("small", "pbt_vectorized_16"),
+    ("summary", None),
+  ]
+  assert [json.loads(x) for x in out.read_text().splitlines()] == rows
+  assert [r["elapsed_s"] for r in rows] == sorted(r["elapsed_s"] for r in rows)
+  row = rows[-1]
+  assert row["peak_flops"] == 1e11 and row["peak_source"] == "given" and row["device"]
   assert row["tests"] is None  # the dry mode runs no tests
-  assert row["architecture"] == "mlp"  # the dry size; the real check uses the 32x32 DCGAN
-  for name in ("coevolution_4x4", "pbt_vectorized_16"):
+  assert row["architecture"] == "mlp"  # the small size; the real check then uses the DCGAN
+  for name, w in zip(("coevolution_4x4", "pbt_vectorized_16"), rows[1:3], strict=True):
+    assert {k: v for k, v in w.items() if k not in ("phase", "elapsed_s", "workload")} == {
+      **{k: v for k, v in row[name].items() if k not in ("phase", "elapsed_s", "workload")},
+      "check": "gpu_check",
+      "dry": True,
+      "device": row["device"],
+    }
     w = row[name]
     assert w["steps"] == 1 and w["seconds"] > 0 and w["flops_exact"], w
+    assert 0 < w["lower_s"] <= w["compile_s"] and w["first_call_s"] > 0  # the phases apart
     assert w["xla_flops"] > 0
     assert w["peak_fraction"] == pytest.approx(w["xla_flops"] / w["seconds"] / 1e11)
     assert row["peak_fraction"][name] == w["peak_fraction"]
   assert row["pbt_vectorized_16"]["members"] == 16
   assert row["coevolution_4x4_generation"]["steps"] == 1
+  assert any(cache.glob("jit_step-*")), sorted(p.name for p in cache.iterdir())  # kept
