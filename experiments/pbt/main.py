@@ -43,16 +43,22 @@ def parse_workers(value: str) -> int | str:
   raise app.UsageError(f"--workers must be an integer >= 0 or 'mpi', got {value!r}")
 
 
-def header(config, workdir, workers) -> str:
-  """The first line of a campaign: what it will do and where."""
+def header(config, workdir, workers, ranks: int | None = None) -> str:
+  """The first line of a campaign: what it will do and where (the processes or MPI ``ranks``
+  and the device each trial runs on, in brackets; JAX has started)."""
+  from minmaxlab import distributed
+
   if workers == "mpi":
     who = "workers on the MPI ranks 1..P-1"
+    where = distributed.placement("mpi", 1, ranks or 1, "rank")
   else:
     n = min(workers, config.population_size, len(os.sched_getaffinity(0)))  # as the controller
     who = f"{n} worker processes" if workers else "trials inline"
+    where = distributed.placement("processes" if n else "inline", 1, 1 + n)
   return (
     f"pbt: {config.num_trials} trials of {config.steps_per_trial} steps, task {config.task}, "
-    f"a population of {config.population_size} ({config.exploit} exploit), {who} -> {workdir}"
+    f"a population of {config.population_size} ({config.exploit} exploit), {who} [{where}]"
+    f" -> {workdir}"
   )
 
 
@@ -89,18 +95,19 @@ def main(argv):
 
   from experiments.pbt import population_report, train  # after flag parsing: JAX starts here
 
+  ranks = None
   if workers == "mpi":
     from minmaxlab import pbt
 
     try:
-      pbt.mpi_world()  # fewer than 2 ranks: a clear error before any work
+      ranks = pbt.mpi_world().Get_size()  # fewer than 2 ranks: a clear error before any work
     except ValueError as e:
       raise SystemExit(f"ERROR: {e}") from None
   if _BUDGET.value is not None and not _BUDGET.value > 0:
     raise app.UsageError(f"--budget_s must be > 0, got {_BUDGET.value!r}")
   controller_rank = workers != "mpi" or os.environ.get("PMI_RANK", "0") == "0"
   if controller_rank and not runner.is_finished(_WORKDIR.value, _CONFIG.value.num_trials):
-    print(header(_CONFIG.value, _WORKDIR.value, workers), flush=True)
+    print(header(_CONFIG.value, _WORKDIR.value, workers, ranks), flush=True)
   s = train.train(
     _CONFIG.value,
     _WORKDIR.value,

@@ -97,7 +97,7 @@ def test_smoke_with_mpirun_3(tmp_path):
   assert heads == [
     f"pbt: {config.num_trials} trials of {config.steps_per_trial} steps, task"
     f" ring8, a population of {config.population_size} (tournament exploit),"
-    f" workers on the MPI ranks 1..P-1 -> {tmp_path}"
+    f" workers on the MPI ranks 1..P-1 [backend mpi: 1 cpu device, 3 ranks] -> {tmp_path}"
   ], proc.stdout[:2000]
   s = json.loads((tmp_path / "summary.json").read_text())
   assert s["done"] == config.num_trials and s["worker_ranks"] == 2 and s["lost_ranks"] == []
@@ -165,7 +165,8 @@ def test_cli_budget_ends_the_campaign_with_exit_0(tmp_path):
   lines = [x for x in proc.stdout.splitlines() if x.startswith("the budget of")]
   assert len(lines) == 1, proc.stdout[-2000:]
   assert proc.stdout.startswith("pbt: 200 trials of 20 steps, task ring8,"), proc.stdout[:500]
-  assert proc.stdout.splitlines()[0].endswith(f"trials inline -> {tmp_path}")
+  head = proc.stdout.splitlines()[0]  # where it runs (issue 49)
+  assert head.endswith(f"trials inline [backend inline: 1 cpu device, 1 process] -> {tmp_path}")
   m = re.search(r"ended the campaign after (\d+)/200 trials; continue with: ", lines[0])
   assert m and 1 <= int(m.group(1)) < 200, lines[0]
   s = json.loads((tmp_path / "summary.json").read_text())
