@@ -336,10 +336,12 @@ def stored_program(
   persistent cache off (e.g. ``MINMAXLAB_CACHE_DIR=off``) every call goes to ``jitted``.
 
   Only for programs on one process whose executables can be serialized (``jax.experimental.
-  serialize_executable``; no closed-over constants). JAX's format is a pickle, so a file is
-  unpickled only when its SHA-256 matches the one recorded in the folder's ``index.json``
-  when this library wrote it; anyone who can write that index can still plant code: keep the
-  folder private, as the compilation cache itself.
+  serialize_executable``; no closed-over constants); a program with effects (an MPI
+  collective's token, a host callback) runs through ``jitted`` and is never stored. JAX's
+  format is a pickle, so a file is unpickled only when its SHA-256 matches the one recorded in
+  the folder's ``index.json`` when this library wrote it, and only from a folder and files of
+  this user's that no one else can write (created 0700 and 0600); any other folder is not used
+  (one line), any other file compiled again (one line).
   """
   package = Path(__file__).resolve().parents[1]
   return StoredProgram(jitted, name, key, directory, (package, *sources), stream)
