@@ -128,7 +128,7 @@ class Backend:
 
   def where(self) -> str:
     """Where the grid runs, for a run's first line, e.g. ``backend mesh: 4 cpu devices, 1
-    process`` or ``backend mpi: 2 NVIDIA H100 80GB HBM3 devices (gpu), 2 ranks``."""
+    process`` or ``backend mpi: 2 NVIDIA H200 devices (gpu), 2 ranks``."""
     return placement(
       self.name, self.devices, self.processes, "rank" if self.name == "mpi" else "process"
     )
