@@ -66,9 +66,8 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   workers = parse_workers(_WORKERS.value)
-  for flag in (_TIMEOUT, _BUDGET):
-    if flag.value is not None and not (flag.value > 0 and math.isfinite(flag.value)):
-      raise app.UsageError(f"--{flag.name} must be a number of seconds > 0, got {flag.value!r}")
+  if _TIMEOUT.value is not None and not (_TIMEOUT.value > 0 and math.isfinite(_TIMEOUT.value)):
+    raise app.UsageError(f"--timeout must be > 0, got {_TIMEOUT.value!r}")
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)  # orbax logs every checkpoint at INFO
   import re
