@@ -84,6 +84,15 @@ def test_key_sources_and_argument_types_select_the_file(tmp_path):
   assert d("probe", "cfg", [src], (args[0], args[1], args[2][:2])) != base  # other shapes
   (src / "m.py").write_text("x = 2\n")
   assert d("probe", "cfg", [src], args) != base  # edited source: never a stale program
+  base = d("probe", "cfg", [src], args)
+  key, state, data = args
+  assert d("probe", "cfg", [src], (key, state, data.astype(jnp.bfloat16))) != base  # dtypes
+  assert d("probe", "cfg", [src], (key, tuple(state), data)) != base  # the tree's structure
+  other = jax.device_put(data, jax.devices()[-1])  # another device: another sharding
+  assert len(jax.devices()) > 1 and d("probe", "cfg", [src], (key, state, other)) != base
+  with pytest.MonkeyPatch.context() as m:  # the same arguments on another backend
+    m.setattr(jax, "default_backend", lambda: "gpu")
+    assert d("probe", "cfg", [src], args) != base
   store = tmp_path / "store"
   a, b = _program(store, "cfg"), _program(store, "other")
   a(*args), b(*args)
