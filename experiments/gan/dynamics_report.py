@@ -1,4 +1,4 @@
-"""The figure and the generated README block of the game-dynamics study
+"""The files, the figure and the generated README block of the game-dynamics study
 (``dynamics_study.py``, protocol ``protocols/dynamics.v2.json``), made from the committed
 per-seed JSON only; the verdicts come from ``experiments.stats``."""
 
@@ -9,7 +9,17 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.gan.dynamics_study import FIGURE, PROTOCOL, RESULTS, ROOT, load_runs
+ROOT = Path(__file__).resolve().parent
+PROTOCOL = ROOT / "protocols" / "dynamics.v2.json"
+RESULTS = ROOT / "results" / "dynamics"
+FIGURE = RESULTS / "dynamics.png"
+
+
+def load_runs(out=RESULTS) -> list[dict]:
+  """Every per-seed result file of ``out``, sorted by (arm, seed)."""
+  runs = [json.loads(p.read_text()) for p in sorted(Path(out).glob("*_s*.json"))]
+  return sorted(runs, key=lambda r: (r["arm"], r["seed"]))
+
 
 # metrics.jsonl key -> (label, digits in the table)
 METRICS = {

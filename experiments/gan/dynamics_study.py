@@ -21,10 +21,9 @@ import json
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent
-PROTOCOL = ROOT / "protocols" / "dynamics.v2.json"
-RESULTS = ROOT / "results" / "dynamics"
-FIGURE = RESULTS / "dynamics.png"
+from experiments.gan import dynamics_report
+from experiments.gan.dynamics_report import FIGURE, PROTOCOL, RESULTS, load_runs
+
 # The scalars kept per evaluation (metrics.jsonl keys), besides ``step``.
 CURVE_KEYS = (
   "fid",
@@ -145,12 +144,6 @@ def run(
         run_seed(protocol, arm, seed, Path(runs), Path(out), log, reg)
 
 
-def load_runs(out=RESULTS) -> list[dict]:
-  """Every per-seed result file of ``out``, sorted by (arm, seed)."""
-  runs = [json.loads(p.read_text()) for p in sorted(Path(out).glob("*_s*.json"))]
-  return sorted(runs, key=lambda r: (r["arm"], r["seed"]))
-
-
 def parse_args(argv=None):
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
   p.add_argument("command", choices=["run", "report"])
@@ -174,8 +167,6 @@ def main(argv=None) -> None:
     out = Path(args.out)
     run(args.protocol, split(args.arms), seeds, args.runs, out, _flush_print, args.trial)
     return
-  from experiments.gan import dynamics_report
-
   print(f"figure: {dynamics_report.plot(load_runs(args.out), Path(args.out) / FIGURE.name)}")
   print(dynamics_report.readme_table(args.protocol, args.out))
 

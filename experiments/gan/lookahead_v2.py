@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from experiments.gan.results import POINT_LABELS, ROOT, V0_LONG, at_steps, plot
+from experiments.gan.lookahead_curves import POINT_LABELS, ROOT, V0_LONG, at_steps, plot
 
 PROTOCOLS = ROOT / "protocols"
 V2_NEW = ROOT / "results" / "v2" / "lookahead.json"

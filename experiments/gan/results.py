@@ -30,9 +30,17 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.gan.lookahead_curves import (
+  POINT_LABELS,
+  ROOT,
+  V0_LONG,
+  V0_SHORT,
+  at_steps,
+  plot,
+  runs_by_arm,
+)
 from experiments.gan.lookahead_study import ARMS, LABELS, POINTS, run_arm, study_config
 
-ROOT = Path(__file__).resolve().parent
 # Version 0's settings (issue 12, not pre-registered); a protocol file replaces them.
 DEFAULTS = {
   "seeds": "0,1,2,3,4",
@@ -142,51 +150,6 @@ def write_results(out_dir: Path, study: str, protocol: dict, runs: list[dict], r
     plot(data, Path(out_dir) / f"{study}.png")
 
 
-def _by_arm(data: dict) -> dict[str, list[dict]]:
-  out: dict[str, list[dict]] = {}
-  for r in data["runs"]:
-    out.setdefault(r["arm"], []).append(r)
-  return out
-
-
-def plot(data: dict, path: Path) -> None:
-  """FID against generator steps per arm (mean over seeds, band = min..max), one panel
-  per evaluation point."""
-  import matplotlib
-
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-
-  fig, axes = plt.subplots(1, len(POINTS), figsize=(4.2 * len(POINTS), 3.4), sharey=True)
-  colors = dict(zip(ARMS, plt.rcParams["axes.prop_cycle"].by_key()["color"]))
-  for ax, point in zip(axes, POINTS):
-    for arm, runs in _by_arm(data).items():
-      key = f"{point}/fid"
-      curves = [r["curves"] for r in runs if r["curves"] and key in r["curves"][0]]
-      if not curves:
-        continue
-      n = min(len(c) for c in curves)
-      steps = np.array([row["step"] for row in curves[0][:n]])
-      y = np.array([[row[key] for row in c[:n]] for c in curves], float)
-      ax.plot(steps, y.mean(0), color=colors[arm], label=f"{LABELS[arm]} ({len(curves)})")
-      ax.fill_between(steps, y.min(0), y.max(0), color=colors[arm], alpha=0.15)
-    ax.set_title(
-      {
-        "slow": "slow weights (base: iterate)",
-        "ema": "EMA of fast weights",
-        "slow_ema": "EMA of slow weights",
-      }[point],
-      fontsize=9,
-    )
-    ax.set_xlabel("generator steps")
-    ax.set_yscale("log")
-  axes[0].set_ylabel("classifier-FID (mean, band min..max)")
-  axes[0].legend(fontsize=7)
-  fig.tight_layout()
-  fig.savefig(path, dpi=70)
-  plt.close(fig)
-
-
 def _fmt_values(v: np.ndarray) -> str:
   mean = v.mean()
   std = v.std(ddof=1) if len(v) > 1 else 0.0
@@ -199,7 +162,7 @@ def table(data: dict, last: int = 1) -> str:
   last ``last`` evaluations), the IS analogue and class TVD at the slow weights."""
   head = ["method", "seeds", "steps", "FID slow", "FID EMA", "FID slow-EMA", "IS slow", "TVD slow"]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-  for arm, runs in _by_arm(data).items():
+  for arm, runs in runs_by_arm(data).items():
     runs = [r for r in runs if r["curves"]]
     if not runs:
       continue
@@ -233,21 +196,6 @@ def table(data: dict, last: int = 1) -> str:
 
 # -- generated README blocks (experiments/_report.py) -------------------------------------
 
-V0_SHORT, V0_LONG = (
-  ROOT / "results" / "lookahead.json",
-  ROOT / "results" / "long" / "lookahead.json",
-)
-POINT_LABELS = {"slow": "slow weights / iterate", "ema": "EMA (fast)", "slow_ema": "EMA (slow)"}
-
-
-def at_steps(run: dict, key: str, steps) -> float:
-  """The mean of ``run``'s ``key`` over its evaluations at ``steps``."""
-  by_step = {row["step"]: row for row in run["curves"]}
-  missing = [s for s in steps if s not in by_step]
-  if missing:
-    raise ValueError(f"{run['arm']} seed {run['seed']} has no evaluation at steps {missing}")
-  return float(np.mean([by_step[s][key] for s in steps]))
-
 
 def readme_table_v0(path: Path = V0_LONG, step: int = 20000) -> str:
   """A README block of version 0 (exploratory, not pre-registered): every seed's FID at
@@ -258,7 +206,7 @@ def readme_table_v0(path: Path = V0_LONG, step: int = 20000) -> str:
   data = json.loads(Path(path).read_text())
   runs = [r for r in data["runs"] if any(row["step"] == step for row in r["curves"])]
   _report.one_scorer(runs, lambda r: f"{r['arm']} s{r['seed']}")
-  by_arm = _by_arm({"runs": runs})
+  by_arm = runs_by_arm({"runs": runs})
   cols = [p for p in POINTS]
   lines = [
     f"| method (step {step}) | seeds | "

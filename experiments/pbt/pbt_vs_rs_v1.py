@@ -1,5 +1,5 @@
 r"""Version 1 of the PBT vs random-search study (issue 34, pre-registered in
-``protocols/pbt_vs_rs.v1.json``): per seed and arm the search (``results.run_search``), the
+``protocols/pbt_vs_rs.v1.json``): per seed and arm the search (``search.run_search``), the
 winner re-scored on fresh samples, its replay from scratch; the committed JSON, the README
 table with the registered verdict and the figure. Run with
 ``python -m experiments.pbt.results pbt_vs_rs_v1``."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.pbt.results import ROOT, offline_trial, replay, run_search, slow_eval_task
+from experiments.pbt.search import ROOT, offline_trial, replay, run_search, slow_eval_task
 
 V1 = "pbt_vs_rs_v1"
 PROTOCOL_V1 = ROOT / "protocols" / "pbt_vs_rs.v1.json"
