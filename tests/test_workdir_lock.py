@@ -92,9 +92,8 @@ def test_second_command_on_a_workdir_in_use_stops_in_one_line(holder, module, co
   r = _procs.run(cmd, timeout=300)
   lines = r.stderr.strip().splitlines()
   assert r.returncode == 1 and len(lines) == 1, r.stderr
-  assert f"in use by process {proc.pid}" in lines[0]
-  if module != "experiments.pbt.main":  # (the PBT controller opens its store first)
-    assert [p.name for p in workdir.iterdir()] == [_workdir_lock.LOCK_FILE]  # nothing written
+  assert f"in use by process {proc.pid}" in lines[0] and not r.stdout.strip(), r.stdout
+  assert [p.name for p in workdir.iterdir()] == [_workdir_lock.LOCK_FILE]  # nothing written
 
 
 # One process forks N children per round; they wait on a pipe (the barrier: closing its
@@ -197,15 +196,24 @@ def test_failed_command_removes_only_a_workdir_it_made(tmp_path):
   assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs"]
 
 
-def test_workdir_that_is_a_file_is_refused_in_one_line(tmp_path):
+@pytest.mark.parametrize(
+  "module, config, extra",
+  [
+    ("experiments.gan.main", "experiments/gan/configs/smoke.py", []),
+    ("experiments.coevolution.main", "experiments/coevolution/configs/smoke.py", []),
+    ("experiments.pbt.main", "experiments/pbt/configs/smoke.py", ["--workers=0"]),
+  ],
+)
+def test_workdir_that_is_a_file_is_refused_in_one_line(tmp_path, module, config, extra):
+  """Issue 47: a workdir that is a file said ``File exists``."""
   path = tmp_path / "run"
   path.write_text("not a folder")
   with pytest.raises(ValueError, match="is a file, not a folder"):
     runner.lock_workdir(path)
-  cmd = [sys.executable, "-m", "experiments.gan.main",
-         "--config=experiments/gan/configs/smoke.py", f"--workdir={path}"]  # fmt: skip
+  cmd = [sys.executable, "-m", module, f"--config={config}", f"--workdir={path}", *extra]
   r = _procs.run(cmd, timeout=300)
-  assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+  assert r.returncode == 1 and not r.stdout.strip(), r.stdout
+  assert r.stderr.strip().splitlines() == [
     f"ERROR: ValueError: the workdir {path} is a file, not a folder; use another --workdir"
   ], r.stderr
   assert path.read_text() == "not a folder"

@@ -105,6 +105,8 @@ def main(argv):
   if _BUDGET.value is not None and not _BUDGET.value > 0:
     raise app.UsageError(f"--budget_s must be > 0, got {_BUDGET.value!r}")
   controller_rank = workers != "mpi" or os.environ.get("PMI_RANK", "0") == "0"
+  if controller_rank:  # before the header: a busy workdir, or a file, is all that is said
+    runner.lock_workdir(_WORKDIR.value)
   if controller_rank and not runner.is_finished(_WORKDIR.value, _CONFIG.value.num_trials):
     print(header(_CONFIG.value, _WORKDIR.value, workers, ranks), flush=True)
   s = train.train(
