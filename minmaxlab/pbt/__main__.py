@@ -3,11 +3,12 @@
 Start any number of these (``srun -n K``, ``mpirun -n K``, job arrays) next to a
 :class:`minmaxlab.pbt.Controller` built with ``external_workers=True``; they
 rendez-vous through the run's SQLite store and checkpoints on a shared file
-system. Start them with ``python -P`` (as the local workers are) unless their current
-directory is trusted: Python otherwise looks up every module there first. The store
-names the task (``"module:function"`` + JSON arguments); the
-worker imports it, so it runs only code installed where it runs. A worker exits
-when the run is finished or when the controller's heartbeat stops.
+system. Start them from a folder you trust, never from inside a run's folder (or with
+``python -P``, as the local workers are): Python looks up every module, ``minmaxlab``
+itself included, in the current folder first. The store names the task
+(``"module:function"`` + JSON arguments); the worker imports it, so it runs only code
+installed where it runs. A worker exits when the run is finished or when the controller's
+heartbeat stops.
 """
 
 import argparse
