@@ -42,7 +42,8 @@ def cache_problem(path: Path) -> str | None:
   try:
     make_private_folder(path)
   except OSError as e:
-    return f"cannot be created ({type(e).__name__}: {e.strerror or e})"
+    where = f": {e.filename}" if e.filename else ""
+    return f"cannot be created ({type(e).__name__}: {e.strerror or e}{where})"
   problem = folder_problem(path)
   if problem is not None:
     return f"is {problem}"
