@@ -53,7 +53,7 @@ def mpi_world(comm=None, min_size: int = 2):
   """``MPI.COMM_WORLD`` (or ``comm``) after checking it has ``min_size`` ranks.
 
   Raises:
-    ImportError: mpi4py is not installed (``pip install minmaxlab[mpi]``).
+    ImportError: mpi4py is not installed (``python3 dev.py mpi`` in the checkout).
     ValueError: fewer than ``min_size`` ranks (rank 0 is the controller, the
       others are workers, so PBT over MPI needs at least 2).
   """
@@ -61,7 +61,10 @@ def mpi_world(comm=None, min_size: int = 2):
     try:
       from mpi4py import MPI
     except ImportError as e:
-      raise ImportError("MPI workers need mpi4py: pip install 'minmaxlab[mpi]'") from e
+      raise ImportError(
+        "MPI workers need mpi4py: run `python3 dev.py mpi` in the checkout (MPICH and mpi4py"
+        " into .venv), or `pip install mpich 'mpi4py>=4'`"
+      ) from e
     comm = MPI.COMM_WORLD
   if comm.Get_size() < min_size:
     raise ValueError(

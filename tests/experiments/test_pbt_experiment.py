@@ -77,9 +77,7 @@ def test_smoke_with_two_worker_processes_and_resume_of_a_finished_run(tmp_path):
   assert again["best_lineage"] == s["best_lineage"] and again["done"] == config.num_trials
 
 
-@pytest.mark.skipif(
-  not HAVE_MPI, reason=f"needs mpi4py and {MPIRUN} (pip install 'minmaxlab[mpi]')"
-)
+@pytest.mark.skipif(not HAVE_MPI, reason=f"needs mpi4py and {MPIRUN} (python3 dev.py mpi)")
 def test_smoke_with_mpirun_3(tmp_path):
   """``mpirun -n 3 python -m experiments.pbt.main ... --workers mpi``: rank 0 the
   controller, ranks 1-2 the workers; every trial done once, consistent lineage."""

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MPIRUN = Path(sys.executable).parent / "mpirun"
 HAVE_MPI = importlib.util.find_spec("mpi4py") is not None and MPIRUN.exists()
 needs_mpi = pytest.mark.skipif(
-  not HAVE_MPI, reason=f"needs mpi4py and {MPIRUN} (pip install 'minmaxlab[mpi]')"
+  not HAVE_MPI, reason=f"needs mpi4py and {MPIRUN} (python3 dev.py mpi)"
 )
 SPACE = {"lr": pbt.Continuous(1e-3, 0.5)}
 TARGET = np.array([1.0, -2.0, 3.0, 0.5])
