@@ -13,6 +13,7 @@ from minmaxlab.coevolution._lineage import lineage_id
 from minmaxlab.coevolution._lr_mutation import PerUpdate
 from minmaxlab.coevolution._operators import INF
 from minmaxlab.coevolution._phases import FitnessBatch, Individuals, Phases, Pool
+from minmaxlab.coevolution._rescore_own import with_trained_own
 from minmaxlab.coevolution._training import CellSpec, indexed_loss, take
 from minmaxlab.games import Players
 
@@ -186,7 +187,12 @@ def _replacement(setup: CellSetup, pool: Pool, fit, batch: FitnessBatch, trained
   spec, ph, c = setup.spec, setup.phases, setup.spec.config
   P = c.population_size
   mustangs = {"loss_index": selected.loss_index} if setup.mustangs else {}
-  fit_tr = ph.rescore(spec.pair, loss, batch, trained.params, pool, c.fitness_mode, **mustangs)
+  opponents, played = pool, batch
+  if c.rescore_own == "trained" and not c.selection:  # Lipizzaner: its own trained ones
+    opponents, played = with_trained_own(spec.pair, pool, batch, trained.params)
+  fit_tr = ph.rescore(
+    spec.pair, loss, played, trained.params, opponents, c.fitness_mode, **mustangs
+  )
   own = lambda t: take(t, slice(0, P))
   local = Individuals(
     Players(own(pool.params.min), own(pool.params.max)),

@@ -13,6 +13,7 @@ SCHEDULES = ("simultaneous", "lipizzaner", "reference")
 D_PHASES = ("last", "first")
 NEIGHBOURHOOD_LAYOUTS = ("rows", "transposed")
 CELL_SEEDS = ("per_cell", "shared")
+RESCORE_OWN = ("pool", "trained")
 GENERATOR_SELECTIONS = ("tournament", "lineage")
 TOURNAMENT_SAMPLINGS = ("with_replacement", "without_replacement")
 FITNESS_NOISES = ("shared", "fresh")
@@ -114,6 +115,13 @@ class CoevolutionConfig:
       discards the sum it computes, so every client runs the same seed: every cell draws
       the same batches, noise, opponent indices, mutations and ES steps; here every
       cell's key is ``fold_in(key, 0)``).
+    rescore_own: without ``selection``, whom the trained individuals' rescoring plays in
+      the cell's own slots: ``"pool"`` (default: the cell's individuals as they were at the
+      generation's start, like the neighbours') or ``"trained"`` (Lipizzaner: its
+      ``all_discriminators`` holds the cell's own discriminator as the same object, so the
+      trained generator is rescored against the trained discriminator, and vice versa).
+      Only the rescored fitness changes (the logged ``g_fitness``/``d_fitness`` and, with
+      ``population_size > 1``, which own generator the mixture takes).
     loss: a name of ``minmaxlab.gan.losses.LOSSES`` (except ``"wgan_gp"``),
       ``"mustangs"`` (each individual trains with BCE, least squares or heuristic
       drawn at random, see ``mustangs_mode``) or ``"wgan"`` (Lipizzaner's WGAN
@@ -204,6 +212,7 @@ class CoevolutionConfig:
   d_phase: str = "last"
   neighbourhood_layout: str = "rows"
   cell_seeds: str = "per_cell"
+  rescore_own: str = "pool"
 
   def __post_init__(self):
     def bad(name, expected):
@@ -262,6 +271,7 @@ class CoevolutionConfig:
       ("d_phase", D_PHASES),
       ("neighbourhood_layout", NEIGHBOURHOOD_LAYOUTS),
       ("cell_seeds", CELL_SEEDS),
+      ("rescore_own", RESCORE_OWN),
     ):
       if getattr(self, name) not in choices:
         bad(name, f"one of {choices}")

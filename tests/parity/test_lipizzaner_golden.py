@@ -97,7 +97,7 @@ def loss_matrix(latent_dim, hidden, is_g):
   return jax.jit(jax.vmap(jax.vmap(one, (None, 0, 0, None)), (0, None, 0, None)))
 
 
-def fitness_values(z, meta, j, mode, new=None):
+def fitness_values(z, meta, j, mode, new=None, trained_own=True):
   """The library's fitness of fitness event ``j``: its pair losses on the reference's
   noise, aggregated by ``aggregate_fitness``."""
   ev = meta["fitness"][j]
@@ -105,7 +105,7 @@ def fitness_values(z, meta, j, mode, new=None):
   noise = jnp.asarray(z[f"fit{j}_noise"])
   att = [of_id(z, i) for i in ev["attackers"]] if new is None else new
   dfn = [of_id(z, i) for i in ev["defenders"]]
-  if j >= 2 and not meta["replacements"]:  # no selection: the local defender trained too
+  if trained_own and j >= 2 and not meta["replacements"]:  # no selection: own one trained
     other = "d" if "/G" in ev["attackers"][0] else "g"
     own = f"{meta['settings']['cell']}/"
     dfn = [
@@ -137,6 +137,17 @@ def test_fitness_matrix(case):
     new = None if j < 2 else trained_individuals(z, meta, j)
     got = fitness_values(z, meta, j, "average", new)
     np.testing.assert_allclose(got, z[f"fit{j}_values"], **tol(meta))
+
+
+def test_rescore_without_selection_plays_the_trained_own_opponent():
+  """rescore_own="trained": the reference rescores its trained local generator against its
+  trained local discriminator; the pre-training one (the default "pool") misses."""
+  z, meta = golden("noselection")
+  for j in (2, 3):
+    new = trained_individuals(z, meta, j)
+    got = fitness_values(z, meta, j, "average", new, trained_own=False)
+    with pytest.raises(AssertionError):
+      np.testing.assert_allclose(got, z[f"fit{j}_values"], **tol(meta))
 
 
 def test_fitness_matrix_catches_another_mode():

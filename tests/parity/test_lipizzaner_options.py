@@ -155,7 +155,7 @@ def test_shared_cell_seeds_make_identical_cells_stay_identical():
   data = jax.random.normal(jax.random.key(1), (32, 2))
   out = {}
   for seeds in ("shared", "per_cell"):
-    coev = tiny(2, cell_seeds=seeds, selection=False, opponents="selected")
+    coev = tiny(2, cell_seeds=seeds, selection=False, opponents="selected", rescore_own="trained")
     state = coev.init(jax.random.key(0))
     same = lambda x: jnp.broadcast_to(x[:1, :1], x.shape)  # every cell a copy of cell 0
     state = state._replace(
@@ -165,3 +165,27 @@ def test_shared_cell_seeds_make_identical_cells_stay_identical():
     out[seeds] = np.asarray(jax.tree.leaves(new.params.min)[0]).reshape(4, -1)
   assert np.all(out["shared"] == out["shared"][:1])  # Lipizzaner: every client one seed
   assert not np.all(out["per_cell"] == out["per_cell"][:1])
+
+
+def test_rescore_own_trained_plays_the_cells_trained_individuals():
+  from minmaxlab.coevolution import _phases as ph
+  from minmaxlab.coevolution._rescore_own import with_trained_own
+
+  # P = 1, two members: own (w 1, v 1), a neighbour (w 2, v 2); trained own: w 0.5, v 3.
+  params = Players({"w": jnp.asarray([1.0, 2.0])}, {"v": jnp.asarray([1.0, 2.0])})
+  ok = jnp.ones(2, bool)
+  pool = ph.Pool(params, None, Players(ok, ok), Players(ok, ok))
+  real, z = jnp.ones((4, 1)), jnp.zeros((4, 1))
+  _, batch = ph.fitness(PAIR, loss, real, z, pool, "average")
+  trained = Players({"w": jnp.asarray([0.5])}, {"v": jnp.asarray([3.0])})
+  at_start = ph.rescore(PAIR, loss, batch, trained, pool, "average")
+  pool2, batch2 = with_trained_own(PAIR, pool, batch, trained)
+  own = ph.rescore(PAIR, loss, batch2, trained, pool2, "average")
+  # generator 0.5 against v = 1 (its pre-training D) and 2, or 3 (its trained D) and 2
+  np.testing.assert_allclose(at_start.min, [-(1 * 0.5 + 2 * 0.5) / 2])
+  np.testing.assert_allclose(own.min, [-(3 * 0.5 + 2 * 0.5) / 2])
+  # discriminator v = 3 against fakes 1 (the pre-training G) and 2, or 0.5 and 2 (real = 1)
+  np.testing.assert_allclose(at_start.max, [((3 - 3) + (6 - 3)) / 2])
+  np.testing.assert_allclose(own.max, [((1.5 - 3) + (6 - 3)) / 2])
+  with pytest.raises(ValueError, match="rescore_own"):
+    co.CoevolutionConfig(rescore_own="fresh")

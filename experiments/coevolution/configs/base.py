@@ -59,6 +59,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.d_phase = "last"
   c.neighbourhood_layout = "rows"
   c.cell_seeds = "per_cell"
+  # Without selection, the rescoring's own opponents: "pool" (as at the generation's start)
+  # or "trained" (Lipizzaner: its trained local individuals).
+  c.rescore_own = "pool"
   # A minmaxlab.gan.losses name (not wgan_gp), "mustangs" or "wgan" (Lipizzaner's WGAN trainer:
   # Wasserstein critic, RMSprop instead of Adam, the critic clipped to [-wgan_clip, wgan_clip];
   # Lipizzaner: --config.loss=wgan --config.n_critic=5 --config.lookahead=False).
