@@ -70,6 +70,15 @@ def results_lock(path):
     yield
 
 
+def write_json(path, data, compact: bool = True) -> None:
+  """Write ``data`` as JSON to ``path`` atomically (a temporary file renamed over it), so an
+  interrupted study never leaves half a results file; ``compact``: no spaces."""
+  path = Path(path)
+  tmp = path.with_suffix(".tmp")
+  tmp.write_text(json.dumps(data, separators=(",", ":")) if compact else json.dumps(data))
+  tmp.replace(path)
+
+
 def load_protocol(path) -> dict:
   """The protocol file at ``path``, checked for the fields every protocol has."""
   path = Path(path)
@@ -223,15 +232,18 @@ def family(
       digits=digits,
     )
     if len(raw) > 1:
-      label = stats.TEST_LABELS[test]
-      text = text.replace(
-        f"{label} p = {stats.fmt_p(p)}",
-        f"{label} p = {stats.fmt_p(p)} Holm-adjusted over {len(raw)}{missing}, "
-        f"{stats.fmt_p(r['p'])} raw",
-        1,
-      )
+      text = holm_note(text, test, p, r["p"], f"{len(raw)}{missing}")
     lines.append(f"- {text}")
   return lines
+
+
+def holm_note(text: str, test: str, p: float, raw: float, over: str) -> str:
+  """``text``, a ``stats.verdict`` sentence on the Holm-adjusted ``p``, with its p-value
+  written ``<test> p = <p> Holm-adjusted over <over>, <raw> raw``."""
+  from experiments import stats
+
+  shown = f"{stats.TEST_LABELS[test]} p = {stats.fmt_p(p)}"
+  return text.replace(shown, f"{shown} Holm-adjusted over {over}, {stats.fmt_p(raw)} raw", 1)
 
 
 def scorer_lines(scorer: dict | None) -> list[str]:

@@ -96,12 +96,9 @@ def _verdict(stats, values, a, b, labels, key, alpha, test, p=None) -> str:
     digits=METRICS[key][1],
   )
   if p is not None:
-    label = stats.TEST_LABELS[test]
-    text = text.replace(
-      f"{label} p = {stats.fmt_p(p)}",
-      f"{label} p = {stats.fmt_p(p)} Holm-adjusted over 2, {stats.fmt_p(raw)} raw",
-      1,
-    )
+    from experiments import _report
+
+    text = _report.holm_note(text, test, p, raw, "2")
   metric = METRICS[key][0]
   if key != "fid":  # a dynamics metric is lower or higher, not better: say so
     for win, lose in ((a, b), (b, a)):

@@ -17,10 +17,10 @@ figure are made from those files only.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
+from experiments import _report
 from experiments.gan import dynamics_report
 from experiments.gan.dynamics_report import FIGURE, PROTOCOL, RESULTS, load_runs
 
@@ -111,9 +111,7 @@ def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=pri
   }
   out.mkdir(parents=True, exist_ok=True)
   path = out / f"{arm}_s{seed}.json"
-  tmp = path.with_suffix(".tmp")
-  tmp.write_text(json.dumps(record, separators=(",", ":")))
-  tmp.replace(path)
+  _report.write_json(path, record)
   log(f"{arm} seed {seed}: {record['steps']} steps (trained to {trained_to}) -> {path}")
   return path
 

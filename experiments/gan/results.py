@@ -144,22 +144,16 @@ def write_results(out_dir: Path, study: str, protocol: dict, runs: list[dict], r
     data = {"study": study, "protocol": protocol, "runs": merged}
     if reg is not None:
       data["registration"] = registration.merge(before.get("registration"), reg)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":")))
-    tmp.replace(path)
+    _report.write_json(path, data)
     plot(data, Path(out_dir) / f"{study}.png")
-
-
-def _fmt_values(v: np.ndarray) -> str:
-  mean = v.mean()
-  std = v.std(ddof=1) if len(v) > 1 else 0.0
-  return f"{mean:.1f} ± {std:.1f} ({', '.join(f'{x:.1f}' for x in v)})"
 
 
 def table(data: dict, last: int = 1) -> str:
   """Markdown table: per arm, final classifier-FID at each evaluation point, mean ±
   sample std over seeds with every seed's value (``last > 1``: each run's mean over its
   last ``last`` evaluations), the IS analogue and class TVD at the slow weights."""
+  from experiments import stats
+
   head = ["method", "seeds", "steps", "FID slow", "FID EMA", "FID slow-EMA", "IS slow", "TVD slow"]
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for arm, runs in runs_by_arm(data).items():
@@ -183,7 +177,7 @@ def table(data: dict, last: int = 1) -> str:
         continue
       v = np.array([np.mean([row[key] for row in r["curves"][-last:]]) for r in runs])
       cells.append(
-        _fmt_values(v)
+        stats.fmt_values(v)
         if metric == "fid"
         else f"{v.mean():.3g} ± {(v.std(ddof=1) if len(v) > 1 else 0.0):.2g}"
       )

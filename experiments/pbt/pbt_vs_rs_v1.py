@@ -224,9 +224,7 @@ def run_study_v1(protocol_path, runs, out, log=print, trial=False) -> dict:
 
   def save():
     data["runs"].sort(key=lambda r: (r["seed"], list(protocol["arms"]).index(r["arm"])))
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":")))
-    tmp.replace(path)
+    _report.write_json(path, data)
     plot_v1(data, out / f"{V1}.png")
 
   for seed in protocol["seeds"]:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments import _report
 from experiments.pbt.search import (
   ROOT,
   replay,
@@ -84,9 +85,7 @@ def run_replays(args, seed: int, pbt_run: dict, rs_run: dict, folder: Path, log=
       t0 = time.process_time()
       out[key] = {"fids": replay(config, sched, r), "cpu_s": time.process_time() - t0}
       log(f"replay seed {seed}/{r} {name}: final FID {out[key]['fids'][-1]:.1f}")
-      tmp = path.with_suffix(".tmp")
-      tmp.write_text(json.dumps(out))
-      tmp.replace(path)
+      _report.write_json(path, out, compact=False)
   return out
 
 
@@ -123,9 +122,7 @@ def run_study(args, log=print) -> dict:
 
   def save():
     data["runs"].sort(key=lambda r: (r["seed"], r["method"]))
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":")))
-    tmp.replace(path)
+    _report.write_json(path, data)
     plot(data, out_dir / "pbt_vs_rs.png")
 
   for seed in seeds:
@@ -194,12 +191,6 @@ def plot(data: dict, path: Path) -> None:
   plt.close(fig)
 
 
-def _ms(v) -> str:
-  from experiments import stats
-
-  return stats.fmt_values(v, 1)
-
-
 def table(data: dict) -> str:
   """Markdown: best FID per method (mean ± std over seeds, every seed), best so far at
   quarters of the budget, and the replay comparison."""
@@ -220,7 +211,7 @@ def table(data: dict) -> str:
     ]
     lines.append(
       f"| {method} | {','.join(str(r['seed']) for r in runs)} | "
-      f"{_ms([r['best_fid'] for r in runs])} | {' / '.join(q)} | "
+      f"{stats.fmt_values([r['best_fid'] for r in runs])} | {' / '.join(q)} | "
       f"{sum(r['cpu_s'] for r in runs):.0f} |"
     )
   reps = data.get("replays", [])
@@ -239,7 +230,8 @@ def table(data: dict) -> str:
             finals.append(val["fids"][-1])
             bests.append(min(val["fids"]))
       lines.append(
-        f"| {name} | {','.join(str(r['seed']) for r in reps)} | {_ms(finals)} | {_ms(bests)} |"
+        f"| {name} | {','.join(str(r['seed']) for r in reps)} | "
+        f"{stats.fmt_values(finals)} | {stats.fmt_values(bests)} |"
       )
   return "\n".join(lines)
 
