@@ -175,6 +175,7 @@ class _CacheHits:
 
 
 _HITS: _CacheHits | None = None
+_REFUSED: set[tuple[str, str]] = set()  # (folder, why) already said in this process
 
 
 def _device_ids(compiled) -> list[int]:
@@ -243,10 +244,12 @@ class StoredProgram:
       self.directory = Path(cache) / "programs"
     problem = folder_problem(self.directory)
     if problem is not None:
-      self._say(
-        f"warning: stored programs in {self.directory} not used: it is {problem};"
-        " compiling (chmod go-w it, or another MINMAXLAB_CACHE_DIR, to use them)"
-      )
+      if (str(self.directory), problem) not in _REFUSED:  # one line per folder and process
+        _REFUSED.add((str(self.directory), problem))
+        self._say(
+          f"warning: stored programs in {self.directory} not used: it is {problem};"
+          " compiling (chmod go-w it, or another MINMAXLAB_CACHE_DIR, to use them)"
+        )
       return None
     return self.directory
 

@@ -87,6 +87,8 @@ def test_a_folder_others_can_write_is_never_loaded_from(tmp_path, how):
   assert (
     "not used" in lines[0] and ("owned by uid" if how == "owner" else "writable by") in lines[0]
   )
+  p, lines = _run(tmp_path)  # another program of the same process: said once
+  assert p.how == "jit" and lines == []
   os.chmod(tmp_path, 0o700)
   os.chown(tmp_path, os.geteuid(), -1)
   assert _run(tmp_path)[0].how == "loaded"
