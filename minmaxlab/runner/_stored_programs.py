@@ -175,7 +175,7 @@ class _CacheHits:
 
 
 _HITS: _CacheHits | None = None
-_REFUSED: set[tuple[str, str]] = set()  # (folder, why) already said in this process
+_REFUSED: set[tuple[str, str]] = set()  # (folder, why) said once in this process
 
 
 def _device_ids(compiled) -> list[int]:
@@ -301,7 +301,9 @@ class StoredProgram:
         self._store(compiled, path)
         self.how = "stored"
       except Exception as e:  # e.g. a read-only folder: run without storing
-        if not self.warned:  # one line per program at most
+        said = (str(directory), type(e).__name__)
+        if not self.warned and said not in _REFUSED:  # one line per folder and fault
+          _REFUSED.add(said)
           self._say(f"could not store {self.name} ({type(e).__name__}: {str(e)[:120]})")
     return compiled(*args)
 

@@ -154,6 +154,8 @@ def test_read_only_folder_with_a_stale_program_compiles_with_one_line(tmp_path, 
   assert p.how == "compiled" and len(lines) == 1 and "unusable" in lines[0], lines
   p, lines = _run(tmp_path / "missing")  # nothing stale: the store's failure is the one line
   assert p.how == "compiled" and len(lines) == 1 and "could not store" in lines[0], lines
+  p, lines = _run(tmp_path / "missing")  # the next program in that folder: said once
+  assert p.how == "compiled" and lines == []
   assert p(*ARGS) is not None  # later calls run the compiled program
 
 
