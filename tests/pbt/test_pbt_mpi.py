@@ -80,6 +80,18 @@ def _main(workdir):  # what every rank runs
     controller.close()
 
 
+def _kill_ranks_of(workdir) -> None:
+  """SIGKILL every process whose command line names ``workdir`` (a rank that was stopped
+  with SIGSTOP, in a process group of its own, can outlive its ``mpirun``)."""
+  for entry in os.listdir("/proc"):
+    if entry.isdigit() and int(entry) != os.getpid():
+      try:
+        if str(workdir) in Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace"):
+          os.kill(int(entry), 9)
+      except OSError:
+        pass
+
+
 def _mpirun(n, workdir, timeout=300, **env):
   code = f"from tests.pbt.test_pbt_mpi import _main; _main({str(workdir)!r})"
   env = {**os.environ, "JAX_PLATFORMS": "cpu", **env}
@@ -147,6 +159,7 @@ def test_silent_worker_rank_loses_its_trial_to_another_rank(tmp_path):
   its trial is re-run by the other rank, the run completes, and rank 0 then
   aborts the job (exit code 3) instead of leaving mpirun waiting."""
   proc = _mpirun(3, tmp_path, **{FAIL_TRIAL: "5", FAIL_SIGNAL: "SIGSTOP"})
+  _kill_ranks_of(tmp_path)  # the stopped rank, if the job's end (under load) left it behind
   assert proc.returncode != 0 and "were lost; aborting the MPI job" in proc.stderr
   s = _summary(proc)
   assert s["done"] == NUM_TRIALS and len(s["lost_ranks"]) == 1
