@@ -29,10 +29,10 @@ PINS = {
     stochastic_bilinear value_and_vector_field vector_field ModelDef merge_models split_models
   """,
   "transforms": """
-    AlternatingState AveragingState CarryingTransformation ExtragradientState FieldFn
-    LookaheadMinmaxState LookaheadTransformation OptimisticState PerPlayerState
-    PerPlayerTransformation PlayerTransforms
-    SyncChoice UnrolledState VectorFieldFn alternating apply_game_step averaged_params
+    AlternatingState AveragingState ExtragradientState FieldFn LookaheadConfig
+    LookaheadMinmaxState OptimisticState PerPlayerState
+    SyncChoice UnrolledState VectorFieldFn alternating apply_game_step apply_lookahead_updates
+    averaged_params
     count_learning_rates ema extragradient game_step hyperparam lookahead_minmax lookahead_scan
     lookahead_slow_params merge_by_player nested_lookahead_minmax optimistic per_player
     player_labels set_hyperparams set_learning_rates slow_ema spectral_sync_period tree_all_finite

@@ -3,8 +3,8 @@
 Problems: an MLP GAN (G 64-256-256-784, D 784-256-256-1, batch 100, non-saturating
 BCE) and a 1000-dim bilinear game. Schemes: GDA (Adam), alternating, extragradient
 and optimistic over Adam, each alone, wrapped in ``lookahead_minmax`` (stepped by
-``game_step``, which uses the transform's ``update_and_apply``), the same wrapped scheme in a
-hand-written optax loop (``tx.update`` then ``optax.apply_updates``: ``lookahead_update``),
+``game_step``, whose sync sets the params to the slow weights exactly), the same wrapped scheme
+in a hand-written optax loop (``tx.update`` then ``optax.apply_updates``: ``lookahead_update``),
 and run through ``lookahead_scan`` (blocks of k plain steps, then the sync). Each
 measurement jits ``steps`` updates in one ``lax.scan`` (fresh batches per field
 evaluation) and times it; the plain and lookahead versions of a scheme are timed
@@ -12,10 +12,8 @@ interleaved, ``repeats`` times (the order rotated every round), and the medians 
 compared (ratios measured side by side in one run: this machine is noisy), as are the medians of
 the same round's ratios (``overhead_paired``, with quartiles). ``overhead_no_sync`` times the
 Lookahead program with a period longer than the call, so it never syncs: the per-step cost
-alone; the rest of ``overhead`` is the syncs'. ``lookahead_minmax``'s ``sync_layout="auto"``
-(``layout`` in the JSON: ``cond`` or ``select``) is timed against the layout it did not choose
-(``overhead_other_layout``) in the same rounds. ``--profile`` adds the sync branch's share of
-the kernel time of the Lookahead program with the ``cond``. ``step_bytes_ratio`` is the
+alone; the rest of ``overhead`` is the syncs'. ``--profile`` adds the sync branch's share of
+the kernel time of the Lookahead program. ``step_bytes_ratio`` is the
 buffer traffic of a step without a sync, read from the compiled HLO (:func:`step_traffic`):
 free of timing noise; ``step_kernels`` counts that step's kernels (the loop body's and its
 no-sync branch's). Prints one JSON line.
@@ -46,7 +44,6 @@ if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/
 
 from experiments.benchmarks import _harness as h  # noqa: E402
 from experiments.benchmarks._hlo_traffic import (  # noqa: E402
-  body_conditionals,
   kernel_profile,
   xla_cost,
 )
@@ -98,7 +95,7 @@ def bilinear_problem(dim=1000):
 
 def compiled_run(tx, params, field, steps, via="game_step"):
   """``steps`` jitted steps in one ``lax.scan``: through :func:`minmaxlab.game_step`
-  (``via="game_step"``; Lookahead's ``update_and_apply``) or as a hand-written optax loop,
+  (``via="game_step"``) or as a hand-written optax loop,
   ``tx.update`` then ``optax.apply_updates`` (``via="update"``)."""
   tx = optax.with_extra_args_support(tx)
 
@@ -128,12 +125,11 @@ def compiled_scan_run(make_inner, params, field, steps, sync_period=5, slow_step
 
   @jax.jit
   def run(p, s, batches):
-    p, s, (l_min, _) = mml.lookahead_scan(
-      make_inner(), field, p, s, batches, sync_period, slow_step_size
-    )
+    p, s, (l_min, _) = mml.lookahead_scan(make_inner(), field, p, s, batches, config)
     return p, s, l_min
 
-  return run, mml.lookahead_minmax(make_inner(), sync_period, slow_step_size).init(params)
+  config = mml.transforms.LookaheadConfig(sync_period, slow_step_size)
+  return run, mml.lookahead_minmax(make_inner(), *config).init(params)
 
 
 def _paired(times, variant="lookahead"):
@@ -160,32 +156,25 @@ def _ratio(a, b):
 
 def _variants(make, params, field, steps) -> dict:
   """The programs timed for one scheme (builders returning ``(run, state)``)."""
-  la = lambda k, layout="auto": mml.lookahead_minmax(make(), k, 0.5, sync_layout=layout)  # noqa: E731
+  la = lambda k: mml.lookahead_minmax(make(), k, 0.5)  # noqa: E731
   return {
-    "plain": lambda layout: compiled_run(make(), params, field, steps),
-    "lookahead": lambda layout: compiled_run(la(5), params, field, steps),  # sync_layout="auto"
-    "lookahead_scan": lambda layout: compiled_scan_run(make, params, field, steps),
-    "lookahead_update": lambda layout: compiled_run(la(5), params, field, steps, "update"),
+    "plain": lambda: compiled_run(make(), params, field, steps),
+    "lookahead": lambda: compiled_run(la(5), params, field, steps),
+    "lookahead_scan": lambda: compiled_scan_run(make, params, field, steps),
+    "lookahead_update": lambda: compiled_run(la(5), params, field, steps, "update"),
     # the same program with a period longer than the call: what a step costs without a sync
-    "lookahead_no_sync": lambda layout: compiled_run(la(steps + 1), params, field, steps),
-    # the sync layout "auto" did not choose (see lookahead_minmax's sync_layout)
-    "lookahead_other_layout": lambda layout: compiled_run(
-      la(5, "select" if layout == "cond" else "cond"), params, field, steps
-    ),
+    "lookahead_no_sync": lambda: compiled_run(la(steps + 1), params, field, steps),
   }
 
 
-def _compile_all(variants, params, batches) -> tuple[dict, str | None]:
-  """Each variant compiled and warmed up: ``{variant: (run, state, compile_s, cost)}`` and the
-  layout ``"auto"`` chose (read off the compiled loop body of ``lookahead``)."""
-  runs, layout = {}, None
+def _compile_all(variants, params, batches) -> dict:
+  """Each variant compiled and warmed up: ``{variant: (run, state, compile_s, cost)}``."""
+  runs = {}
   for variant, build in variants.items():
-    run, state = build(layout)
+    run, state = build()
     rep, _ = h.timed(lambda run=run, state=state: run(params, state, batches))
     runs[variant] = (run, state, rep.wall_s, xla_cost(run, params, state, batches))
-    if variant == "lookahead":
-      layout = "cond" if body_conditionals(runs[variant][3]["hlo"]) else "select"
-  return runs, layout
+  return runs
 
 
 def _overheads(times, cpu, runs) -> dict:
@@ -219,9 +208,9 @@ def _overheads(times, cpu, runs) -> dict:
   }
 
 
-def _other_programs(times, cpu, runs, layout) -> dict:
-  """Lookahead through ``lookahead_scan``, a hand-written optax loop, without a sync, and in
-  the layout ``"auto"`` did not choose, each against plain."""
+def _other_programs(times, cpu, runs) -> dict:
+  """Lookahead through ``lookahead_scan``, a hand-written optax loop and without a sync,
+  each against plain."""
   plain = statistics.median(times["plain"])
   return {
     # the same steps through minmaxlab.lookahead_scan (k plain steps, then the sync),
@@ -243,18 +232,6 @@ def _other_programs(times, cpu, runs, layout) -> dict:
     # Lookahead whose sync never comes in the call: the per-step cost alone (counter, cond)
     "overhead_no_sync": round(statistics.median(times["lookahead_no_sync"]) / plain - 1.0, 4),
     "overhead_no_sync_paired": _paired(times, "lookahead_no_sync"),
-    # sync_layout: what "auto" chose, and the other layout in the same rounds
-    "layout": layout,
-    "other_layout": "select" if layout == "cond" else "cond",
-    "overhead_other_layout": round(
-      statistics.median(times["lookahead_other_layout"]) / plain - 1.0, 4
-    ),
-    "overhead_other_layout_paired": _paired(times, "lookahead_other_layout"),
-    "overhead_other_layout_cpu_paired": _paired(cpu, "lookahead_other_layout"),
-    "other_layout_step_bytes_ratio": _ratio(
-      _step_bytes(runs["lookahead_other_layout"][3]), _step_bytes(runs["plain"][3])
-    ),
-    "other_layout_step_kernels": runs["lookahead_other_layout"][3]["step"].get("kernels"),
   }
 
 
@@ -265,14 +242,14 @@ def measure(problem, steps, repeats, profile=False, only=None):
   for name, make in schemes().items():
     if only and name not in only:
       continue
-    runs, layout = _compile_all(_variants(make, params, field, steps), params, batches)
+    runs = _compile_all(_variants(make, params, field, steps), params, batches)
     cases = {v: (lambda r, v=v: runs[v][0](params, runs[v][1], batches)) for v in runs}
     reps = h.interleave(cases, repeats, warmup=0)  # the order rotated each round
     times = {v: [r.wall_s / steps for r in rs] for v, rs in reps.items()}
     cpu = {v: [r.cpu_s / steps for r in rs] for v, rs in reps.items()}  # robust to other load
-    out[name] = _overheads(times, cpu, runs) | _other_programs(times, cpu, runs, layout)
-    if profile:  # what the sync branch takes of the kernel time of the program with the cond
-      run, state, _, cost = runs["lookahead" if layout == "cond" else "lookahead_other_layout"]
+    out[name] = _overheads(times, cpu, runs) | _other_programs(times, cpu, runs)
+    if profile:  # what the sync branch takes of the kernel time of the Lookahead program
+      run, state, _, cost = runs["lookahead"]
       out[name]["profile"] = kernel_profile(run, params, state, batches, hlo_text=cost["hlo"])
   return out
 

@@ -9,18 +9,16 @@ from minmaxlab.transforms._averaging import (
   uniform,
 )
 from minmaxlab.transforms._common import (
-  CarryingTransformation,
   FieldFn,
-  PerPlayerTransformation,
-  PlayerTransforms,
   VectorFieldFn,
   tree_all_finite,
   tree_where,
 )
 from minmaxlab.transforms._extragradient import ExtragradientState, extragradient
 from minmaxlab.transforms._lookahead import (
+  LookaheadConfig,
   LookaheadMinmaxState,
-  LookaheadTransformation,
+  apply_lookahead_updates,
   lookahead_minmax,
   lookahead_slow_params,
   nested_lookahead_minmax,
@@ -49,20 +47,18 @@ from minmaxlab.transforms._unrolled import UnrolledState, unrolled
 __all__ = [
   "AlternatingState",
   "AveragingState",
-  "CarryingTransformation",
   "ExtragradientState",
   "FieldFn",
+  "LookaheadConfig",
   "LookaheadMinmaxState",
-  "LookaheadTransformation",
   "OptimisticState",
   "PerPlayerState",
-  "PerPlayerTransformation",
-  "PlayerTransforms",
   "SyncChoice",
   "UnrolledState",
   "VectorFieldFn",
   "alternating",
   "apply_game_step",
+  "apply_lookahead_updates",
   "averaged_params",
   "count_learning_rates",
   "ema",

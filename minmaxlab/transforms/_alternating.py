@@ -9,16 +9,16 @@ import optax
 
 from minmaxlab.games import NotPlayersError, Players
 from minmaxlab.transforms._common import (
-  PerPlayerTransformation,
+  as_transform,
   check_first_field,
   check_int_at_least,
   check_updates,
-  player_transforms,
   require_params,
   require_vector_field,
   tree_add,
   zeros_count,
 )
+from minmaxlab.transforms._per_player import init_players, is_per_player, update_player
 
 
 class AlternatingState(NamedTuple):
@@ -96,23 +96,23 @@ def alternating(
   """
   check_int_at_least("max_steps", max_steps, 1)
   max_steps = int(max_steps)
-  parts = player_transforms(inner)
+  inner = as_transform(inner)
 
   def init_fn(params):
-    return _init(inner, parts, params)
+    return _init(inner, params)
 
   def update_fn(updates, state, params=None, *, vector_field=None, **extra_args):
-    return _update(parts, max_steps, updates, state, params, vector_field, extra_args)
+    return _update(inner, max_steps, updates, state, params, vector_field, extra_args)
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
-def _init(inner, parts, params) -> AlternatingState:
+def _init(inner, params) -> AlternatingState:
   params = require_params(params, "alternating")
   try:
-    inner_state = Players(parts.min.init(params.min), parts.max.init(params.max))
+    inner_state = init_players(inner, params)
   except NotPlayersError as err:
-    if isinstance(inner, PerPlayerTransformation):
+    if is_per_player(inner, params):
       raise
     raise ValueError(
       "alternating steps one player at a time, so it calls inner with a single"
@@ -126,21 +126,23 @@ def _init(inner, parts, params) -> AlternatingState:
   return AlternatingState(zeros_count(), inner_state)
 
 
-def _update(parts, max_steps, updates, state, params, vector_field, extra_args):
+def _update(inner, max_steps, updates, state, params, vector_field, extra_args):
   """One game step: ``max_steps`` max-player steps, then the min player's at the new ``y``."""
   updates = check_updates(updates, "alternating")
   params = require_params(params, "alternating")
   vector_field = require_vector_field(vector_field, "alternating")
   check_first_field(updates, vector_field, "alternating")
   s_min, s_max = state.inner_state
-  y, total_max, field_max = params.max, None, updates.max
+  y, total_max, field = params.max, None, updates
   for j in range(max_steps):
     if j > 0:
-      field_max = vector_field(Players(params.min, y), j).max
-    u, s_max = parts.max.update(field_max, s_max, y, **extra_args)
+      field = vector_field(Players(params.min, y), j)
+    at = Players(params.min, y)
+    u, s_max = update_player(inner, "max", field, Players(s_min, s_max), at, **extra_args)
     y = optax.apply_updates(y, u)
     total_max = u if total_max is None else tree_add(total_max, u)
-  field_min = vector_field(Players(params.min, y), max_steps).min
-  u_min, s_min = parts.min.update(field_min, s_min, params.min, **extra_args)
+  field = vector_field(Players(params.min, y), max_steps)
+  at = Players(params.min, y)
+  u_min, s_min = update_player(inner, "min", field, Players(s_min, s_max), at, **extra_args)
   new_state = AlternatingState(optax.safe_int32_increment(state.count), Players(s_min, s_max))
   return Players(u_min, total_max), new_state

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, NamedTuple
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -184,67 +184,6 @@ def tree_all_finite(tree) -> jax.Array:
 
 def zeros_count() -> jax.Array:
   return jnp.zeros([], jnp.int32)
-
-
-class PlayerTransforms(NamedTuple):
-  """The transforms of the two players (see :func:`per_player`)."""
-
-  min: optax.GradientTransformationExtraArgs
-  max: optax.GradientTransformationExtraArgs
-
-
-class CarryingTransformation(optax.GradientTransformationExtraArgs):
-  """An optax transform that carries one more value, the attribute named by ``carried``.
-
-  It is optax's pair and unpacks into ``init, update`` as every optax transform does (so
-  ``optax.chain`` and the other combinators take it); the carried value is set at
-  construction and kept by ``_replace`` and by pytree maps (each subclass is registered as
-  a pytree whose children are ``init`` and ``update``)."""
-
-  carried: ClassVar[str]
-
-  def __new__(cls, init, update, value):
-    self = super().__new__(cls, init, update)
-    self.__dict__[cls.carried] = value
-    return self
-
-  def __init_subclass__(cls, **kwargs):
-    super().__init_subclass__(**kwargs)
-    jax.tree_util.register_pytree_node(
-      cls, lambda t: ((t.init, t.update), t.__dict__[t.carried]), lambda v, c: cls(*c, v)
-    )
-
-  def _replace(self, **changes):
-    value = changes.pop(self.carried, self.__dict__[self.carried])
-    init, update = optax.GradientTransformationExtraArgs._replace(self, **changes)
-    return type(self)(init, update, value)
-
-  def __getnewargs__(self):  # copy and pickle rebuild through __new__
-    return (self.init, self.update, self.__dict__[self.carried])
-
-
-class PerPlayerTransformation(CarryingTransformation):
-  """A transform over :class:`Players` that knows each player's own transform,
-  so schemes that step the players at different times (``alternating``) can
-  step one player alone.
-
-  An ``optax.GradientTransformationExtraArgs`` that carries ``players`` (the
-  :class:`PlayerTransforms`; see :class:`CarryingTransformation`)."""
-
-  carried = "players"
-  players: PlayerTransforms
-
-
-def player_transforms(inner: optax.GradientTransformation) -> PlayerTransforms:
-  """Each player's transform: the parts of a :func:`per_player`, or ``inner``
-  for both (each player then keeps its own state of it)."""
-  if not isinstance(inner, optax.GradientTransformation):
-    raise ValueError(f"inner must be an optax.GradientTransformation, got {type(inner).__name__}")
-  parts = getattr(inner, "players", None)
-  if isinstance(parts, PlayerTransforms):
-    return parts
-  inner = optax.with_extra_args_support(inner)
-  return PlayerTransforms(inner, inner)
 
 
 def as_transform(inner: Any, name: str = "inner") -> optax.GradientTransformationExtraArgs:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -11,7 +11,6 @@ import optax
 
 from minmaxlab.games import Players
 from minmaxlab.transforms._common import (
-  CarryingTransformation,
   as_transform,
   check_in,
   check_int_at_least,
@@ -23,22 +22,6 @@ from minmaxlab.transforms._common import (
 )
 
 SLOW_INITS = ("params", "lazy")
-SYNC_LAYOUTS = ("auto", "cond", "select")
-
-
-def _steps_inside(inner_state) -> bool:
-  """Whether the inner scheme forms params of its own inside a step (``alternating``'s
-  max-player step, ``extragradient``'s extrapolation, ``unrolled``'s simulated steps):
-  read off the type of its state at trace time, nested anywhere in it (``optax.chain``)."""
-  from minmaxlab.transforms._alternating import AlternatingState
-  from minmaxlab.transforms._extragradient import ExtragradientState
-  from minmaxlab.transforms._unrolled import UnrolledState
-
-  kinds = (AlternatingState, ExtragradientState, UnrolledState)
-  return any(
-    isinstance(x, kinds)
-    for x in jax.tree.leaves(inner_state, is_leaf=lambda x: isinstance(x, kinds))
-  )
 
 
 def _merged_dtype(onto_slow, u):
@@ -63,31 +46,6 @@ class LookaheadMinmaxState(NamedTuple):
   slow: tuple[Players, ...]
   inner_state: Any
   synced: jax.Array
-
-
-class LookaheadTransformation(CarryingTransformation):
-  """The transform of :func:`lookahead_minmax` and :func:`nested_lookahead_minmax`: an
-  optax transform that carries one more function, ``update_and_apply`` (see
-  :class:`~minmaxlab.transforms.CarryingTransformation`).
-
-  ``update_and_apply(updates, state, params, **extra_args) -> (new_params, new_state)``
-  is ``update`` followed by ``optax.apply_updates``, but the sync chooses between the
-  new params (the fast weights or the new slow ones) rather than between two updates:
-
-  - on the steps without a sync XLA compiles the inner scheme's step as it would
-    without Lookahead (the fast weights are the inner scheme's own ``apply_updates``;
-    ``sync_layout="cond"``, or ``"select"`` with one pass over the slow weights more);
-    through ``update``, the ``cond`` sits between the inner update and the caller's
-    ``apply_updates``, which costs memory traffic and time (docs/benchmarks.md);
-  - at a sync the params are set to the slow weights exactly, where ``params + (slow -
-    params)`` can be one rounding off.
-
-  Op by op the state is equal bit for bit to ``update``'s, and so are the params on the
-  steps without a sync. :func:`minmaxlab.game_step` uses it; a hand-written loop can too.
-  """
-
-  carried = "update_and_apply"
-  update_and_apply: Callable[..., tuple[Players, LookaheadMinmaxState]]
 
 
 def validate_level(i, sync_period, slow_step_size):
@@ -127,6 +85,17 @@ def synced_slows(slows, fast, count, sync_periods, slow_step_sizes, lazy):
   return tuple(slows)
 
 
+class LookaheadConfig(NamedTuple):
+  """The settings of one :func:`lookahead_minmax`, in its argument order:
+  ``lookahead_minmax(inner, *config)`` and ``lookahead_scan(inner, ..., config)`` run the
+  same Lookahead (see :func:`lookahead_minmax` for each field)."""
+
+  sync_period: int = 5
+  slow_step_size: float = 0.5
+  reset_state: bool = False
+  slow_init: str = "params"
+
+
 class _Config(NamedTuple):
   """The static settings of a (nested) Lookahead, fastest level first."""
 
@@ -134,14 +103,11 @@ class _Config(NamedTuple):
   slow_step_sizes: tuple
   reset_state: bool
   lazy: bool
-  sync_layout: str
 
 
-def _check_config(sync_periods, slow_step_sizes, slow_init, sync_layout):
+def _check_config(sync_periods, slow_step_sizes, slow_init):
   if slow_init not in SLOW_INITS:
     raise ValueError(f"slow_init must be one of {SLOW_INITS}, got {slow_init!r}")
-  if sync_layout not in SYNC_LAYOUTS:
-    raise ValueError(f"sync_layout must be one of {SYNC_LAYOUTS}, got {sync_layout!r}")
   for i, (k, a) in enumerate(zip(sync_periods, slow_step_sizes)):
     validate_level(i, k, a)
   for i in range(1, len(sync_periods)):
@@ -151,12 +117,10 @@ def _check_config(sync_periods, slow_step_sizes, slow_init, sync_layout):
         raise ValueError(f"sync_periods must each divide the next, got {tuple(sync_periods)}")
 
 
-def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init, sync_layout):
+def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
   inner = as_transform(inner)
-  _check_config(sync_periods, slow_step_sizes, slow_init, sync_layout)
-  config = _Config(
-    tuple(sync_periods), tuple(slow_step_sizes), reset_state, slow_init == "lazy", sync_layout
-  )
+  _check_config(sync_periods, slow_step_sizes, slow_init)
+  config = _Config(tuple(sync_periods), tuple(slow_step_sizes), reset_state, slow_init == "lazy")
 
   def init_fn(params):
     params = require_params(params, "lookahead_minmax")
@@ -168,99 +132,63 @@ def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init, syn
     )
 
   def update_fn(updates, state, params=None, **extra_args):
-    return _step(inner, config, updates, state, params, extra_args, apply=False)
+    return _update(inner, config, updates, state, params, extra_args)
 
-  def update_and_apply(updates, state, params, **extra_args):
-    return _step(inner, config, updates, state, params, extra_args, apply=True)
-
-  return LookaheadTransformation(init_fn, update_fn, update_and_apply)
+  return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
 
-def _branches(config, state, params, u, fast, count, apply):
-  """The ``(sync, keep)`` branches of the ``cond``: each returns ``(out, slows, synced)``,
-  ``out`` the new params with ``apply``, else the update."""
-
-  def sync():
-    at = fast if apply else optax.apply_updates(params, u)
-    slows = synced_slows(
-      state.slow, at, count, config.sync_periods, config.slow_step_sizes, config.lazy
-    )
-    if apply:  # the params land exactly on the slow weights
-      new = jax.tree.map(lambda w, x: w.astype(x.dtype), slows[0], params)
-    else:  # the update onto them, in the dtype `jnp.where(synced, slow - params, u)` gives
-      new = jax.tree.map(lambda d, x: d.astype(_merged_dtype(d, x)), tree_sub(slows[0], params), u)
-    return new, slows, jnp.ones([], bool)
-
-  def keep():
-    if apply:
-      kept = fast
-    else:  # the dtype `sync`'s update has
-      kept = jax.tree.map(lambda x, d: x.astype(_merged_dtype(d, x)), u, params)
-    return kept, tuple(state.slow), jnp.zeros([], bool)
-
-  return sync, keep
-
-
-def _selected_sync(config, state, params, fast, count, due):
-  """``update_and_apply`` without a ``cond``: the synced slow weights and params are computed
-  on every step and selected (the same values bit for bit as the ``cond``'s)."""
-  # It reads the slow weights and writes them back on every step (with the fast weights
-  # written once more for the selects: 2 more writes and 4 more reads of the params' size),
-  # where the `cond` costs none, but XLA's CPU runtime runs a step holding a `cond` with less
-  # parallelism: an MLP-GAN step of Lookahead-GDA took 5-8% longer than GDA's with the `cond`
-  # and 1-2% with the select (Intel Xeon, 2 cores, issue 11 item 4). Schemes that form params
-  # inside their step (alternating, extragradient, unrolled) keep the `cond` ("auto"):
-  # alternating took +3% with it and +7% with the select.
-  moved = synced_slows(
-    state.slow, fast, count, config.sync_periods, config.slow_step_sizes, config.lazy
-  )
-  slows = tuple(tree_where(due, m, s) for m, s in zip(moved, state.slow))
-  new = jax.tree.map(lambda w, x: w.astype(x.dtype), slows[0], params)
-  return tree_where(due, new, fast), slows, due
-
-
-def _step(inner, config, updates, state, params, extra_args, apply):
-  """One update; with ``apply`` the sync selects the new params instead of the update."""
+def _update(inner, config, updates, state, params, extra_args):
+  """One update: the inner scheme's, or at a sync the update onto the new slow weights."""
   check_updates(updates, "lookahead_minmax")
   params = require_params(params, "lookahead_minmax")
   u, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
   count = optax.safe_int32_increment(state.count)
-  # With `apply`, the fast weights are formed outside the `cond`, from the inner update
-  # itself: XLA then fuses that add with the inner optimizer's last kernel, or merges it
-  # with the identical add of a scheme that steps the params inside (alternating's max
-  # player, whose new params feed the min player's field), exactly as without Lookahead.
-  fast = optax.apply_updates(params, u) if apply else None
-  # Without `apply` (the optax `update`), the update goes through the `cond` with the slow
-  # weights (issue 11 item 4). On the k-1 steps out of k without a sync the false branch
-  # passes both on untouched: such a step of GDA, EG or optimistic adds at most one write
-  # and one read of `u` (the `cond`'s operand and result, which the caller's
-  # `apply_updates` can no longer fuse with the inner optimizer's last kernel);
-  # alternating, whose max-player update also feeds its field evaluations, materialises
-  # that update and adds it to the params twice (once inside for the min player's field,
-  # once in the caller): 3.0 MB more written and 4.1 MB more read per MLP-GAN step, about
-  # +5% of its time. `update_and_apply` (used by `game_step`) has neither cost. The former
-  # layout (only the slow weights through the `cond`, the update merged outside with
-  # `jnp.where(synced, slow - params, u)`) made every step materialise `u` for the true
-  # branch AND read the slow weights for the select. Same arithmetic in every layout:
-  # tests pin the updates and states bit for bit against the former layout.
-  # The scalar work of a step is the counter's increment, one `rem`+`eq`+`convert` fusion
-  # for the branch index and the copy of a constant in the branch taken: `synced` comes
-  # out of the branches. Compared outside, the `rem` had two consumers and XLA's CPU
-  # fusion kept it alone: `rem`, `eq` and `eq`+`convert`, three kernels (and `%`'s sign
-  # fix-ups) where there is now one (issue 11 item 4: 30 -> 29 kernels a bilinear GDA step).
-  # Under `vmap` with a batched counter the `cond` becomes a select, as a mask would.
-  layout = config.sync_layout
-  if layout == "auto":
-    layout = "cond" if _steps_inside(state.inner_state) else "select"
-  due = _due(count, config.sync_periods[0])
-  if apply and layout == "select":
-    out, slows, synced = _selected_sync(config, state, params, fast, count, due)
-  else:
-    sync, keep = _branches(config, state, params, u, fast, count, apply)
-    out, slows, synced = jax.lax.cond(due, sync, keep)
+
+  def sync():
+    fast = optax.apply_updates(params, u)
+    slows = synced_slows(
+      state.slow, fast, count, config.sync_periods, config.slow_step_sizes, config.lazy
+    )
+    # The update onto them, in the dtype `jnp.where(synced, slow - params, u)` gives.
+    new = jax.tree.map(lambda d, x: d.astype(_merged_dtype(d, x)), tree_sub(slows[0], params), u)
+    return new, slows, jnp.ones([], bool)
+
+  def keep():
+    kept = jax.tree.map(lambda x, d: x.astype(_merged_dtype(d, x)), u, params)
+    return kept, tuple(state.slow), jnp.zeros([], bool)
+
+  # `synced` comes out of the branches: one `rem`+`eq` fusion gives the branch index.
+  out, slows, synced = jax.lax.cond(_due(count, config.sync_periods[0]), sync, keep)
   if config.reset_state:
     inner_state = jax.lax.cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
   return out, LookaheadMinmaxState(count, slows, inner_state, synced)
+
+
+def apply_lookahead_updates(params: Players, updates: Players, opt_state: Any) -> Players:
+  """``optax.apply_updates``, except that after a Lookahead sync the params are set to the
+  slow weights exactly (``params + (slow - params)`` can be one rounding off).
+
+  The sync is read from the outermost :class:`LookaheadMinmaxState` found in ``opt_state``
+  (the state AFTER the update), by type: the same result for ``lookahead_minmax(...)`` bare
+  or wrapped (``ema``, ``optax.chain`` with processing in front, ``inject_hyperparams``).
+  Without a Lookahead in ``opt_state`` it is ``optax.apply_updates``.
+  :func:`minmaxlab.game_step` applies its updates with it.
+
+  Args:
+    params: the params the updates were computed at.
+    updates: the transform's updates.
+    opt_state: the transform's new state.
+
+  Returns:
+    The new params.
+  """
+  new = optax.apply_updates(params, updates)
+  found = _find_states(opt_state, LookaheadMinmaxState)
+  if not found:
+    return new
+  la = found[0]
+  slow = lambda: jax.tree.map(lambda w, x: w.astype(x.dtype), la.slow[0], params)  # noqa: E731
+  return jax.lax.cond(la.synced, slow, lambda: new)
 
 
 def lookahead_minmax(
@@ -269,8 +197,7 @@ def lookahead_minmax(
   slow_step_size: float = 0.5,
   reset_state: bool = False,
   slow_init: str = "params",
-  sync_layout: str = "auto",
-) -> LookaheadTransformation:
+) -> optax.GradientTransformationExtraArgs:
   r"""Lookahead-minmax: joint Lookahead over both players.
 
   Let :math:`F` be one full step of the inner scheme (one ``update`` call,
@@ -292,10 +219,9 @@ def lookahead_minmax(
   weights live in the state (read them with :func:`lookahead_slow_params`).
   On a sync step the returned update moves the params onto the new slow
   weights (``params + (slow - params)``, which can be one rounding off);
-  :func:`minmaxlab.game_step` steps the transform through its
-  ``update_and_apply`` (see :class:`LookaheadTransformation`), which sets them
-  exactly and, on the steps without a sync, compiles as the inner scheme's own
-  step. The inner state is kept at syncs unless ``reset_state``. Extra
+  :func:`minmaxlab.game_step` applies it with :func:`apply_lookahead_updates`,
+  which sets them exactly (found by the state's type, so also when the
+  transform is wrapped). The inner state is kept at syncs unless ``reset_state``. Extra
   arguments (``vector_field=``) are passed to the inner scheme.
 
   Example:
@@ -312,15 +238,6 @@ def lookahead_minmax(
     slow_init: ``"params"`` (slow weights start at the initial params) or
       ``"lazy"`` (they are set to the fast weights at the first sync, which is
       then a no-op, as in the reference GAN code).
-    sync_layout: how ``update_and_apply`` (so :func:`minmaxlab.game_step`) compiles
-      the sync: ``"cond"`` (a ``lax.cond``: a step without a sync runs the inner
-      step's kernels only), ``"select"`` (the synced weights computed on every step
-      and selected: two more passes over the params per step, no ``cond``, which
-      XLA's CPU runtime runs with less parallelism) or ``"auto"``: ``"cond"`` when the
-      inner scheme forms params inside its step (``alternating``, ``extragradient``,
-      ``unrolled``), else ``"select"``. The same numbers bit for bit in every layout;
-      ``update`` always uses the ``cond``. The select pays off for networks; for a game
-      whose step is tiny (a small bilinear game) pass ``"cond"`` (docs/benchmarks.md).
 
   Returns:
     An ``optax.GradientTransformationExtraArgs`` with a
@@ -332,7 +249,7 @@ def lookahead_minmax(
     Optimizer: k steps forward, 1 step back", https://arxiv.org/abs/1907.08610
   """
   k = getattr(sync_period, "sync_period", sync_period)  # a SyncChoice gives its period
-  return _lookahead(inner, (k,), (slow_step_size,), reset_state, slow_init, sync_layout)
+  return _lookahead(inner, (k,), (slow_step_size,), reset_state, slow_init)
 
 
 def nested_lookahead_minmax(
@@ -341,8 +258,7 @@ def nested_lookahead_minmax(
   slow_step_sizes: Sequence[float] = (0.5, 0.5),
   reset_state: bool = False,
   slow_init: str = "params",
-  sync_layout: str = "auto",
-) -> LookaheadTransformation:
+) -> optax.GradientTransformationExtraArgs:
   r"""Multi-level ("nested") Lookahead-minmax.
 
   Level 0 is :func:`lookahead_minmax`. Every ``sync_periods[l]`` steps level
@@ -358,7 +274,6 @@ def nested_lookahead_minmax(
     slow_step_sizes: one ``alpha`` per level.
     reset_state: reinitialise the inner state after any sync.
     slow_init: as in :func:`lookahead_minmax`.
-    sync_layout: as in :func:`lookahead_minmax`.
 
   Returns:
     An ``optax.GradientTransformationExtraArgs`` with a
@@ -373,7 +288,7 @@ def nested_lookahead_minmax(
       "sync_periods and slow_step_sizes must be non-empty and of equal"
       f" length, got {sync_periods} and {slow_step_sizes}"
     )
-  return _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init, sync_layout)
+  return _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init)
 
 
 def _find_states(tree, kind):

@@ -13,6 +13,7 @@ from minmaxlab.games import Players
 from minmaxlab.transforms._common import as_transform
 from minmaxlab.transforms._lookahead import (
   SLOW_INITS,
+  LookaheadConfig,
   LookaheadMinmaxState,
   synced_slows,
   validate_level,
@@ -28,10 +29,7 @@ def lookahead_scan(
   params: Players,
   opt_state: LookaheadMinmaxState,
   xs: Any,
-  sync_period: int = 5,
-  slow_step_size: float = 0.5,
-  reset_state: bool = False,
-  slow_init: str = "params",
+  config: LookaheadConfig = LookaheadConfig(),
   **extra_args: Any,
 ) -> tuple[Players, LookaheadMinmaxState, Any]:
   r"""Many game steps of :func:`lookahead_minmax` as blocks of ``sync_period`` steps.
@@ -41,19 +39,19 @@ def lookahead_scan(
   ``cond``, nothing more than the inner scheme per step), then the sync: for
   loops whose steps are so short (tens of microseconds) that the transform's
   per-step counter and ``cond`` show. It does the operations of a ``lax.scan``
-  of ``game_step`` with ``lookahead_minmax(inner, sync_period, slow_step_size,
-  reset_state, slow_init)`` over ``xs`` in the same order (params and updates
-  of one dtype, counts below ``2**31 - 1``): op by op the params, state and
-  values are equal bit for bit (compiled, XLA may fuse the two programs
+  of ``game_step`` with ``lookahead_minmax(inner, *config)`` over ``xs`` in the same
+  order (params and updates of one dtype, counts below ``2**31 - 1``): op by op
+  the params, state and values are equal bit for bit (compiled, XLA may fuse the two programs
   differently: the last bits can differ). A sync sets the params to the slow
-  weights exactly, as ``update_and_apply`` does.
+  weights exactly, as :func:`minmaxlab.game_step` does.
 
   Example:
-    >>> tx = lookahead_minmax(optax.adam(1e-3), 5, 0.5)
+    >>> config = minmaxlab.transforms.LookaheadConfig(sync_period=5, slow_step_size=0.5)
+    >>> tx = lookahead_minmax(optax.adam(1e-3), *config)
     >>> state = tx.init(params)
     >>> params, state, losses = lookahead_scan(
     ...     optax.adam(1e-3), lambda p, batch, i: vaf(p, batch[i]), params, state, batches,
-    ...     sync_period=5, slow_step_size=0.5)
+    ...     config)
 
   Args:
     inner: the inner optax transform or game scheme (as given to
@@ -61,15 +59,13 @@ def lookahead_scan(
     field_fn: ``field_fn(params, x, i)``: the field (or ``(value, field)``) for
       the ``i``-th evaluation of the step whose slice of ``xs`` is ``x``.
     params: the fast weights.
-    opt_state: the state of ``lookahead_minmax(inner, sync_period, ...)`` at a
+    opt_state: the state of ``lookahead_minmax(inner, *config)`` at a
       sync boundary (its count a multiple of ``sync_period``, as after ``init``
       or any sync; checked when the count is concrete).
     xs: a pytree of arrays with a leading step axis, its length a multiple of
       ``sync_period``.
-    sync_period: ``k >= 1``, a Python int (the block length).
-    slow_step_size: ``alpha`` in ``(0, 1]``.
-    reset_state: reinitialise the inner state at the slow weights after a sync.
-    slow_init: ``"params"`` or ``"lazy"``, as in :func:`lookahead_minmax`.
+    config: the transform's :class:`LookaheadConfig`; its ``sync_period`` a Python int
+      (the block length).
     **extra_args: passed to ``game_step`` (e.g. ``unrolled``'s ``loss_fn``).
 
   Returns:
@@ -77,8 +73,15 @@ def lookahead_scan(
     evaluation 0 (``None`` when ``field_fn`` returns the field alone).
   """
   inner = as_transform(inner)
-  n = _check_scan(sync_period, slow_step_size, slow_init, opt_state, xs)
-  k, lazy = sync_period, slow_init == "lazy"
+  old = sorted(set(extra_args) & set(LookaheadConfig._fields))
+  if old:
+    raise ValueError(
+      f"lookahead_scan takes the transform's settings as one LookaheadConfig, got {old[0]}="
+      f"{extra_args[old[0]]!r}: pass config=minmaxlab.transforms.LookaheadConfig({old[0]}=...)"
+    )
+  config = LookaheadConfig(*config)
+  n = _check_scan(config, opt_state, xs)
+  k, lazy = config.sync_period, config.slow_init == "lazy"
 
   def step(carry, x):
     p, s = carry
@@ -89,9 +92,9 @@ def lookahead_scan(
     p, state = carry
     (fast, s), values = jax.lax.scan(step, (p, state.inner_state), xb)
     count = jnp.where(state.count <= _INT32_MAX - k, state.count + k, _INT32_MAX)
-    slows = synced_slows(state.slow, fast, count, (k,), (slow_step_size,), lazy)
+    slows = synced_slows(state.slow, fast, count, (k,), (config.slow_step_size,), lazy)
     p = jax.tree.map(lambda a, x: a.astype(x.dtype), slows[0], fast)  # as update_and_apply
-    if reset_state:
+    if config.reset_state:
       s = inner.init(slows[0])
     return (p, LookaheadMinmaxState(count, slows, s, jnp.ones([], bool))), values
 
@@ -100,8 +103,9 @@ def lookahead_scan(
   return params, opt_state, jax.tree.map(lambda a: a.reshape(n, *a.shape[2:]), values)
 
 
-def _check_scan(sync_period, slow_step_size, slow_init, opt_state, xs) -> int:
+def _check_scan(config, opt_state, xs) -> int:
   """Check :func:`lookahead_scan`'s arguments; the number of steps in ``xs``."""
+  sync_period, slow_step_size, _, slow_init = config
   if isinstance(sync_period, jax.core.Tracer) or not isinstance(sync_period, int):
     raise ValueError(f"sync_period must be a Python int (the block length), got {sync_period!r}")
   validate_level(0, sync_period, slow_step_size)

@@ -20,6 +20,7 @@ from minmaxlab.transforms._common import (
   require_params,
   require_vector_field,
 )
+from minmaxlab.transforms._lookahead import apply_lookahead_updates
 
 
 def _split_output(out: Any, params: Any) -> tuple[Any, Players]:
@@ -82,11 +83,9 @@ def game_step(
     >>> params, opt_state, losses = minmaxlab.game_step(     # loss_fn(params, key)
     ...     tx, vaf, params, opt_state, key=jax.random.fold_in(key, step))
 
-  A transform with an ``update_and_apply(updates, state, params, **extra_args)``
-  method (:func:`lookahead_minmax`'s :class:`~minmaxlab.transforms.LookaheadTransformation`)
-  is stepped through it: ``update`` then ``apply_updates``, but with the sync choosing the new
-  params (set exactly to the slow weights), so that a step without a sync compiles as the
-  inner scheme's own step (with ``sync_layout="cond"``; ``"select"`` has no ``cond``).
+  The updates are applied with :func:`~minmaxlab.transforms.apply_lookahead_updates`:
+  ``optax.apply_updates``, but after a Lookahead sync (found in the new state by type,
+  so wrapped or not) the params are set exactly to the slow weights.
 
   With flax's ``TrainState`` (whose ``apply_gradients`` has no way to pass
   ``vector_field``) use :func:`apply_game_step`.
@@ -115,14 +114,8 @@ def game_step(
     return _split_output(field_fn(p, i), p)[1]
 
   vector_field = FieldFn(later, first=field)
-  update_and_apply = getattr(tx, "update_and_apply", None)
-  if callable(update_and_apply):  # lookahead_minmax: the sync selects params, see its docs
-    params, opt_state = update_and_apply(
-      field, opt_state, params, vector_field=vector_field, **extra_args
-    )
-    return params, opt_state, value
   updates, opt_state = tx.update(field, opt_state, params, vector_field=vector_field, **extra_args)
-  return optax.apply_updates(params, updates), opt_state, value
+  return apply_lookahead_updates(params, updates, opt_state), opt_state, value
 
 
 def num_field_evaluations(

@@ -13,10 +13,10 @@ from minmaxlab.transforms._common import (
   as_transform,
   check_int_at_least,
   check_updates,
-  player_transforms,
   require_params,
   zeros_count,
 )
+from minmaxlab.transforms._per_player import init_players, update_player, update_players
 
 # ``loss_fn(params, i) -> f`` (zero-sum) or ``(loss_min, loss_max)``: the game's losses at
 # ``params`` on the ``i``-th minibatch of the step (the ``vector_field(params, i)`` convention).
@@ -124,7 +124,7 @@ def unrolled(
   settings = _settings(inner, unroll_steps, differentiate_through_unroll, unroll_optimizer)
 
   def init_fn(params):
-    return _init(settings.parts, params)
+    return _init(settings.inner, params)
 
   def update_fn(updates, state, params=None, *, loss_fn=None, **extra_args):
     return _update(settings, updates, state, params, loss_fn, extra_args)
@@ -133,7 +133,7 @@ def unrolled(
 
 
 class _Settings(NamedTuple):
-  parts: Any  # each player's transform (PlayerTransforms)
+  inner: Any  # each player's transform (or a per_player)
   simulate: Any  # the unroll optimizer, or None: the max player's own
   unroll_steps: int
   differentiate_through_unroll: bool
@@ -141,43 +141,44 @@ class _Settings(NamedTuple):
 
 def _settings(inner, unroll_steps, differentiate_through_unroll, unroll_optimizer) -> _Settings:
   check_int_at_least("unroll_steps", unroll_steps, 0)
-  parts = player_transforms(inner)
+  inner = as_transform(inner)
   simulate = (
     None if unroll_optimizer is None else as_transform(unroll_optimizer, "unroll_optimizer")
   )
-  return _Settings(parts, simulate, int(unroll_steps), bool(differentiate_through_unroll))
+  return _Settings(inner, simulate, int(unroll_steps), bool(differentiate_through_unroll))
 
 
-def _init(parts, params) -> UnrolledState:
+def _init(inner, params) -> UnrolledState:
   params = require_params(params, "unrolled")
-  return UnrolledState(
-    zeros_count(), Players(parts.min.init(params.min), parts.max.init(params.max))
-  )
+  return UnrolledState(zeros_count(), init_players(inner, params))
 
 
 def _update(settings: _Settings, updates, state, params, loss_fn, extra_args):
   """One step: the min player's total derivative through the simulated max-player steps,
   the max player's ordinary step."""
-  parts, simulate, unroll_steps, differentiate_through_unroll = settings
+  inner, simulate, unroll_steps, differentiate_through_unroll = settings
   updates = check_updates(updates, "unrolled")
   params = require_params(params, "unrolled")
   loss_fn = _require_loss_fn(loss_fn)
   s_min, s_max = state.inner_state
-  sim_tx = parts.max if simulate is None else simulate
   sim_state0 = s_max if simulate is None else simulate.init(params.max)
+
+  def simulated(field, sim_state, x, y):
+    if simulate is None:  # the max player's own transform
+      return update_player(inner, "max", field, Players(s_min, sim_state), Players(x, y))
+    return simulate.update(field.max, sim_state, y)
 
   def unrolled_loss(x):
     y, sim_state = params.max, sim_state0
     for j in range(unroll_steps):
       field = vector_field(lambda p, j=j: loss_fn(p, j))(Players(x, y))
-      u, sim_state = sim_tx.update(field.max, sim_state, y)
+      u, sim_state = simulated(field, sim_state, x, y)
       y = optax.apply_updates(y, u)
     if not differentiate_through_unroll:
       y = jax.lax.stop_gradient(y)
     return _loss_min(loss_fn(Players(x, y), unroll_steps))
 
   grad_min = jax.grad(unrolled_loss)(params.min)
-  u_min, s_min = parts.min.update(grad_min, s_min, params.min, **extra_args)
-  u_max, s_max = parts.max.update(updates.max, s_max, params.max, **extra_args)
-  new_state = UnrolledState(optax.safe_int32_increment(state.count), Players(s_min, s_max))
-  return Players(u_min, u_max), new_state
+  field = Players(grad_min, updates.max)
+  u, states = update_players(inner, field, state.inner_state, params, **extra_args)
+  return u, UnrolledState(optax.safe_int32_increment(state.count), states)

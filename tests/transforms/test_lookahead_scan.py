@@ -61,7 +61,8 @@ def _run(scheme, config, xs, compiled):
   tx = mml.lookahead_minmax(INNERS[scheme](), k, alpha, reset, init)
 
   def helper(p, s, xs):
-    return mml.lookahead_scan(INNERS[scheme](), _field, p, s, xs, k, alpha, reset, init)
+    config = mml.transforms.LookaheadConfig(k, alpha, reset, init)
+    return mml.lookahead_scan(INNERS[scheme](), _field, p, s, xs, config)
 
   def reference(p, s, xs):
     return _reference(tx, p, s, xs)
@@ -111,7 +112,8 @@ def test_field_alone_gives_no_values_and_one_step_per_slice():
   field = lambda p, x, i: VAF(p, x)[1]  # noqa: E731
   xs = jnp.arange(1.0, 7.0)
   with jax.disable_jit():  # op by op, as the loop below
-    got = mml.lookahead_scan(optax.sgd(0.1), field, P, tx.init(P), xs, sync_period=2)
+    config = mml.transforms.LookaheadConfig(sync_period=2)
+    got = mml.lookahead_scan(optax.sgd(0.1), field, P, tx.init(P), xs, config)
   p, s = P, tx.init(P)
   for x in xs:
     p, s, value = mml.game_step(tx, lambda q, i, x=x: field(q, x, i), p, s)
@@ -123,7 +125,11 @@ def test_field_alone_gives_no_values_and_one_step_per_slice():
 def test_errors_name_the_precondition():
   tx = mml.lookahead_minmax(optax.sgd(0.1), 3, 0.5)
   state = tx.init(P)
-  scan = lambda *a, **kw: mml.lookahead_scan(optax.sgd(0.1), _field, P, *a, **kw)  # noqa: E731
+
+  def scan(state, xs, **config):
+    config = mml.transforms.LookaheadConfig(**config)
+    return mml.lookahead_scan(optax.sgd(0.1), _field, P, state, xs, config)
+
   with pytest.raises(ValueError, match="multiple of sync_period=3"):
     scan(state, _scales(7), sync_period=3)
   with pytest.raises(ValueError, match="sync boundary"):
@@ -135,3 +141,11 @@ def test_errors_name_the_precondition():
   nested = mml.nested_lookahead_minmax(optax.sgd(0.1), (3, 6), (0.5, 0.5)).init(P)
   with pytest.raises(ValueError, match="one level"):
     scan(nested, _scales(6), sync_period=3)
+
+
+def test_settings_come_as_the_transforms_config():
+  """`lookahead_scan` takes the `LookaheadConfig` that built the transform; a setting passed
+  on its own (the former signature) names the fix."""
+  state = mml.lookahead_minmax(optax.sgd(0.1), 3, 0.5).init(P)
+  with pytest.raises(ValueError, match=r"sync_period=3: pass config=.*LookaheadConfig"):
+    mml.lookahead_scan(optax.sgd(0.1), _field, P, state, _scales(6), sync_period=3)

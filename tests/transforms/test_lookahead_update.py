@@ -1,4 +1,5 @@
-"""Lookahead-minmax's update through its `cond` (issue 11 item 4) against the former layout.
+"""Lookahead-minmax's update through its `cond` (issue 11 item 4) against the former layout,
+and game_step's exact sync (`apply_lookahead_updates`).
 
 The transform now routes the inner scheme's update through the `lax.cond` with the slow
 weights instead of merging it outside with `jnp.where(synced, slow - params, u)` (fewer
@@ -173,21 +174,20 @@ def test_vmap_with_batched_counters_matches_the_former_layout():
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 @pytest.mark.parametrize("scheme", sorted(INNERS))
-def test_update_and_apply_is_update_then_apply_with_an_exact_sync(scheme, config):
-  """`update_and_apply` (what game_step uses) from the same params and state as `update` +
-  `apply_updates`, op by op: the same state bit for bit; the same params on the steps
-  without a sync; on a sync the params are EXACTLY the new slow weights, where
-  `params + (slow - params)` can be one rounding off."""
+def test_game_step_is_update_then_apply_with_an_exact_sync(scheme, config):
+  """game_step against `update` + `apply_updates` from the same params and state, op by
+  op: the same state bit for bit; the same params on the steps without a sync; on a sync
+  the params are EXACTLY the new slow weights, where `params + (slow - params)` can be one
+  rounding off."""
   periods, alphas, reset, lazy = CONFIGS[config]
   tx = _new(INNERS[scheme](), periods, alphas, reset, lazy)
-  assert isinstance(tx, mml.transforms.LookaheadTransformation)
   vf = lambda q, i: FIELD(q, SCALES[i])  # noqa: E731
   p, s = P, tx.init(P)
   with jax.disable_jit():
     for t in range(2 * periods[-1]):
       u, s_update = tx.update(FIELD(p, SCALES[0]), s, p, vector_field=vf)
       p_update = optax.apply_updates(p, u)
-      p, s = tx.update_and_apply(FIELD(p, SCALES[0]), s, p, vector_field=vf)
+      p, s, _ = mml.game_step(tx, vf, p, s)
       _assert_bitwise(s, s_update)
       if (t + 1) % periods[0]:
         _assert_bitwise(p, p_update)
@@ -197,7 +197,7 @@ def test_update_and_apply_is_update_then_apply_with_an_exact_sync(scheme, config
   assert not np.allclose(np.concatenate(s.slow[0]), np.concatenate(P))
 
 
-def test_game_step_uses_update_and_apply_compiled_and_under_vmap():
+def test_game_step_syncs_exactly_compiled_and_under_vmap():
   """game_step with Lookahead lands on the slow weights exactly at every sync, compiled as
   op by op (to rounding), and under `vmap` with batched counters (the cond a select)."""
   tx = mml.lookahead_minmax(mml.alternating(optax.adam(0.1)), 3, 0.5)
@@ -229,104 +229,26 @@ def test_game_step_uses_update_and_apply_compiled_and_under_vmap():
       assert not np.allclose(np.concatenate(jax.tree.map(one, pb)), np.concatenate(s_g.slow[0]))
 
 
-def test_update_and_apply_sync_is_exact_where_update_then_apply_rounds():
+def test_apply_lookahead_updates_is_exact_where_apply_updates_rounds():
   """Params and slow weights of unrelated magnitudes and signs: `params + (slow - params)`
-  rounds for some of 1000 entries per player; `update_and_apply` lands on the slow weights
-  exactly (and matches the update path to that rounding)."""
+  rounds for some of 1000 entries per player; `apply_lookahead_updates` lands on the slow
+  weights exactly (and matches `apply_updates` to that rounding); without a sync, or without
+  a Lookahead in the state, it is `apply_updates`."""
   k1, k2 = jax.random.split(jax.random.key(7))
   p = mml.Players(*jax.random.normal(k1, (2, 1000)) * 100.0)
   slow = mml.Players(*jax.random.normal(k2, (2, 1000)) * 1e-3)
   tx = mml.lookahead_minmax(optax.sgd(0.1), 2, 0.5)
   s = tx.init(p)._replace(count=jnp.ones([], jnp.int32), slow=(slow,))
   field = mml.Players(p.min, -p.max)
-  new, s_new = jax.jit(tx.update_and_apply)(field, s, p)
-  u, _ = jax.jit(tx.update)(field, s, p)
+  u, s_new = jax.jit(tx.update)(field, s, p)
+  new = jax.jit(mml.transforms.apply_lookahead_updates)(p, u, s_new)
   via_update = optax.apply_updates(p, u)
   assert bool(s_new.synced)
   _assert_bitwise(new, mml.lookahead_slow_params(s_new))
   differ = np.concatenate(via_update) != np.concatenate(new)
   assert differ.any(), "the update path should round somewhere here"
   np.testing.assert_allclose(np.concatenate(via_update), np.concatenate(new), atol=2e-5)
-
-
-def _run_update_and_apply(tx, steps, jit):
-  vf = lambda q, i: FIELD(q, SCALES[i])  # noqa: E731
-  step = lambda p, s: tx.update_and_apply(FIELD(p, SCALES[0]), s, p, vector_field=vf)  # noqa: E731
-  step = jax.jit(step) if jit else step
-  p, s, out = P, tx.init(P), []
-  for _ in range(steps):
-    p, s = step(p, s)
-    out.append((p, s))
-  return out
-
-
-@pytest.mark.parametrize("config", sorted(CONFIGS))
-@pytest.mark.parametrize("scheme", sorted(INNERS))
-def test_select_and_cond_sync_layouts_give_the_same_bits(scheme, config):
-  """`sync_layout="select"` (synced weights computed every step and selected) and
-  `"cond"`: the same params and state bit for bit, op by op and compiled, over two periods
-  of the slowest level."""
-  periods, alphas, reset, lazy = CONFIGS[config]
-  init = "lazy" if lazy else "params"
-  runs = {}
-  for layout in ("cond", "select"):
-    tx = mml.nested_lookahead_minmax(
-      INNERS[scheme](), periods, alphas, reset, init, sync_layout=layout
-    )
-    for jit in (False, True):
-      if jit:
-        runs[layout, jit] = _run_update_and_apply(tx, 2 * periods[-1], jit)
-      else:
-        with jax.disable_jit():
-          runs[layout, jit] = _run_update_and_apply(tx, 2 * periods[-1], jit)
-  for jit in (False, True):
-    _assert_bitwise(runs["cond", jit], runs["select", jit])
-  synced = [bool(s.synced) for _, s in runs["select", True]]
-  assert synced == [(t + 1) % periods[0] == 0 for t in range(2 * periods[-1])]
-  p, s = runs["select", True][periods[0] - 1]
-  _assert_bitwise(p, mml.lookahead_slow_params(s))
-
-
-def _has_conditional(tx):
-  vf = lambda q, i: FIELD(q, SCALES[i])  # noqa: E731
-  f = jax.jit(lambda p, s: tx.update_and_apply(FIELD(p, SCALES[0]), s, p, vector_field=vf))
-  return " conditional(" in f.lower(P, tx.init(P)).compile().as_text()
-
-
-def test_auto_sync_layout_keeps_the_cond_for_schemes_that_step_inside():
-  adam = lambda: optax.adam(0.1)  # noqa: E731
-  la = mml.lookahead_minmax
-  for inner in (adam(), mml.optimistic(adam()), mml.per_player(min=adam(), max=adam())):
-    assert not _has_conditional(la(inner)), inner
-    assert _has_conditional(la(inner, sync_layout="cond"))
-  for inner in (
-    mml.alternating(adam()),
-    mml.extragradient(adam()),
-    optax.chain(optax.clip(1.0), mml.alternating(adam())),
-  ):
-    assert _has_conditional(la(inner)), inner
-    assert not _has_conditional(la(inner, sync_layout="select"))
-
-
-def test_select_layout_under_vmap_with_batched_counters():
-  batch = jax.tree.map(lambda x: jnp.stack([x, 2 * x, -x]), P)
-  out = {}
-  for layout in ("cond", "select"):
-    tx = mml.lookahead_minmax(optax.adam(0.1), 3, 0.5, sync_layout=layout)
-    s = jax.vmap(tx.init)(batch)._replace(count=jnp.array([0, 1, 2], jnp.int32))
-    step = jax.jit(
-      jax.vmap(lambda p, s, tx=tx: tx.update_and_apply(FIELD(p, 1.0), s, p)),
-      compiler_options=_xla.DEFAULTS,  # XLA's default code (tests/_xla.py)
-    )
-    p, seq = batch, []
-    for _ in range(4):
-      p, s = step(p, s)
-      seq.append((p, s))
-    out[layout] = seq
-  assert [bool(x) for x in out["select"][0][1].synced] == [False, False, True]
-  _assert_bitwise(out["cond"], out["select"])
-
-
-def test_bad_sync_layout_names_the_value():
-  with pytest.raises(ValueError, match=r"sync_layout must be one of .*'where'"):
-    mml.lookahead_minmax(optax.adam(0.1), sync_layout="where")
+  u1, s1 = tx.update(field, tx.init(p), p)  # count 1 of period 2: no sync
+  apply = mml.transforms.apply_lookahead_updates
+  _assert_bitwise(apply(p, u1, s1), optax.apply_updates(p, u1))
+  _assert_bitwise(apply(p, u1, optax.sgd(0.1).init(p)), optax.apply_updates(p, u1))
