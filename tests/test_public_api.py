@@ -100,8 +100,8 @@ PINS = {
     read_jsonl
     read_scalars report_compilation rerun_command run_record run_status save_image_grid
     save_metric_curves save_scatter start_run write_config StoredProgram stored_program
-    WorkdirBusy lock_workdir workdir_lock checkpoint_product fault_point finish is_finished
-    saved_summary write_json TrainingRun
+    WorkdirBusy lock_workdir unlock_workdir workdir_lock checkpoint_product fault_point finish
+    is_finished saved_summary write_json TrainingRun
   """,
 }
 

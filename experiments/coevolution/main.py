@@ -84,6 +84,7 @@ def main(argv):
   if lines is not None:
     if _is_rank_zero():
       print("\n".join(lines), flush=True)
+    runner.unlock_workdir(workdir)  # its lock file goes with it: nothing changed
     return
   # Multi-process JAX must start before any computation (imports below may compute).
   distributed.initialize(config.get("distributed", ""))

@@ -42,7 +42,7 @@ from minmaxlab.runner._progress import ProgressBar
 from minmaxlab.runner._stored_programs import StoredProgram, stored_program
 from minmaxlab.runner._tensorboard import EventFileWriter, read_events, read_scalars
 from minmaxlab.runner._training_run import TrainingRun
-from minmaxlab.runner._workdir_lock import WorkdirBusy, lock_workdir, workdir_lock
+from minmaxlab.runner._workdir_lock import WorkdirBusy, lock_workdir, unlock_workdir, workdir_lock
 
 __all__ = [
   "CheckpointManager",
@@ -84,6 +84,7 @@ __all__ = [
   "saved_summary",
   "start_run",
   "stored_program",
+  "unlock_workdir",
   "workdir_lock",
   "write_config",
   "write_json",

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 LOCK_FILE = ".lock"  # in the workdir; holds the pid of the process holding the lock
-_HELD: dict[str, list[int]] = {}  # workdir -> [file descriptor, how many times taken]
+_HELD: dict[str, list] = {}  # workdir -> [file descriptor, times taken, made the lock file]
 _CREATED: set[str] = set()  # workdirs this process made (lock_workdir)
 
 
@@ -55,6 +55,14 @@ def _same_file(fd: int, path: Path) -> bool:
   return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
 
 
+def _open_lock(path: Path) -> tuple[int, bool]:
+  """The lock file's descriptor, and whether this call created the file."""
+  try:
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644), True
+  except FileExistsError:
+    return os.open(path, os.O_RDWR), False
+
+
 def lock_workdir(workdir: str | os.PathLike) -> bool:
   """Take ``workdir``'s lock for this process (creating the folder), until
   :func:`unlock_workdir` or the process ends; :class:`WorkdirBusy` (one line naming the
@@ -76,7 +84,7 @@ def lock_workdir(workdir: str | os.PathLike) -> bool:
     if _folder(key):
       _CREATED.add(key)
     try:
-      fd = os.open(Path(key) / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+      fd, made = _open_lock(Path(key) / LOCK_FILE)
     except FileNotFoundError:  # the folder was removed meanwhile: make it again
       continue
     try:
@@ -95,12 +103,14 @@ def lock_workdir(workdir: str | os.PathLike) -> bool:
     raise WorkdirBusy(f"{key}: its lock file keeps being replaced; use another --workdir")
   os.ftruncate(fd, 0)
   os.write(fd, f"{os.getpid()}\n".encode())
-  _HELD[key] = [fd, 1]
+  _HELD[key] = [fd, 1, made]
   return key in _CREATED
 
 
 def unlock_workdir(workdir: str | os.PathLike) -> None:
-  """Give back one :func:`lock_workdir` of this process (the lock is released at the last)."""
+  """Give back one :func:`lock_workdir` of this process (the lock is released at the last;
+  a lock file this process created is removed first, so a command leaves the workdir's files
+  as it found them; a process that opened the removed file finds it replaced and retries)."""
   key = str(Path(workdir).expanduser().resolve())
   held = _HELD.get(key)
   if held is None:
@@ -108,6 +118,9 @@ def unlock_workdir(workdir: str | os.PathLike) -> None:
   held[1] -= 1
   if held[1] == 0:
     del _HELD[key]
+    path = Path(key) / LOCK_FILE
+    if held[2] and _same_file(held[0], path):  # a lock file it made goes, while still held
+      path.unlink(missing_ok=True)
     os.close(held[0])
 
 
