@@ -187,8 +187,12 @@ def apply_lookahead_updates(params: Players, updates: Players, opt_state: Any) -
   if not found:
     return new
   la = found[0]
-  slow = lambda: jax.tree.map(lambda w, x: w.astype(x.dtype), la.slow[0], params)  # noqa: E731
-  return jax.lax.cond(la.synced, slow, lambda: new)
+
+  def onto_slow():
+    return jax.tree.map(lambda w, x: w.astype(x.dtype), la.slow[0], params)
+
+  # A cond, not a select: the slow weights are read at a sync only.
+  return jax.lax.cond(la.synced, onto_slow, lambda: new)
 
 
 def lookahead_minmax(

@@ -93,7 +93,7 @@ def lookahead_scan(
     (fast, s), values = jax.lax.scan(step, (p, state.inner_state), xb)
     count = jnp.where(state.count <= _INT32_MAX - k, state.count + k, _INT32_MAX)
     slows = synced_slows(state.slow, fast, count, (k,), (config.slow_step_size,), lazy)
-    p = jax.tree.map(lambda a, x: a.astype(x.dtype), slows[0], fast)  # as update_and_apply
+    p = jax.tree.map(lambda a, x: a.astype(x.dtype), slows[0], fast)  # exactly, as game_step
     if config.reset_state:
       s = inner.init(slows[0])
     return (p, LookaheadMinmaxState(count, slows, s, jnp.ones([], bool))), values

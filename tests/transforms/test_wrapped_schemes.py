@@ -33,7 +33,6 @@ def _ttur():
 # Each scheme as (factory, keyword arguments): `inject_hyperparams(factory)(**kwargs)` wraps it.
 SCHEMES = {
   "gda": (optax.sgd, dict(learning_rate=0.1, momentum=0.5)),
-  "per_player": (mml.per_player, dict(min=optax.adam(0.05), max=optax.sgd(0.2))),
   "alternating": (mml.alternating, dict(inner=optax.adam(0.1), max_steps=2)),
   "alternating_per_player": (mml.alternating, dict(inner=_ttur(), max_steps=2)),
   "extragradient": (mml.extragradient, dict(inner=_ttur())),
@@ -43,7 +42,6 @@ SCHEMES = {
     mml.lookahead_minmax,
     dict(inner=mml.alternating(_ttur()), sync_period=2, slow_step_size=0.5),
   ),
-  "lookahead_gda": (mml.lookahead_minmax, dict(inner=optax.adam(0.1), sync_period=3)),
   "nested_lookahead": (
     mml.nested_lookahead_minmax,
     dict(inner=mml.extragradient(optax.sgd(0.1)), sync_periods=(2, 4)),
@@ -67,7 +65,7 @@ WRAPPERS = {
 
 
 def _run(tx, steps=5):
-  extra = {"loss_fn": _loss} if isinstance(tx.init(P), tuple) and _has_unrolled(tx) else {}
+  extra = {"loss_fn": _loss} if _has_unrolled(tx) else {}
 
   @jax.jit
   def step(p, s):
