@@ -57,7 +57,7 @@ STUDIES = (
     "The 8-Gaussian ring",
     f"{_COEV}/README.md",
     (
-      Version("v3", f"{_COEV}/protocols/ring.v3.json", None),
+      Version("v3", f"{_COEV}/protocols/ring.v3.json", "ring_v3"),
       Version("v2", f"{_COEV}/protocols/ring.v2.json", "ring_v2"),
       Version("v1", f"{_COEV}/protocols/ring.v1.json", "ring_v1"),
       Version("v0", None, "ring_issue18_main"),
@@ -133,6 +133,39 @@ SUPERSEDED = {
 }
 
 
+_RING_WHY = (
+  "that arm ran Lookahead-minmax (k 5, alpha 0.5) over Adam with simultaneous "
+  "updates, not the reference's operators (plain Adam per individual, the generator first "
+  "against one random neighbourhood discriminator, then the discriminator against one random "
+  "neighbourhood generator); v3's `reference_whole` runs those (issue 45)"
+)
+# (study title, version) -> (the version that replaces one of its arms, the arm's key, its
+# name in the verdicts, why): the version stays current for its other arms, and its verdicts that name
+# that arm are marked.
+ARM_SUPERSEDED = {
+  ("The 8-Gaussian ring", "v2"): (
+    "v3",
+    "reference_as_run",
+    "reference coupling, lr mutation as run",
+    _RING_WHY,
+  ),
+  ("The 8-Gaussian ring", "v1"): ("v3", "reference", "reference coupling", _RING_WHY),
+}
+
+
+def _mark(bullets: list[str], key: str, name: str, by: str) -> list[str]:
+  """``bullets`` with each verdict that names the arm ``name`` marked superseded by ``by``."""
+  import re
+
+  named = re.compile(rf"{re.escape(name)}(?!\w)")
+  return [
+    f"- *superseded by {by} (arm `{key}`)*: {b[2:]}"
+    if b.startswith("- ") and named.search(b)
+    else b
+    for b in bullets
+  ]
+
+
 def _link(path: str) -> str:
   """A link from ``docs/results.md`` to the repository file ``path``."""
   return f"[`{path}`]({path[5:] if path.startswith('docs/') else '../' + path})"
@@ -198,6 +231,9 @@ def _version_lines(study: Study, v: Version) -> tuple[list[str], list[str]]:
   if (study.title, v.name) in SUPERSEDED:
     by, why = SUPERSEDED[(study.title, v.name)]
     status = f"superseded by {by}: {why}"
+  elif (study.title, v.name) in ARM_SUPERSEDED:
+    by, key, _, why = ARM_SUPERSEDED[(study.title, v.name)]
+    status = f"current, except its arm `{key}`: superseded by {by} for that arm, as {why}"
   where = f"block `{v.block}`" if v.block else "no block: nothing of it is reported"
   if v.protocol is None:
     head = f"- **{v.name}**, not pre-registered ({status}; {where})"
@@ -210,7 +246,11 @@ def _version_lines(study: Study, v: Version) -> tuple[list[str], list[str]]:
   bullets = verdict_bullets(_report.make(v.block))
   if not bullets:
     return [head + ": no registered verdict yet."], []
-  return [head + ":", *[f"  {b if b.startswith('- ') else '- ' + b}" for b in bullets]], bullets
+  shown = bullets
+  if (study.title, v.name) in ARM_SUPERSEDED:
+    by, key, name, _ = ARM_SUPERSEDED[(study.title, v.name)]
+    shown = _mark(bullets, key, name, by)
+  return [head + ":", *[f"  {b if b.startswith('- ') else '- ' + b}" for b in shown]], bullets
 
 
 def summary() -> str:

@@ -7,6 +7,9 @@ r"""Issue 34c, the ring: the reference's coupling vs tournament selection vs a p
   nohup nice -n 10 python -m experiments.coevolution.ring_study run --version 2 > runs/ring_v2.log &
       # protocols/ring.v2.json (issue 33): the reference coupling with the reference's
       # learning-rate mutation as run, beside ring.v1's reference arm and plain GAN run again
+  nohup nice -n 10 python -m experiments.coevolution.ring_study run --version 3 > runs/ring_v3.log &
+      # protocols/ring.v3.json (issue 45): the reference's coupling, whole (plain Adam, the
+      # reference's sequential schedule and quirks), beside the plain GAN run again
 
 The arms, seeds and settings come from the pre-registered protocol
 ``protocols/ring.v1.json``: ``configs/ring8_3x3.py``, then the protocol's ``common``
@@ -62,6 +65,7 @@ from experiments.coevolution.ring_tables import PRIMARY as PRIMARY
 from experiments.coevolution.ring_tables import primary_results as primary_results
 from experiments.coevolution.ring_tables import readme_table as readme_table
 from experiments.coevolution.ring_tables import readme_table_v2 as readme_table_v2
+from experiments.coevolution.ring_tables import readme_table_v3 as readme_table_v3
 from experiments.coevolution.ring_tables import table as table
 
 # The fields of each run's config.json copied into the results: what the run really ran.
@@ -333,7 +337,7 @@ def main(argv=None):
   ap.add_argument("what", choices=["run", "resume", "table", "figure"])
   ap.add_argument("--write", action="store_true", help="table: write the README blocks")
   ap.add_argument("--trial", action="store_true", help="run: registration not checked")
-  ap.add_argument("--version", type=int, default=1, choices=(1, 2), help="run/figure: protocol")
+  ap.add_argument("--version", type=int, default=1, choices=(1, 2, 3), help="run/figure: protocol")
   args = ap.parse_args(argv)
   where = paths(args.version)
   if args.what in ("run", "resume"):

@@ -1,4 +1,4 @@
-"""The ring study's pre-registered README blocks (``ring_v1``, ``ring_v2``): every seed's final
+"""The ring study's pre-registered README blocks (``ring_v1``, ``ring_v2``, ``ring_v3``): every seed's final
 mixture per arm, the primary family's verdicts (Mann-Whitney, Holm) and the secondary metrics,
 generated from the committed protocol and results JSON (see :mod:`ring_study` for the runs)."""
 
@@ -20,7 +20,8 @@ README = "experiments/coevolution/README.md"
 
 def paths(version: int) -> dict:
   """Protocol, results JSON, figure and run folder of version ``version`` (1: the constants
-  above; 2: issue 33's arm with the reference's learning-rate mutation as run)."""
+  above; 2: issue 33's arm with the reference's learning-rate mutation as run; 3: issue 45's
+  reference coupling, whole)."""
   return {
     "protocol": HERE / "protocols" / f"ring.v{version}.json",
     "results": HERE / "results" / f"ring_v{version}.json",
@@ -42,6 +43,7 @@ BAR = (7, 0.8)  # issue 18's bar: >= 7 of 8 modes with a high-quality rate >= 0.
 NAMES = {
   "reference": "reference coupling",
   "reference_as_run": "reference coupling, lr mutation as run",
+  "reference_whole": "reference coupling, whole",
   "selection": "selection",
   "plain_gan": "plain GAN",
 }
@@ -312,11 +314,23 @@ def readme_table_v2() -> str:
   return table(load_protocol(where["protocol"]), json.loads(where["results"].read_text()))
 
 
+def readme_table_v3() -> str:
+  """The README block ``ring_v3`` (issue 45's reference coupling, whole, beside the plain
+  GAN) from the committed protocol and JSON; until its JSON is committed, a line saying so."""
+  where = paths(3)
+  if not where["results"].exists():
+    return f"No runs yet: `{where['results'].relative_to(REPO)}` is not there."
+  protocol = load_protocol(where["protocol"])
+  head, rest = table(protocol, json.loads(where["results"].read_text())).split("\n\n", 1)
+  said = f"**Supersedes** (the protocol's words): {protocol['supersedes'].rstrip('.')}."
+  return f"{head}\n\n{said}\n\n{rest}"
+
+
 def decimals(values, digits: int = 2) -> str:
   """``values`` with ``digits`` decimals, separated by spaces."""
   return " ".join(f"{v:.{digits}f}" for v in values)
 
 
-BLOCKS = {"ring_v1": "readme_table", "ring_v2": "readme_table_v2"}
+BLOCKS = {"ring_v1": "readme_table", "ring_v2": "readme_table_v2", "ring_v3": "readme_table_v3"}
 for _block, _func in BLOCKS.items():
   _report.register(_block, README, f"{__name__}:{_func}")
