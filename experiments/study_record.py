@@ -139,9 +139,9 @@ _RING_WHY = (
   "against one random neighbourhood discriminator, then the discriminator against one random "
   "neighbourhood generator); v3's `reference_whole` runs those (issue 45)"
 )
-# (study title, version) -> (the version that replaces one of its arms, the arm's key, its
-# name in the verdicts, why): the version stays current for its other arms, and its verdicts that name
-# that arm are marked.
+# (study title, version) -> (the version that replaces one of its arms, the arm's key,
+# its name in the verdicts, why): the version stays current for its other arms, and its
+# verdicts that name that arm are marked.
 ARM_SUPERSEDED = {
   ("The 8-Gaussian ring", "v2"): (
     "v3",

@@ -1,6 +1,7 @@
-"""The ring study's pre-registered README blocks (``ring_v1``, ``ring_v2``, ``ring_v3``): every seed's final
-mixture per arm, the primary family's verdicts (Mann-Whitney, Holm) and the secondary metrics,
-generated from the committed protocol and results JSON (see :mod:`ring_study` for the runs)."""
+"""The ring study's pre-registered README blocks (``ring_v1``, ``ring_v2``, ``ring_v3``): every
+seed's final mixture per arm, the primary family's verdicts (Mann-Whitney, Holm) and the secondary
+metrics, generated from the committed protocol and results JSON (see :mod:`ring_study` for the
+runs)."""
 
 from __future__ import annotations
 
