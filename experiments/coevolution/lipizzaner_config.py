@@ -322,12 +322,43 @@ def read(path) -> dict:
   return out
 
 
+GOLDEN_TESTS = "tests/parity/test_lipizzaner_golden.py::"
+# field -> the tests that check its effect against the original's own output (the golden files
+# of issue 45, tests/parity/); a field not here is "not compared".
+CHECKED_AGAINST: dict[str, tuple[str, ...]] = {
+  "trainer.params.population_size": ("test_training_phase",),
+  "trainer.params.tournament_size": (
+    "test_tournament_winners_are_the_best_of_the_drawn",
+    "test_tournament_distribution",
+  ),
+  "trainer.params.n_replacements": ("test_replacement",),
+  "trainer.params.default_adam_learning_rate": ("test_training_phase",),
+  "trainer.params.alpha": ("test_lr_mutation_rule",),
+  "trainer.params.mutation_probability": ("test_lr_mutation_rule", "test_training_phase"),
+  "trainer.params.discriminator_skip_each_nth_step": ("test_training_phase",),
+  "trainer.params.mixture_sigma": ("test_mixture_es_step",),
+  "trainer.params.enable_selection": ("test_fitness_matrix", "test_training_phase"),
+  "trainer.params.fitness.fitness_sample_size": ("test_fitness_matrix",),
+  "trainer.params.fitness.fitness_mode": ("test_fitness_matrix",),
+  "network.loss": ("test_fitness_matrix",),
+  "general.distribution.client_nodes": ("test_transposed_neighbourhoods",),
+  "general.seed": ("test_one_seed_for_every_client",),
+}
+
+
 def parity_table() -> str:
   """The README block ``lipizzaner_fields``: every reference field, our field, how it maps
-  (same, variant, checked, ignored) and the note."""
-  lines = ["| Lipizzaner field | minmaxlab | how | note |", "|---|---|---|---|"]
+  (same, variant, checked, ignored), the note, and the tests that check it against the
+  original's output (:data:`CHECKED_AGAINST`) or "not compared"."""
+  lines = [
+    "| Lipizzaner field | minmaxlab | how | note | checked against the original's output |",
+    "|---|---|---|---|---|",
+  ]
   for name, (ours, how, note) in FIELDS.items():
-    lines.append(f"| `{name}` | {ours} | {how} | {note} |")
+    tests = (
+      ", ".join(f"`{GOLDEN_TESTS}{t}`" for t in CHECKED_AGAINST.get(name, ())) or "not compared"
+    )
+    lines.append(f"| `{name}` | {ours} | {how} | {note} | {tests} |")
   return "\n".join(lines)
 
 
