@@ -141,8 +141,7 @@ def describe(record: dict | None) -> str:
   """One sentence for a report: what a result JSON's registration record says."""
   if not record:
     return (
-      "Registration record: none (these runs predate the registration the study tool "
-      "enforces, issue 46)."
+      "Registration record: none (these runs predate the registration the study tool enforces)."
     )
   if record.get("trial"):
     return "Registration record: a trial run (`--trial`), not a registered result."

@@ -98,8 +98,7 @@ SUPERSEDED = {
   ),
   ("Lookahead-minmax vs its base method", "v0"): (
     "v1",
-    "exploratory (issue 12): 5 seeds, extended step by step with a verdict read at each "
-    "endpoint, no test",
+    "exploratory: 5 seeds, extended step by step with a verdict read at each endpoint, no test",
   ),
   ("Lipizzaner grids", "v1"): (
     "v2",
@@ -108,17 +107,15 @@ SUPERSEDED = {
   ),
   ("Lipizzaner grids", "v0"): (
     "v1",
-    "exploratory (issue 12): 3-4 seeds per grid, other operators, two hosts and two "
-    "classifiers, no test",
+    "exploratory: 3-4 seeds per grid, other operators, two hosts and two classifiers, no test",
   ),
   ("The 8-Gaussian ring", "v0"): (
     "v1",
-    "exploratory (issue 18): 1-5 seeds per variant, the lone GAN a 1x1 grid, no test",
+    "exploratory: 1-5 seeds per variant, the lone GAN a 1x1 grid, no test",
   ),
   ("PBT vs random search", "v0"): (
     "v1",
-    "exploratory (issue 12): 3 seeds, a smaller search, the selection-time FID (biased low), "
-    "no test",
+    "exploratory: 3 seeds, a smaller search, the selection-time FID (biased low), no test",
   ),
   ("Game dynamics while training (AltGAN vs LA-AltGAN)", "v1"): (
     "v2",
@@ -137,7 +134,7 @@ _RING_WHY = (
   "that arm ran Lookahead-minmax (k 5, alpha 0.5) over Adam with simultaneous "
   "updates, not the reference's operators (plain Adam per individual, the generator first "
   "against one random neighbourhood discriminator, then the discriminator against one random "
-  "neighbourhood generator); v3's `reference_whole` runs those (issue 45)"
+  "neighbourhood generator); v3's `reference_whole` runs those"
 )
 # (study title, version) -> (the version that replaces one of its arms, the arm's key,
 # its name in the verdicts, why): the version stays current for its other arms, and its

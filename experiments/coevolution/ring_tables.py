@@ -270,7 +270,7 @@ def _secondary_table(protocol: dict, by: dict) -> list[str]:
   lines = [
     "",
     "**Secondary** (no test): every cell's best generator pooled with equal weights (500 "
-    f"samples each); seeds meeting issue 18's bar (>= {BAR[0]} modes with HQ >= {BAR[1]:g}, "
+    f"samples each); seeds meeting the ring's bar (>= {BAR[0]} modes with HQ >= {BAR[1]:g}, "
     "by the mixture or the pooled cells); wall and CPU seconds per run (the first seed of an "
     "arm includes the compile), median and range:",
     "",
