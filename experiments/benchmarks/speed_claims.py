@@ -209,9 +209,10 @@ def targets(results: dict[str, dict], files: dict[str, str]) -> list[dict]:
     r = results["overhead"]
     for scheme, x in r["results"]["mlp_gan"].items():
       paired = x["overhead_paired"]
+      layout = f", layout {x['layout']}" if "layout" in x else ""  # runs before one layout
       rows.append(
         _row(
-          f"Lookahead-minmax overhead over {scheme} (MLP GAN, layout {x['layout']}), median of"
+          f"Lookahead-minmax overhead over {scheme} (MLP GAN{layout}), median of"
           f" {r['repeats']} rounds' ratios",
           paired["median"],
           f"< {LOOKAHEAD_OVERHEAD:+.0%}",
