@@ -40,10 +40,10 @@ PINS = {
   """,
   "analysis": """
     DYNAMICS_SCHEMES GameDynamics JacobianSummary RadiusGrid RitzValues StepSizes Trajectory
-    UpdateOperator altgda_eigenvalues contractive_step_sizes arnoldi_eigenvalues game_dynamics
-    closed_form_eigenvalues decompose eg_eigenvalues eigenvalue_angles
+    UpdateOperator alternating_eigenvalues contractive_step_sizes arnoldi_eigenvalues game_dynamics
+    closed_form_eigenvalues decompose extragradient_eigenvalues eigenvalue_angles
     field_evaluations_per_step gda_eigenvalues jacobian jvp_operator lookahead_eigenvalues
-    ogda_eigenvalues per_step_rate plot_distance_curves plot_eigenvalues plot_phase_portrait
+    optimistic_eigenvalues per_step_rate plot_distance_curves plot_eigenvalues plot_phase_portrait
     plot_radius_heatmap plot_radius_vs_step_size run_game run_games spectral_radius
     spectral_radius_grid summarize_jacobian top_eigenvalues update_operator vjp_operator
   """,

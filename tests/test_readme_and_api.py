@@ -74,5 +74,5 @@ def test_bilinear_main_job_smoke(tmp_path):
   assert json.loads((tmp_path / "results.json").read_text())["results"]
   assert rows["gda"]["final_distance_mean"] > rows["gda"]["start_distance"]
   assert rows["la_gda"]["final_distance_mean"] < rows["la_gda"]["start_distance"]
-  assert rows["eg"]["passes_per_step"] == 2
+  assert rows["extragradient"]["passes_per_step"] == 2
   np.testing.assert_allclose(rows["gda"]["closed_form_rate_per_step"], np.sqrt(1 + 0.3**2))

@@ -20,9 +20,9 @@ def schemes(config) -> dict[str, optax.GradientTransformation]:
   adam = lambda: optax.adam(config.adam_step_size, b1=config.adam_b1)
   base = {
     "gda": sgd,
-    "altgda": lambda: mml.alternating(sgd()),
-    "eg": lambda: mml.extragradient(sgd()),
-    "ogda": lambda: mml.optimistic(sgd()),
+    "alternating": lambda: mml.alternating(sgd()),
+    "extragradient": lambda: mml.extragradient(sgd()),
+    "optimistic": lambda: mml.optimistic(sgd()),
     "adam": adam,
     "extra_adam": lambda: mml.extragradient(adam()),
   }
@@ -39,17 +39,14 @@ def schemes(config) -> dict[str, optax.GradientTransformation]:
   return out
 
 
-_CLOSED_FORM = {"gda": "gda", "altgda": "altgda", "eg": "eg", "ogda": "ogda"}
-
-
 def closed_form_rate(name: str, config) -> float | None:
   """Per-step spectral radius from the closed forms (A = I, so sigma = 1)."""
   la = name.startswith("la_")
   base = name[3:] if la else name
-  if base not in _CLOSED_FORM:
+  if base not in ("gda", "alternating", "extragradient", "optimistic"):
     return None
   eigs = analysis.closed_form_eigenvalues(
-    _CLOSED_FORM[base],
+    base,
     config.sgd_step_size,
     np.array([1.0]),
     sync_period=config.sync_period if la else None,
@@ -118,7 +115,7 @@ def _print_table(rows, config):
     f"alpha={config.slow_step_size}"
   )
   head = (
-    f"{'method':<14}{'passes/step':>12}{'rho/step':>11}{'start':>10}{'final (mean +- std)':>26}"
+    f"{'method':<20}{'passes/step':>12}{'rho/step':>11}{'start':>10}{'final (mean +- std)':>26}"
   )
   print(head)
   print("-" * len(head))
@@ -127,7 +124,7 @@ def _print_table(rows, config):
     rho = f"{rho:.4f}" if rho is not None else "-"
     final = f"{r['final_distance_mean']:.3e} +- {r['final_distance_std']:.1e}"
     print(
-      f"{r['method']:<14}{r['passes_per_step']:>12}{rho:>11}{r['start_distance']:>10.3f}{final:>26}"
+      f"{r['method']:<20}{r['passes_per_step']:>12}{rho:>11}{r['start_distance']:>10.3f}{final:>26}"
     )
 
 

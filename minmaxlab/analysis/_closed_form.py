@@ -9,9 +9,13 @@ base eigenvalue :math:`\lambda` to :math:`1 - \alpha + \alpha\lambda^k` per cycl
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 import numpy as np
 
-_METHODS = ("gda", "altgda", "eg", "ogda")
+# The schemes with a closed form; the trainers and the transforms spell them the same way.
+Scheme = Literal["gda", "alternating", "extragradient", "optimistic"]
+SCHEMES: tuple[str, ...] = get_args(Scheme)
 
 
 def _modes(eta, sigma, mu):
@@ -24,7 +28,7 @@ def _jacobian_eigs(sigma, mu):
   return np.concatenate([mu + 1j * sigma, mu - 1j * sigma])
 
 
-def _altgda_block(eta, s, mu, max_steps):
+def _alternating_block(eta, s, mu, max_steps):
   """2x2 AltGDA map on one singular mode (x_j, y_j), AltGAN order (y first)."""
   a = 1.0 - eta * mu
   h = eta * s
@@ -35,7 +39,7 @@ def _altgda_block(eta, s, mu, max_steps):
   return np.array([[a - h * gy, -h * ay], [gy, ay]])
 
 
-def _ogda_companion(eta, j):
+def _optimistic_companion(eta, j):
   """2x2 companion of z_{t+1} = (1 - 2 eta j) z_t + eta j z_{t-1} on (z_t, u_{t-1}).
 
   With u_t = -eta j z_t (the inner SGD output) and z_{t+1} = z_t + 2u_t - u_{t-1},
@@ -56,7 +60,7 @@ def gda_eigenvalues(eta: float, sigma, mu: float = 0.0) -> np.ndarray:
   return 1.0 - eta * _jacobian_eigs(sigma, mu)
 
 
-def eg_eigenvalues(eta: float, sigma, mu: float = 0.0) -> np.ndarray:
+def extragradient_eigenvalues(eta: float, sigma, mu: float = 0.0) -> np.ndarray:
   r"""Eigenvalues of extragradient (both players extrapolate from the same point).
 
   :math:`\lambda = 1 - \eta j + \eta^2 j^2`; for ``mu = 0``
@@ -67,7 +71,7 @@ def eg_eigenvalues(eta: float, sigma, mu: float = 0.0) -> np.ndarray:
   return 1.0 - eta * j + (eta * j) ** 2
 
 
-def altgda_eigenvalues(eta: float, sigma, mu: float = 0.0, max_steps: int = 1) -> np.ndarray:
+def alternating_eigenvalues(eta: float, sigma, mu: float = 0.0, max_steps: int = 1) -> np.ndarray:
   r"""Eigenvalues of alternating GDA (max player first, ``max_steps`` steps).
 
   On a singular mode with ``h = eta sigma`` and ``mu = 0``, one step maps
@@ -79,11 +83,11 @@ def altgda_eigenvalues(eta: float, sigma, mu: float = 0.0, max_steps: int = 1) -
   """
   eta, sigma, mu = _modes(eta, sigma, mu)
   return np.concatenate(
-    [np.linalg.eigvals(_altgda_block(eta, s, mu, int(max_steps))) for s in sigma]
+    [np.linalg.eigvals(_alternating_block(eta, s, mu, int(max_steps))) for s in sigma]
   )
 
 
-def ogda_eigenvalues(eta: float, sigma, mu: float = 0.0) -> np.ndarray:
+def optimistic_eigenvalues(eta: float, sigma, mu: float = 0.0) -> np.ndarray:
   r"""Eigenvalues of optimistic GDA, :math:`z_{t+1} = z_t - 2\eta v(z_t) + \eta v(z_{t-1})`.
 
   On a Jacobian eigenvalue ``j`` the two-step recursion has characteristic
@@ -116,14 +120,14 @@ def lookahead_eigenvalues(base_eigenvalues, sync_period: int, slow_step_size: fl
   (spectral mapping; exact for any linear base without memory). The per-step
   rate is :math:`|\mu|^{1/k}` (:func:`per_step_rate`). For OGDA, whose memory
   is not reset at a sync, use :func:`closed_form_eigenvalues` with
-  ``method="ogda"``.
+  ``method="optimistic"``.
   """
   lam = np.asarray(base_eigenvalues, complex)
   a = float(slow_step_size)
   return 1.0 - a + a * lam ** int(sync_period)
 
 
-def _lookahead_ogda_eigenvalues(eta, sigma, mu, k, alpha):
+def _lookahead_optimistic_eigenvalues(eta, sigma, mu, k, alpha):
   """One LA cycle over OGDA on (z, u_prev): the slow weights cover z only.
 
   From a synced point the cycle maps (z, p) to
@@ -131,14 +135,14 @@ def _lookahead_ogda_eigenvalues(eta, sigma, mu, k, alpha):
   """
   out = []
   for j in _jacobian_eigs(sigma, mu):
-    Ck = np.linalg.matrix_power(_ogda_companion(eta, j), int(k))
+    Ck = np.linalg.matrix_power(_optimistic_companion(eta, j), int(k))
     M = np.diag([1.0 - alpha, 0.0]) + np.diag([alpha, 1.0]) @ Ck
     out.append(np.linalg.eigvals(M))
   return np.concatenate(out)
 
 
 def closed_form_eigenvalues(
-  method: str,
+  method: Scheme,
   eta: float,
   sigma=1.0,
   mu: float = 0.0,
@@ -153,18 +157,18 @@ def closed_form_eigenvalues(
   the same step ``eta`` (``optax.sgd(eta)`` as the inner transform).
 
   Args:
-    method: ``"gda"``, ``"altgda"``, ``"eg"`` or ``"ogda"`` (the base).
+    method: ``"gda"``, ``"alternating"``, ``"extragradient"`` or ``"optimistic"`` (the base).
     eta: step size.
     sigma: singular values of ``A`` (scalar or array).
     mu: regularisation.
     sync_period: ``k`` for Lookahead over the base (``None``: the base alone).
     slow_step_size: ``alpha`` of Lookahead.
-    max_steps: max-player steps of ``altgda``.
+    max_steps: max-player steps of ``"alternating"``.
 
   Returns:
-    Eigenvalues per step of the base, or per lookahead cycle. For ``ogda``
+    Eigenvalues per step of the base, or per lookahead cycle. For ``"optimistic"``
     they are those of the map on :math:`(z_t, u_{t-1})` (two per Jacobian
-    eigenvalue); for lookahead over ``ogda`` they are those of the cycle map
+    eigenvalue); for lookahead over ``"optimistic"`` they are those of the cycle map
     on :math:`(z, u_{\text{prev}})` (the zeros the slow copy adds are left out).
 
   References:
@@ -172,20 +176,20 @@ def closed_form_eigenvalues(
     Gidel et al., 2019, https://arxiv.org/abs/1807.04740 (AltGDA);
     Mokhtari et al., 2020, https://arxiv.org/abs/1901.08511 (OGDA/EG).
   """
-  if method not in _METHODS:
-    raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+  if method not in SCHEMES:
+    raise ValueError(f"method must be one of {SCHEMES}, got {method!r}")
   if sync_period is not None and int(sync_period) < 1:
     raise ValueError(f"sync_period must be >= 1, got {sync_period}")
   if not 0.0 < float(slow_step_size) <= 1.0:
     raise ValueError(f"slow_step_size must be in (0, 1], got {slow_step_size}")
-  if method == "ogda" and sync_period is not None:
+  if method == "optimistic" and sync_period is not None:
     e, s, m = _modes(eta, sigma, mu)
-    return _lookahead_ogda_eigenvalues(e, s, m, int(sync_period), float(slow_step_size))
+    return _lookahead_optimistic_eigenvalues(e, s, m, int(sync_period), float(slow_step_size))
   base = {
     "gda": lambda: gda_eigenvalues(eta, sigma, mu),
-    "eg": lambda: eg_eigenvalues(eta, sigma, mu),
-    "ogda": lambda: ogda_eigenvalues(eta, sigma, mu),
-    "altgda": lambda: altgda_eigenvalues(eta, sigma, mu, max_steps),
+    "extragradient": lambda: extragradient_eigenvalues(eta, sigma, mu),
+    "optimistic": lambda: optimistic_eigenvalues(eta, sigma, mu),
+    "alternating": lambda: alternating_eigenvalues(eta, sigma, mu, max_steps),
   }[method]()
   if sync_period is None:
     return base

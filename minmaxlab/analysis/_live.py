@@ -25,7 +25,7 @@ of iterations inside ``jax.jit``, for logging during training.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -35,7 +35,8 @@ from jax.flatten_util import ravel_pytree
 from minmaxlab.analysis._arnoldi import arnoldi_eigenvalues
 from minmaxlab.games import Players
 
-DYNAMICS_SCHEMES = ("gda", "extragradient", "alternating")
+DynamicsScheme = Literal["gda", "extragradient", "alternating"]
+DYNAMICS_SCHEMES: tuple[str, ...] = get_args(DynamicsScheme)
 
 
 class GameDynamics(NamedTuple):
@@ -220,7 +221,7 @@ def game_dynamics(
   num_eigenvalues: int = 4,
   eigen_iterations: int = 20,
   num_probes: int | None = 8,
-  scheme: str | None = "gda",
+  scheme: DynamicsScheme | None = "gda",
   step_size: Any = 1e-3,
   max_steps: int = 1,
   sync_period: int | None = None,

@@ -8,7 +8,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minmaxlab.analysis._closed_form import closed_form_eigenvalues, per_step_rate, spectral_radius
+from minmaxlab.analysis._closed_form import (
+  Scheme,
+  closed_form_eigenvalues,
+  per_step_rate,
+  spectral_radius,
+)
 
 
 class RadiusGrid(NamedTuple):
@@ -41,7 +46,7 @@ class RadiusGrid(NamedTuple):
 
 
 def spectral_radius_grid(
-  method: str,
+  method: Scheme,
   step_sizes: Sequence[float],
   sync_periods: Sequence[int],
   slow_step_sizes: Sequence[float] = (0.5,),
@@ -57,7 +62,7 @@ def spectral_radius_grid(
   rotation per cycle).
 
   Args:
-    method: base method (``"gda"``, ``"altgda"``, ``"eg"``, ``"ogda"``).
+    method: base method (``"gda"``, ``"alternating"``, ``"extragradient"``, ``"optimistic"``).
     step_sizes, sync_periods, slow_step_sizes: the grid.
     sigma, mu, max_steps: as in :func:`closed_form_eigenvalues`.
 

@@ -17,30 +17,23 @@ from jax.flatten_util import ravel_pytree
 from scipy.optimize import brentq, minimize_scalar
 
 from minmaxlab.analysis._closed_form import (
+  SCHEMES,
+  Scheme,
   lookahead_eigenvalues,
   per_step_rate,
   spectral_radius,
 )
 from minmaxlab.analysis._jacobian import jacobian as dense_jacobian
 
-METHODS = {
-  "gda": "gda",
-  "simultaneous": "gda",
-  "altgda": "altgda",
-  "alternating": "altgda",
-  "eg": "eg",
-  "extragradient": "eg",
-  "ogda": "ogda",
-  "optimistic": "ogda",
-}
-_NAMES = {"gda": "GDA", "altgda": "AltGDA", "eg": "EG", "ogda": "OGDA"}
+_NAMES = {"gda": "GDA", "alternating": "AltGDA", "extragradient": "EG", "optimistic": "OGDA"}
 
 
 class StepSizes(NamedTuple):
   """Where a method's update map contracts (see :func:`contractive_step_sizes`).
 
   Attributes:
-    method: the base method (``"gda"``, ``"altgda"``, ``"eg"`` or ``"ogda"``).
+    method: the base method (``"gda"``, ``"alternating"``, ``"extragradient"`` or
+      ``"optimistic"``).
     sync_period, slow_step_size: Lookahead's ``k`` and ``alpha`` (``None``: no Lookahead).
     momentum: heavy-ball ``beta`` of ``"gda"`` (0: none).
     intervals: the step sizes with rate < 1, as open intervals ``(lo, hi)`` (``lo = 0.0``:
@@ -59,7 +52,7 @@ class StepSizes(NamedTuple):
   field ignores, e.g. a non-square ``A``) gives :math:`\\rho \\ge 1` at every step size.
   """
 
-  method: str
+  method: Scheme
   sync_period: int | None
   slow_step_size: float | None
   momentum: float
@@ -91,7 +84,7 @@ def _companions(eta, j, method, momentum):
   ``(z, m) -> (z - eta t, t)``.
   """
   C = np.empty((j.size, 2, 2), complex)
-  if method == "ogda":
+  if method == "optimistic":
     C[:, 0, 0], C[:, 0, 1], C[:, 1, 0], C[:, 1, 1] = 1 - 2 * eta * j, -1.0, -eta * j, 0.0
   else:
     C[:, 0, 0], C[:, 0, 1], C[:, 1, 0], C[:, 1, 1] = 1 - eta * j, -eta * momentum, j, momentum
@@ -100,7 +93,7 @@ def _companions(eta, j, method, momentum):
 
 def _eigs_for(J: np.ndarray, method: str, num_min: int | None, max_steps: int):
   """``eigs(eta) -> eigenvalues of one step`` of a memoryless base method."""
-  if method == "altgda":
+  if method == "alternating":
     n = J.shape[0]
     Px, Py = np.zeros((n, n)), np.zeros((n, n))
     Px[:num_min, :], Py[num_min:, :] = J[:num_min, :], J[num_min:, :]
@@ -121,7 +114,7 @@ def _rate_fn(J, method, num_min, max_steps, sync_period, slow_step_size, momentu
   """``rate(eta)``: the spectral radius per step (per-step rate of a Lookahead cycle)."""
   k = None if sync_period is None else int(sync_period)
   alpha = float(slow_step_size)
-  if method == "ogda" or momentum:  # memory, not reset at a sync: 2x2 blocks per eigenvalue
+  if method == "optimistic" or momentum:  # memory, not reset at a sync: 2x2 blocks per eigenvalue
     j = np.linalg.eigvals(J)
     keep, pull = np.diag([1.0 - alpha, 0.0]), np.diag([alpha, 1.0])
 
@@ -186,7 +179,7 @@ def _game_jacobian(game_or_field, params, args):
 
 def contractive_step_sizes(
   jacobian: Any,
-  method: str = "gda",
+  method: Scheme = "gda",
   *,
   params: Any = None,
   args: tuple = (),
@@ -205,15 +198,15 @@ def contractive_step_sizes(
   :func:`jacobian`) and one step size :math:`\eta` for both players, one step of
 
   * ``"gda"`` (simultaneous) has eigenvalues :math:`1 - \eta j`;
-  * ``"eg"`` (extragradient) :math:`1 - \eta j + \eta^2 j^2`;
-  * ``"ogda"`` (optimistic) the roots of :math:`\lambda^2 - (1 - 2\eta j)\lambda - \eta j`
+  * ``"extragradient"`` :math:`1 - \eta j + \eta^2 j^2`;
+  * ``"optimistic"`` the roots of :math:`\lambda^2 - (1 - 2\eta j)\lambda - \eta j`
     (the map on :math:`(z_t, u_{t-1})`);
   * ``"gda"`` with ``momentum=beta`` (heavy ball, ``optax.sgd(eta, momentum=beta)``) the roots
     of :math:`\lambda^2 - (1 + \beta - \eta j)\lambda + \beta`;
-  * ``"altgda"`` (alternating, the max player's ``max_steps`` steps first) those of
+  * ``"alternating"`` (the max player's ``max_steps`` steps first) those of
     :math:`(I - \eta P_{\min} J)(I - \eta P_{\max} J)^{n}`, :math:`P` keeping one player's rows;
   * Lookahead over a base (``sync_period=k``, ``slow_step_size=alpha``) per cycle
-    :math:`1 - \alpha + \alpha\lambda^k` (over ``"ogda"`` or momentum, whose memory is not
+    :math:`1 - \alpha + \alpha\lambda^k` (over ``"optimistic"`` or momentum, whose memory is not
     reset at a sync, the cycle map on :math:`(z, m)`), rated per step as
     :math:`\rho_{\text{cycle}}^{1/k}`.
 
@@ -228,15 +221,15 @@ def contractive_step_sizes(
       :func:`jacobian` returns it); or a game (an object with ``loss(params)``, e.g.
       ``minmaxlab.games.bilinear(A)``, at ``params`` or at its ``equilibrium()``); or a descent
       field ``field(params, *args) -> Players`` at ``params``.
-    method: ``"gda"`` / ``"simultaneous"``, ``"altgda"`` / ``"alternating"``, ``"eg"`` /
-      ``"extragradient"``, ``"ogda"`` / ``"optimistic"``.
+    method: ``"gda"`` (simultaneous), ``"alternating"``, ``"extragradient"`` or
+      ``"optimistic"``.
     params: the point (a ``Players``) for a game or a field.
     args: extra arguments of the field.
-    num_min: the ``min`` player's number of parameters, needed by ``"altgda"`` with a matrix
+    num_min: the ``min`` player's number of parameters, needed by ``"alternating"`` with a matrix
       (read from ``params`` otherwise).
     sync_period: Lookahead's ``k`` (``None``: the base method alone).
     slow_step_size: Lookahead's ``alpha`` in ``(0, 1]``.
-    max_steps: the max player's steps per step of ``"altgda"``.
+    max_steps: the max player's steps per step of ``"alternating"``.
     momentum: ``beta`` of heavy-ball momentum in ``[0, 1)``, with ``"gda"`` only.
     max_step_size: the largest step size scanned (default ``4 / max|j|``, past which no
       method here contracts on a rotational game).
@@ -267,22 +260,22 @@ def contractive_step_sizes(
 
 
 def _base_method(method: str) -> str:
-  if method not in METHODS:
-    raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
-  return METHODS[method]
+  if method not in SCHEMES:
+    raise ValueError(f"method must be one of {SCHEMES}, got {method!r}")
+  return method
 
 
 def _square_jacobian(jacobian, method: str, params, args, num_min):
   """``(J as float64, num_min)`` of a matrix, a game or a field; ``ValueError`` (one line)
-  for a non-square Jacobian or ``"altgda"`` without the min player's size."""
+  for a non-square Jacobian or ``"alternating"`` without the min player's size."""
   if callable(jacobian) or hasattr(jacobian, "loss"):
     J, num_min = _game_jacobian(jacobian, params, args)
   else:
     J = np.asarray(jacobian, np.float64)
   if J.ndim != 2 or J.shape[0] != J.shape[1]:
     raise ValueError(f"the Jacobian must be square, got shape {J.shape}")
-  if method == "altgda" and (num_min is None or not 0 < int(num_min) < J.shape[0]):
-    raise ValueError(f"altgda needs num_min in (0, {J.shape[0]}) (the min player's size)")
+  if method == "alternating" and (num_min is None or not 0 < int(num_min) < J.shape[0]):
+    raise ValueError(f"alternating needs num_min in (0, {J.shape[0]}) (the min player's size)")
   return J, num_min
 
 

@@ -166,9 +166,9 @@ def base_transform(method, eta, max_steps=1):
   sgd = optax.sgd(eta)
   return {
     "gda": lambda: sgd,
-    "altgda": lambda: mml.alternating(sgd, max_steps=max_steps),
-    "eg": lambda: mml.extragradient(sgd),
-    "ogda": lambda: mml.optimistic(sgd),
+    "alternating": lambda: mml.alternating(sgd, max_steps=max_steps),
+    "extragradient": lambda: mml.extragradient(sgd),
+    "optimistic": lambda: mml.optimistic(sgd),
   }[method]()
 
 
@@ -176,34 +176,52 @@ def test_scalar_closed_forms_match_formulas():
   for h in [0.05, 0.3, 0.5, 0.55, 0.9, 1.7, 2.0]:
     rho = analysis.spectral_radius
     assert rho(analysis.gda_eigenvalues(h, 1.0)) == pytest.approx(np.sqrt(1 + h * h), rel=1e-13)
-    assert rho(analysis.eg_eigenvalues(h, 1.0)) == pytest.approx(
+    assert rho(analysis.extragradient_eigenvalues(h, 1.0)) == pytest.approx(
       np.sqrt(1 - h**2 + h**4), rel=1e-13
     )
-    assert rho(analysis.altgda_eigenvalues(h, 1.0)) == pytest.approx(1.0, abs=1e-7)
+    assert rho(analysis.alternating_eigenvalues(h, 1.0)) == pytest.approx(1.0, abs=1e-7)
     if h <= 0.5:
       ogda = np.sqrt((1 + np.sqrt(1 - 4 * h * h)) / 2)
     else:
       ogda = 0.5 * np.sqrt(1 + (2 * h + np.sqrt(4 * h * h - 1)) ** 2)
-    assert rho(analysis.ogda_eigenvalues(h, 1.0)) == pytest.approx(ogda, rel=1e-12)
-  assert analysis.spectral_radius(analysis.altgda_eigenvalues(2.5, 1.0)) > 1.0
+    assert rho(analysis.optimistic_eigenvalues(h, 1.0)) == pytest.approx(ogda, rel=1e-12)
+  assert analysis.spectral_radius(analysis.alternating_eigenvalues(2.5, 1.0)) > 1.0
   # OGDA converges iff h < 1/sqrt(3).
   edge = 1 / np.sqrt(3)
-  assert analysis.spectral_radius(analysis.ogda_eigenvalues(edge, 1.0)) == pytest.approx(1.0)
+  assert analysis.spectral_radius(analysis.optimistic_eigenvalues(edge, 1.0)) == pytest.approx(1.0)
 
 
 # Reference values of research/lookahead_minmax.md section 7 (sigma = 1, numpy float64).
 TABLE = [  # eta, method, rho(F), LA k=5 a=.5, per step, k=6 a=.5, k=6 a=.4, k=15 a=.3
   (0.1, "gda", 1.0049875621, 0.9813269142, 0.9962371714, None, None, None),
-  (0.1, "altgda", 1.0, 0.9688866162, 0.9936984019, None, None, None),
-  (0.1, "eg", 0.9950376877, 0.9566060768, 0.9911665274, None, None, None),
+  (0.1, "alternating", 1.0, 0.9688866162, 0.9936984019, None, None, None),
+  (0.1, "extragradient", 0.9950376877, 0.9566060768, 0.9911665274, None, None, None),
   (0.2, "gda", 1.0198039027, 0.9263709978, 0.9848202953, 0.8822118536, 0.8751801660, 0.3124436848),
-  (0.2, "altgda", 1.0, 0.8771809246, 0.9741320577, 0.8247680000, 0.8324857739, 0.4048588689),
-  (0.2, "eg", 0.9806120538, 0.8307386401, 0.9635913267, 0.7715287685, 0.7925887525, 0.4769486134),
+  (0.2, "alternating", 1.0, 0.8771809246, 0.9741320577, 0.8247680000, 0.8324857739, 0.4048588689),
+  (
+    0.2,
+    "extragradient",
+    0.9806120538,
+    0.8307386401,
+    0.9635913267,
+    0.7715287685,
+    0.7925887525,
+    0.4769486134,
+  ),
   (0.3, "gda", 1.0440306509, 0.8395867964, 0.9656352699, 0.7447553476, 0.7199347871, 0.7416874755),
-  (0.3, "altgda", 1.0, 0.7297491341, 0.9389332476, 0.6189355000, 0.6385592432, 0.7060294881),
-  (0.3, "eg", 0.9581753493, 0.6359344174, 0.9134451327, 0.5203040013, 0.5761746185, 0.7274696994),
+  (0.3, "alternating", 1.0, 0.7297491341, 0.9389332476, 0.6189355000, 0.6385592432, 0.7060294881),
+  (
+    0.3,
+    "extragradient",
+    0.9581753493,
+    0.6359344174,
+    0.9134451327,
+    0.5203040013,
+    0.5761746185,
+    0.7274696994,
+  ),
   (0.5, "gda", 1.1180339887, 0.6474484173, 0.9167291363, None, None, None),
-  (0.5, "eg", 0.9013878189, 0.2168392106, 0.7365929596, None, None, None),
+  (0.5, "extragradient", 0.9013878189, 0.2168392106, 0.7365929596, None, None, None),
 ]
 
 
@@ -226,7 +244,7 @@ def test_reference_table(x64, row):
   assert op.spectral_radius == pytest.approx(la5, abs=1e-9)
 
 
-@pytest.mark.parametrize("method", ["gda", "altgda", "eg", "ogda"])
+@pytest.mark.parametrize("method", ["gda", "alternating", "extragradient", "optimistic"])
 def test_numeric_operators_of_real_transforms_match_closed_forms(x64, method):
   """The update maps of the REAL transforms (one update / one lookahead cycle)
   against the closed forms, on a random 3x3 bilinear game with linear terms."""
@@ -239,13 +257,13 @@ def test_numeric_operators_of_real_transforms_match_closed_forms(x64, method):
     want = analysis.closed_form_eigenvalues(method, eta, sigma)
     assert_same_spectrum(op.eigenvalues, want, 1e-10)
     assert op.spectral_radius == pytest.approx(analysis.spectral_radius(want), abs=1e-10)
-    assert op.matrix.shape == ((2 * n, 2 * n) if method == "ogda" else (n, n))
+    assert op.matrix.shape == ((2 * n, 2 * n) if method == "optimistic" else (n, n))
     for k, alpha in [(2, 0.5), (5, 0.3)]:
       la = mml.lookahead_minmax(base_transform(method, eta), sync_period=k, slow_step_size=alpha)
       want = analysis.closed_form_eigenvalues(
         method, eta, sigma, sync_period=k, slow_step_size=alpha
       )
-      if method == "ogda":  # memory on (z, slow, u_prev): the slow copy adds n zeros
+      if method == "optimistic":  # memory on (z, slow, u_prev): the slow copy adds n zeros
         op = analysis.update_operator(la, vf, start, num_steps=k, augment_state=True)
         want = np.concatenate([want, np.zeros(n)])
       else:
@@ -258,14 +276,22 @@ def test_numeric_operators_regularised_game_and_max_steps(x64):
   game, sigma = square_game(jax.random.key(8), 2, mu=0.2)
   vf = mml.vector_field(game.loss)
   start = game.equilibrium()
-  for method, max_steps in [("gda", 1), ("eg", 1), ("ogda", 1), ("altgda", 1), ("altgda", 3)]:
+  for method, max_steps in [
+    ("gda", 1),
+    ("extragradient", 1),
+    ("optimistic", 1),
+    ("alternating", 1),
+    ("alternating", 3),
+  ]:
     eta = 0.35
     op = analysis.update_operator(base_transform(method, eta, max_steps), vf, start)
     want = analysis.closed_form_eigenvalues(method, eta, sigma, mu=0.2, max_steps=max_steps)
     assert_same_spectrum(op.eigenvalues, want, 1e-10)
   la = mml.lookahead_minmax(mml.alternating(optax.sgd(0.35), max_steps=3), sync_period=4)
   op = analysis.update_operator(la, vf, start, num_steps=4)
-  want = analysis.closed_form_eigenvalues("altgda", 0.35, sigma, mu=0.2, max_steps=3, sync_period=4)
+  want = analysis.closed_form_eigenvalues(
+    "alternating", 0.35, sigma, mu=0.2, max_steps=3, sync_period=4
+  )
   assert_same_spectrum(op.eigenvalues, want, 1e-10)
 
 
@@ -293,7 +319,7 @@ def test_spectral_radius_grid_reference_values():
   np.testing.assert_array_equal(ks[per_step[0] < 1], np.arange(3, 53))
   assert grid.best()[:2] == (0.3, 10)
   np.testing.assert_allclose(grid.base_radius, np.sqrt(1 + np.array([0.1, 0.3]) ** 2))
-  for method in ["altgda", "eg"]:
+  for method in ["alternating", "extragradient"]:
     g = analysis.spectral_radius_grid(method, [0.1, 0.3], np.arange(1, 61), [0.5])
     assert (g.per_step < 1).all()
 

@@ -13,7 +13,7 @@ import minmaxlab as mml
 from minmaxlab import analysis, games
 from tests.analysis._linear_games import ETA, N, bilinear_jacobian, exact, point
 
-CLOSED = {"gda": "gda", "extragradient": "eg", "alternating": "altgda"}
+CLOSED = {"gda": "gda", "extragradient": "extragradient", "alternating": "alternating"}
 CASES = [  # (scheme, max_steps, sync_period)
   ("gda", 1, None),
   ("extragradient", 1, None),

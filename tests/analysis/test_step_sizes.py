@@ -20,10 +20,9 @@ def diag_game(sigma=SIGMA):
 
 
 def test_bilinear_gda_and_altgda_never_contract(x64):
-  for method in ("gda", "simultaneous"):
-    got = analysis.contractive_step_sizes(diag_game(), method)
-    assert got.intervals == () and got.best_step_size is None and got.best_rate is None
-    np.testing.assert_allclose(got.rates, np.sqrt(1 + (got.step_sizes * 2.0) ** 2), rtol=1e-12)
+  got = analysis.contractive_step_sizes(diag_game(), "gda")
+  assert got.intervals == () and got.best_step_size is None and got.best_rate is None
+  np.testing.assert_allclose(got.rates, np.sqrt(1 + (got.step_sizes * 2.0) ** 2), rtol=1e-12)
   got = analysis.contractive_step_sizes(diag_game(), "alternating")
   assert got.intervals == ()
   h = got.step_sizes * 2.0  # rho = 1 while eta sigma_max <= 2 (the scan ends at 4 / sigma_max)
@@ -60,7 +59,7 @@ def test_regularised_gda_closed_form_from_a_matrix(x64):
 
 
 def test_lookahead_rates_are_the_closed_forms_per_step(x64):
-  for method in ("gda", "altgda", "eg", "ogda"):
+  for method in ("gda", "alternating", "extragradient", "optimistic"):
     got = analysis.contractive_step_sizes(diag_game(), method, sync_period=5, slow_step_size=0.5)
     grid = analysis.spectral_radius_grid(method, got.step_sizes[::97], [5], [0.5], sigma=SIGMA)
     np.testing.assert_allclose(got.rates[::97], grid.per_step[:, 0, 0], rtol=1e-9, atol=1e-12)
@@ -72,13 +71,13 @@ def sgd_transform(method, eta, max_steps=1):
   sgd = optax.sgd(eta)
   return {
     "gda": lambda: sgd,
-    "altgda": lambda: mml.alternating(sgd, max_steps=max_steps),
-    "eg": lambda: mml.extragradient(sgd),
-    "ogda": lambda: mml.optimistic(sgd),
+    "alternating": lambda: mml.alternating(sgd, max_steps=max_steps),
+    "extragradient": lambda: mml.extragradient(sgd),
+    "optimistic": lambda: mml.optimistic(sgd),
   }[method]()
 
 
-@pytest.mark.parametrize("method", ["gda", "altgda", "eg", "ogda"])
+@pytest.mark.parametrize("method", ["gda", "alternating", "extragradient", "optimistic"])
 def test_rates_match_the_real_transforms_update_maps(x64, method):
   """A non-square, regularised game (3 min, 2 max parameters): the rates at two step sizes are
   the spectral radii of the real transforms' update maps, alone and in a Lookahead cycle."""
@@ -86,7 +85,7 @@ def test_rates_match_the_real_transforms_update_maps(x64, method):
   game = games.quadratic(A, 0.3)
   vf = mml.vector_field(game.loss)
   start = mml.Players(jnp.array([0.3, -1.0, 0.5]), jnp.array([1.2, 0.1]))
-  max_steps = 2 if method == "altgda" else 1
+  max_steps = 2 if method == "alternating" else 1
   etas = [0.2, 0.7]
   base = analysis.contractive_step_sizes(
     game, method, max_steps=max_steps, max_step_size=0.7, num=140
@@ -100,7 +99,7 @@ def test_rates_match_the_real_transforms_update_maps(x64, method):
     op = analysis.update_operator(sgd_transform(method, eta, max_steps), vf, start)
     assert base.rates[i] == pytest.approx(op.spectral_radius, abs=1e-9)
     tx = mml.lookahead_minmax(sgd_transform(method, eta, max_steps), 3, 0.4)
-    op = analysis.update_operator(tx, vf, start, num_steps=3, augment_state=method == "ogda")
+    op = analysis.update_operator(tx, vf, start, num_steps=3, augment_state=method == "optimistic")
     assert la.rates[i] == pytest.approx(op.spectral_radius ** (1 / 3), abs=1e-9)
 
 
@@ -124,21 +123,24 @@ def test_heavy_ball_momentum_matches_sgd_with_momentum(x64):
       assert la.rates[i] == pytest.approx(op.spectral_radius**0.2, abs=1e-9)
   assert "GDA(momentum=0.9)" in base.summary()
   with pytest.raises(ValueError, match="momentum"):
-    analysis.contractive_step_sizes(game, "eg", momentum=0.5)
+    analysis.contractive_step_sizes(game, "extragradient", momentum=0.5)
 
 
 def test_field_and_point_and_validation(x64):
   game = diag_game()
   by_field = analysis.contractive_step_sizes(
-    mml.vector_field(game.loss), "eg", params=game.equilibrium(), num=200
+    mml.vector_field(game.loss), "extragradient", params=game.equilibrium(), num=200
   )
-  assert by_field.intervals == analysis.contractive_step_sizes(game, "eg", num=200).intervals
+  assert (
+    by_field.intervals == analysis.contractive_step_sizes(game, "extragradient", num=200).intervals
+  )
   with pytest.raises(ValueError, match="params is required"):
-    analysis.contractive_step_sizes(mml.vector_field(game.loss), "eg")
-  with pytest.raises(ValueError, match="method must be one of"):
-    analysis.contractive_step_sizes(game, "adam")
+    analysis.contractive_step_sizes(mml.vector_field(game.loss), "extragradient")
+  for old in ("adam", "eg", "altgda", "simultaneous"):  # one spelling per scheme
+    with pytest.raises(ValueError, match=f"method must be one of .*'extragradient'.*got '{old}'"):
+      analysis.contractive_step_sizes(game, old)
   with pytest.raises(ValueError, match="num_min"):
-    analysis.contractive_step_sizes(np.eye(4), "altgda")
+    analysis.contractive_step_sizes(np.eye(4), "alternating")
   with pytest.raises(ValueError, match="square"):
     analysis.contractive_step_sizes(np.ones((2, 3)))
   with pytest.raises(ValueError, match="zero"):

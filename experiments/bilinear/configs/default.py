@@ -18,5 +18,5 @@ def get_config():
   c.adam_b1 = 0.0
   c.sync_period = 6  # the paper's k for LA-GDA / LA-EG
   c.slow_step_size = 0.5
-  c.methods = "gda,altgda,eg,ogda,adam,extra_adam"
+  c.methods = "gda,alternating,extragradient,optimistic,adam,extra_adam"
   return c
