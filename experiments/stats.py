@@ -261,6 +261,25 @@ def variance_ratio_test(a, b) -> float:
   return min(1.0, 2 * min(float(st.f.cdf(f, d1, d2)), float(st.f.sf(f, d1, d2))))
 
 
+def tost(a, b, margin: float, alpha: float = 0.05) -> dict:
+  """Two one-sided Welch t-tests of equivalence, ``|mean(a) - mean(b)| < margin``:
+  ``p = max(P(T >= (d + m) / se), P(T <= (d - m) / se))``, ``T`` Student's t with Welch's
+  degrees of freedom; equivalent at ``alpha`` iff ``p < alpha``, i.e. iff the
+  ``1 - 2 alpha`` interval ``ci`` lies inside ``(-m, m)``. ``ci95``: the two-sided 95%
+  Welch interval of the difference (assumes normal samples)."""
+  a, b = _sample(a, "a"), _sample(b, "b")
+  if a.size < 2 or b.size < 2 or not margin > 0:
+    raise ValueError(f"tost needs 2 values per arm and a margin > 0, got margin {margin!r}")
+  va, vb = np.var(a, ddof=1) / a.size, np.var(b, ddof=1) / b.size
+  d, se = float(a.mean() - b.mean()), float(math.sqrt(va + vb))
+  if se == 0:
+    raise ValueError("tost: both samples are constant")
+  df = float((va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1)))
+  p = max(float(st.t.sf((d + margin) / se, df)), float(st.t.cdf((d - margin) / se, df)))
+  ci = lambda level: (d - st.t.ppf(level, df) * se, d + st.t.ppf(level, df) * se)  # noqa: E731
+  return dict(p=p, diff=d, se=se, df=df, ci=ci(1 - alpha), ci95=ci(0.975), margin=margin)
+
+
 def holm(pvalues) -> list[float]:
   """Holm-Bonferroni adjusted p-values, in the order given: the i-th smallest of m is
   multiplied by ``m - i`` (i from 0), made non-decreasing in that order and capped at 1."""

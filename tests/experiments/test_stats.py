@@ -551,3 +551,18 @@ def test_verdict_no_difference_wording():
   r = stats.compare(a, b, level=0.9)
   assert "LA beats base" in stats.verdict(r, alpha=0.25, name_a="LA", name_b="base")
   assert "90% CI" in stats.verdict(r, alpha=0.25, name_a="LA", name_b="base")
+
+
+def test_tost_matches_the_closed_form_of_student_t_with_two_degrees_of_freedom():
+  # a = [1, 3], b = [0, 2]: d = 1, se = sqrt(2), Welch df = 2, where the t CDF is
+  # F(x) = 1/2 + x / (2 sqrt(x^2 + 2)); margin 3: p = max(1 - F(4/se), F(-2/se)).
+  r = stats.tost([1.0, 3.0], [0.0, 2.0], margin=3.0)
+  cdf = lambda x: 0.5 + x / (2 * math.sqrt(x * x + 2))  # noqa: E731
+  assert r["df"] == pytest.approx(2.0, rel=1e-12) and r["diff"] == 1.0
+  assert r["p"] == pytest.approx(max(1 - cdf(4 / math.sqrt(2)), cdf(-2 / math.sqrt(2))), rel=1e-12)
+  assert r["p"] == pytest.approx(0.5 - math.sqrt(2) / 4, rel=1e-12)  # the upper test binds
+  # equivalence iff the 90% interval lies inside (-m, m): a wider margin passes
+  lo, hi = stats.tost([1.0, 3.0], [0.0, 2.0], margin=20.0)["ci"]
+  assert stats.tost([1.0, 3.0], [0.0, 2.0], margin=20.0)["p"] < 0.05 and -20 < lo < hi < 20
+  with pytest.raises(ValueError, match="margin"):
+    stats.tost([1.0, 3.0], [0.0, 2.0], margin=0.0)
