@@ -116,11 +116,19 @@ def test_incomplete_note_names_the_short_arms():
   assert _report.incomplete_note({"a": [1, 2]}, {}, 2) == []
 
 
-# a measured quantity typed into prose: seconds, sizes, decimal ratios, percentages (not a
-# confidence level)
+# A measured quantity typed into prose: durations and sizes with their unit, throughputs, speedups
+# ("3.1x", "10x slower"), percentages (not a confidence level), p-values, decimals in scientific
+# notation ("1.6e-05") and one measured decimal against another ("0.226 vs 0.199"). Not matched:
+# versions, dates, configuration values (written in inline code, or without a unit: "lr 1e-3",
+# "a 2x2 grid", "k = 5") and closed-form constants.
 _MEASURED = re.compile(
-  r"\b\d+(?:\.\d+)?\s?(?:s|ms|min|minutes|seconds|GB|MB|MiB)\b|\b\d+\.\d+x\b"
+  r"\b\d+(?:\.\d+)?\s?(?:s|ms|us|µs|ns|min|minutes|seconds|hours|h|GB|MB|KB|kB|MiB|GiB|KiB)\b"
+  r"|\b\d+(?:\.\d+)?\s?(?:GFLOP|TFLOP)(?:/s)?(?![\w/])|\b\d+(?:\.\d+)?\s?CPU[- ]s(?:econds)?\b"
+  r"|\b\d+\.\d+x\b|\b\d+x (?:slower|faster|more|less|fewer|larger|smaller)\b"
   r"|\b\d+(?:\.\d+)?%(?! (?:CI|interval|confidence))"
+  r"|\bp\s?(?:=|<|>|≤|<=)\s?\d*\.\d+"
+  r"|\b\d+\.\d+e[-+]?\d+\b"
+  r"|\b\d+\.\d+ vs\.? \d+\.\d+\b"
 )
 
 
@@ -132,20 +140,23 @@ def measured_numbers_outside_blocks(text: str) -> list[str]:
   return [m.group(0) for m in _MEASURED.finditer(text)]
 
 
-@pytest.mark.parametrize(
-  "page",
-  [
-    "docs/running.md",
-    "docs/coevolution.md",
-    "docs/results.md",
-    "docs/parity.md",
-    "experiments/gan/README.md",
-    "experiments/coevolution/README.md",
-    "experiments/pbt/README.md",
-  ],
+# README.md, every page of docs/ and every experiment's README
+PAGES = sorted(
+  p.relative_to(REPO).as_posix()
+  for p in [REPO / "README.md", *REPO.glob("docs/*.md"), *REPO.glob("experiments/*/README.md")]
 )
+
+
+def test_the_checked_pages_are_every_readme_and_docs_page():
+  for page in ("README.md", "docs/benchmarks.md", "docs/index.md", "experiments/gan/README.md"):
+    assert page in PAGES
+  assert len([p for p in PAGES if p.startswith("docs/")]) >= 10
+
+
+@pytest.mark.parametrize("page", PAGES)
 def test_no_measured_number_outside_a_generated_block(page):
-  """Issue 46: a measured number on these pages is generated from committed JSON."""
+  """Issue 46: a measured number on these pages is generated from committed JSON (a
+  ``<!-- results:NAME -->`` block), shown as the output of an executed example, or absent."""
   assert measured_numbers_outside_blocks((REPO / page).read_text()) == [], page
 
 
@@ -153,3 +164,31 @@ def test_the_measured_number_check_finds_typed_numbers():
   text = "took 16.9 s, 0.86 GB, 4.3x faster, 99% of it; 95% CI; `3 s`\n<!-- results:x -->\n2 s\n"
   text += "<!-- /results:x -->\n```\n5 s\n```\n"
   assert measured_numbers_outside_blocks(text) == ["16.9 s", "0.86 GB", "4.3x", "99%"]
+
+
+def test_the_measured_number_check_finds_the_wider_forms():
+  found = measured_numbers_outside_blocks(
+    "p = 0.004 and p<0.05; off by 1.6e-05; 3.1x; 10x slower; 0.226 vs 0.199; 153.8 GFLOP/s;"
+    " 20 CPU-s; 3.61 GiB; 14 ms"
+  )
+  assert found == [
+    "p = 0.004",
+    "p<0.05",
+    "1.6e-05",
+    "3.1x",
+    "10x slower",
+    "0.226 vs 0.199",
+    "153.8 GFLOP/s",
+    "20 CPU-s",
+    "3.61 GiB",
+    "14 ms",
+  ]
+
+
+def test_the_measured_number_check_passes_configuration_values():
+  text = (
+    "JAX 0.10.2, Python >= 3.11, torch 2.14.1 on 2026-12-04 12:26 UTC; Adam lr 1e-3, 2e-4 and"
+    " beta 0.9999; a 2x2 grid, 4x4 blocks, 32x32 DCGAN cells; k = 5, alpha = 0.5, alpha 0.05;"
+    " 600 batches of 100; a 5x target; the 95% interval; `orphan_s=30`; `timeout 450 s`"
+  )
+  assert measured_numbers_outside_blocks(text) == []
