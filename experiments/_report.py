@@ -167,7 +167,7 @@ STUDY_MODULES = (
   "experiments.benchmarks.bf16_parity",
   "experiments.study_record",  # docs/results.md: every version of every study
   "experiments.parity.page",  # docs/parity.md: the golden files and the outcome table
-  "experiments.doc_numbers",  # the measured numbers of docs/running.md and docs/coevolution.md
+  "experiments.doc_numbers",  # measured numbers of docs/running.md, coevolution.md, benchmarks.md
 )
 
 
