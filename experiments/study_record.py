@@ -64,6 +64,17 @@ STUDIES = (
     ),
   ),
   Study(
+    "Lipizzaner outcome parity: the reference's own code vs the library on the ring",
+    "docs/parity.md",
+    (
+      Version(
+        "v1",
+        "experiments/parity/protocols/lipizzaner_ring_outcome.v1.json",
+        "lipizzaner_ring_outcome",
+      ),
+    ),
+  ),
+  Study(
     "PBT vs random search",
     "experiments/pbt/README.md",
     (

@@ -155,9 +155,14 @@ def verdict_lines(protocol: dict, runs: dict) -> list[str]:
   return out
 
 
+def _relative(path) -> str:
+  path = Path(path).resolve()
+  return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
+
+
 def block(protocol_path: Path = PROTOCOL, results: Path = RESULTS) -> str:
   """The block's text."""
-  rel = Path(protocol_path).resolve().relative_to(REPO).as_posix()
+  rel = _relative(protocol_path)
   if not Path(protocol_path).exists():
     return f"No protocol yet (`{rel}`)."
   protocol = json.loads(Path(protocol_path).read_text())
@@ -165,7 +170,7 @@ def block(protocol_path: Path = PROTOCOL, results: Path = RESULTS) -> str:
   pr = protocol["primary"]
   head = (
     f"Protocol `{rel}`: {pr['test']}; alpha {pr['alpha']:g}; verdicts by its rule "
-    f"({pr['verdict_rule']}). Results: `{Path(results).resolve().relative_to(REPO).as_posix()}/`."
+    f"({pr['verdict_rule']}). Results: `{_relative(results)}/`."
   )
   body = [head, "", *table_lines(protocol, runs), "", *verdict_lines(protocol, runs)]
   return "\n".join([*body, "", *seed_lines(protocol, runs)])
