@@ -8,7 +8,7 @@ the library, the same configuration, N seeds each, compared by two one-sided tes
       --iterations 4                       # a trial run of one reference arm: its cost only
   python -m experiments.parity.lipizzaner_ring_outcome table   # the docs/parity.md block
 
-The arms and seeds are ``protocols/lipizzaner_ring_outcome.v1.json``'s. A reference arm's run
+The arms and seeds are ``protocols/lipizzaner_ring_outcome.v2.json``'s. A reference arm's run
 is Lipizzaner's own code (``lipizzaner_ring_run.reference_run``: 9 local clients and the
 master, ring data, networks and score added at run time); its final mixture is the one the
 reference's master picks (the node with the lowest mixture score of its own evaluation), its
@@ -35,7 +35,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-PROTOCOL = HERE / "protocols" / "lipizzaner_ring_outcome.v1.json"
+PROTOCOL = HERE / "protocols" / "lipizzaner_ring_outcome.v2.json"
 RESULTS = HERE / "results" / "lipizzaner_ring_outcome"
 RUNS = REPO / "runs" / "lipizzaner_ring_outcome"
 
@@ -202,5 +202,13 @@ def main(argv=None) -> int:
   return 0
 
 
+def _terminate(signum, frame):
+  raise SystemExit(128 + signum)  # runs the finally blocks that stop the reference's processes
+
+
 if __name__ == "__main__":
+  import signal
+
+  signal.signal(signal.SIGTERM, _terminate)
+  signal.signal(signal.SIGINT, _terminate)  # a background job ignores SIGINT unless set
   sys.exit(main())

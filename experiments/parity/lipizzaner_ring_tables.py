@@ -16,7 +16,7 @@ from pathlib import Path
 from experiments import _report, stats
 
 REPO = Path(_report.REPO)
-PROTOCOL = REPO / "experiments/parity/protocols/lipizzaner_ring_outcome.v1.json"
+PROTOCOL = REPO / "experiments/parity/protocols/lipizzaner_ring_outcome.v2.json"
 RESULTS = REPO / "experiments/parity/results/lipizzaner_ring_outcome"
 DOC = "docs/parity.md"
 BLOCK = "lipizzaner_ring_outcome"
