@@ -72,7 +72,6 @@ STUDIES = (
         "experiments/parity/protocols/lipizzaner_ring_outcome.v2.json",
         "lipizzaner_ring_outcome",
       ),
-      Version("v1", "experiments/parity/protocols/lipizzaner_ring_outcome.v1.json", None),
     ),
   ),
   Study(
@@ -120,10 +119,6 @@ SUPERSEDED = {
   ("Lipizzaner grids", "v0"): (
     "v1",
     "exploratory: 3-4 seeds per grid, other operators, two hosts and two classifiers, no test",
-  ),
-  ("Lipizzaner outcome parity: the reference's own code vs the library on the ring", "v1"): (
-    "v2",
-    "it lacked the protocol field primary.alternative; its one run was stopped during start-up",
   ),
   ("The 8-Gaussian ring", "v0"): (
     "v1",
