@@ -62,20 +62,14 @@ def _run(tx, game, params, num_steps, key, batch_size, point, keep_iterates):
     raise ValueError(f"point must be 'params' or 'slow', got {point!r}")
   if batch_size is not None and key is None:
     raise ValueError("a stochastic run (batch_size set) needs a key")
-  from minmaxlab.transforms import lookahead_slow_params  # noqa: PLC0415
+  from minmaxlab.transforms import game_step, lookahead_slow_params  # noqa: PLC0415
 
   tx = optax.with_extra_args_support(tx)
   vf = make_vector_field(game.loss)
-
   if batch_size is None:
-
-    def field_at(p, step_key, i):
-      del step_key, i
-      return vf(p)
-  else:
-
-    def field_at(p, step_key, i):
-      return vf(p, game.sample(jax.random.fold_in(step_key, i), batch_size))
+    field_at = lambda p, i: vf(p)
+  else:  # evaluation i of a step gets its minibatch from key_i = fold_in(step_key, i)
+    field_at = lambda p, key_i: vf(p, game.sample(key_i, batch_size))
 
   def measured(p, state):
     q = lookahead_slow_params(state) if point == "slow" else p
@@ -83,10 +77,8 @@ def _run(tx, game, params, num_steps, key, batch_size, point, keep_iterates):
 
   def body(carry, step_key):
     p, state = carry
-    u, state = tx.update(
-      field_at(p, step_key, 0), state, p, vector_field=lambda q, i: field_at(q, step_key, i)
-    )
-    p = optax.apply_updates(p, u)
+    batch_key = None if batch_size is None else step_key
+    p, state, _ = game_step(tx, field_at, p, state, key=batch_key)
     return (p, state), measured(p, state)
 
   state = tx.init(params)
@@ -112,11 +104,12 @@ def run_game(
 ) -> Trajectory:
   r"""Run ``tx`` on ``game`` for ``num_steps`` full steps under ``lax.scan``.
 
-  Each step is the library's standard game step: the field at the current
-  point is the ``updates`` argument, further evaluations come from
-  ``vector_field(p, i)``. For a stochastic game (one with ``sample(key, B)``
-  and ``loss(params, indices)``, e.g. ``games.stochastic_bilinear``) every
-  field evaluation draws its own minibatch of ``batch_size`` components with
+  Each step is :func:`minmaxlab.game_step`: the field at the current point is
+  the ``updates`` argument, further evaluations come from ``vector_field(p, i)``,
+  and after a Lookahead sync the params are the slow weights exactly. For a
+  stochastic game (one with ``sample(key, B)`` and ``loss(params, indices)``,
+  e.g. ``games.stochastic_bilinear``) every field evaluation draws its own
+  minibatch of ``batch_size`` components with
   ``fold_in(step_key, i)`` (``i`` the evaluation's number inside the step);
   ``batch_size=None`` uses the full batch.
 

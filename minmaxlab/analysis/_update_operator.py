@@ -75,8 +75,9 @@ def update_operator(
   r"""The update map of ANY minmaxlab transform, built by running the transform.
 
   The map :math:`\Phi` applies the real transform ``num_steps`` times
-  (``update`` then ``optax.apply_updates``, with the field at the current
-  point as ``updates`` and ``vector_field=lambda p, i: field(p, *args)``).
+  (:func:`minmaxlab.game_step` with ``field_fn=lambda p, i: field(p, *args)``:
+  ``update`` with the field at the current point as ``updates``, then the
+  updates applied, onto the slow weights exactly after a Lookahead sync).
   For a linear game and an SGD-type inner transform (``optax.sgd``, with or
   without momentum) :math:`\Phi` is affine, and its linear part is read off
   column by column from basis perturbations of a base point :math:`w_0`:
@@ -139,20 +140,13 @@ def update_operator(
 
 
 def _runner(tx, field, args):
-  """``run(z, state, n)``: ``n`` steps of ``tx`` on ``field`` (``update`` then
-  ``apply_updates``), the field at the current point passed as ``vector_field`` too."""
-
-  def vf(p, i):
-    del i
-    return field(p, *args)
-
-  def step(z, state):
-    u, state = tx.update(field(z, *args), state, z, vector_field=vf)
-    return optax.apply_updates(z, u), state
+  """``run(z, state, n)``: ``n`` steps of :func:`minmaxlab.game_step` of ``tx`` on ``field``
+  (every evaluation of a step the field at its point)."""
+  from minmaxlab.transforms import game_step  # noqa: PLC0415
 
   def run(z, state, n):
     for _ in range(n):
-      z, state = step(z, state)
+      z, state, _ = game_step(tx, lambda p, i: field(p, *args), z, state)
     return z, state
 
   return run
