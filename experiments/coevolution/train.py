@@ -283,40 +283,53 @@ def _progress_bar(run: _Run):
 
 def _generations(run: _Run, state, start, row, writer, bar, on_log, seconds):
   """The generations from ``start`` to the end (``seconds`` gets each one's time):
-  ``(generations taken, last row)``."""
+  ``(generations taken, last row)``. In one process (no donated state) the next generation
+  is dispatched before this one's host work, so the device computes while the host writes
+  (the same results); across processes the collectives keep one order on every rank."""
   config, coev = run.config, run.coev
   generation_key = keys(config)[1]
-  g = start
-  streak = 0  # generations in a row in which every cell diverged
-  while g < config.generations:
-    t0 = time.perf_counter()
-    state, m = run.progs.step(jax.random.fold_in(generation_key, g), state, run.exp.data)
+  ahead = run.backend.processes == 1 and not run.backend.donate
+  dispatched = []  # when each generation was dispatched
+
+  def dispatch(g, state):
+    dispatched.append(time.perf_counter())
+    return run.progs.step(jax.random.fold_in(generation_key, g), state, run.exp.data)
+
+  g, streak, ready = start, 0, 0.0  # streak: generations in a row in which every cell diverged
+  pending = dispatch(g, state) if g < config.generations else None
+  while pending is not None:
+    (state, m), pending = pending, None
+    if ahead and g + 1 < config.generations:
+      pending = dispatch(g + 1, state)
     m = jax.device_get(run.backend.to_host(m))
-    seconds.append(time.perf_counter() - t0)
+    began, ready = max(dispatched[g - start], ready), time.perf_counter()
+    seconds.append(ready - began)
     g = generation = g + 1
     row = summarise(m, coev.config.cols)
     row["seconds"] = seconds[-1]
     streak, warning = divergence_check(  # the same on every process: raises everywhere
-      row["diverged"],
-      coev.config.num_cells,
-      generation,
-      streak,
-      config.get("diverged_patience", 3),
+      row["diverged"], coev.config.num_cells, generation, streak, config.get("diverged_patience", 3)
     )
     if warning and run.writes:
       print(warning, file=sys.stderr, flush=True)
     row = _record(run, state, m, generation, row, writer)
-    if not run.writes:
-      continue
-    if on_log is not None:  # before the line: Ctrl-C right after it names this generation
-      on_log(generation, row)
-    if bar is not None:
-      shown = {"best_score": row["best_score"], "g_loss": row["g_loss"], "d_loss": row["d_loss"]}
-      for k in ("modes_covered", "high_quality_rate", "fid", "class_tvd"):
-        if f"mixture/{k}" in row:
-          shown[k] = row[f"mixture/{k}"]
-      bar.update(generation, shown, seconds=seconds[-1])
+    if run.writes:
+      _shown(row, generation, bar, on_log, seconds[-1])
+    if not ahead and g < config.generations:
+      pending = dispatch(g, state)
   return g, row
+
+
+def _shown(row: dict, generation: int, bar, on_log, seconds: float) -> None:
+  """The writing process's callback and progress line of one generation."""
+  if on_log is not None:  # before the line: Ctrl-C right after it names this generation
+    on_log(generation, row)
+  if bar is not None:
+    shown = {"best_score": row["best_score"], "g_loss": row["g_loss"], "d_loss": row["d_loss"]}
+    for k in ("modes_covered", "high_quality_rate", "fid", "class_tvd"):
+      if f"mixture/{k}" in row:
+        shown[k] = row[f"mixture/{k}"]
+    bar.update(generation, shown, seconds=seconds)
 
 
 def _record(run: _Run, state, m, generation: int, row: dict, writer) -> dict:

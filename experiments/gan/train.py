@@ -373,11 +373,19 @@ def _replicate(config, state: TrainState) -> TrainState:
 
 
 def _steps(run: runner.TrainingRun, progs: Programs, state, row: dict, on_log):
-  """The chunks from ``run.start`` to the end: ``(state, last row)``."""
+  """The chunks from ``run.start`` to the end: ``(state, last row)``.
+
+  The next chunk is dispatched before this one's host work (its losses to the host, the
+  row, the writers, the evaluation and checkpoint when due), so the device computes while
+  the host writes (``host_overhead.py``); its results are the same, and a chunk that went
+  non-finite stops the run before its successor's are used."""
   config = run.config
   step = run.start
-  while step < config.num_steps:
-    new_state, step_losses, finite = progs.chunk(state)
+  pending = progs.chunk(state) if step < config.num_steps else None
+  while pending is not None:
+    new_state, step_losses, finite = pending
+    more = step + config.log_every < config.num_steps
+    pending = progs.chunk(new_state) if more else None
     step_losses = np.asarray(step_losses)
     _check_finite(run, step, step_losses, finite)
     state, step = new_state, step + config.log_every
