@@ -83,7 +83,8 @@ PINS = {
     shard_grid sharded_step
   """,
   "pbt": """
-    CampaignFailed Categorical ConfigMismatch Continuous Controller ControllerGone EarlyStop
+    CampaignFailed Categorical ConfigMismatch Continuous Controller ControllerConfig ControllerGone
+    EarlyStop
     PBTState Ranking Store StoreError TaskSpec Trial TrialTimeout VectorizedPBT comparator_ranking
     explore
     explore_values exponential_decay gather_members join_run key_ranking load_checkpoint

@@ -50,7 +50,13 @@ def _controller(workdir, **kw):
   args = dict(population_size=3, num_trials=9, steps_per_trial=2, poll_s=0.02)
   args.update(kw)
   task_args = args.pop("task_args", {})
-  return pbt.Controller(workdir, SPACE, "tests.test_reliability:flaky_task", task_args, **args)
+  return pbt.Controller(
+    workdir,
+    SPACE,
+    "tests.test_reliability:flaky_task",
+    task_args,
+    config=pbt.ControllerConfig(**args),
+  )
 
 
 # --- attempt limit ---------------------------------------------------------------------------
@@ -116,9 +122,7 @@ def test_rerun_with_another_config_refuses_naming_the_fields(tmp_path):
       tmp_path,
       {"lr": pbt.Continuous(1e-4, 0.5)},
       "tests.test_reliability:flaky_task",
-      population_size=3,
-      num_trials=9,
-      steps_per_trial=2,
+      config=pbt.ControllerConfig(population_size=3, num_trials=9, steps_per_trial=2),
     )
   c = _controller(tmp_path, workers=0, top_k=3, lease_s=5)  # not run-defining: accepted
   assert c.run(timeout=30)["done"] == 9
@@ -176,12 +180,21 @@ def test_a_planted_store_cannot_make_a_worker_run_code(tmp_path):
 def test_functions_run_inline_only_and_task_args_must_be_json(tmp_path):
   with pytest.raises(ValueError, match="named task"):
     pbt.Controller(
-      tmp_path, SPACE, _init, _init, population_size=2, num_trials=2, steps_per_trial=1, workers=1
+      tmp_path,
+      SPACE,
+      _init,
+      _init,
+      config=pbt.ControllerConfig(population_size=2, num_trials=2, steps_per_trial=1, workers=1),
     )
   with pytest.raises(ValueError, match="not JSON data"):
     _controller(tmp_path, task_args={"fail_trial": object()})
   with pytest.raises(ValueError, match="module:function"):
-    pbt.Controller(tmp_path, SPACE, "no colon", population_size=2, num_trials=2, steps_per_trial=1)
+    pbt.Controller(
+      tmp_path,
+      SPACE,
+      "no colon",
+      config=pbt.ControllerConfig(population_size=2, num_trials=2, steps_per_trial=1),
+    )
 
 
 # --- workers end with their controller -------------------------------------------------------

@@ -414,9 +414,17 @@ def test_the_controller_refuses_a_truncation_fraction_it_would_not_use(tmp_path)
   for exploit in ("tournament", "truncation"):
     with pytest.raises(ValueError, match="truncation_fraction must be in"):
       pbt.Controller(
-        tmp_path, {"lr": pbt.Continuous(0.1, 0.2)}, TASK, population_size=2, num_trials=2,
-        steps_per_trial=1, exploit=exploit, truncation_fraction=2.0,
-      )  # fmt: skip
+        tmp_path,
+        {"lr": pbt.Continuous(0.1, 0.2)},
+        TASK,
+        config=pbt.ControllerConfig(
+          population_size=2,
+          num_trials=2,
+          steps_per_trial=1,
+          exploit=exploit,
+          truncation_fraction=2.0,
+        ),
+      )
 
 
 def test_a_parent_id_cycle_in_the_store_is_one_line_not_a_hang(tmp_path):
@@ -446,10 +454,14 @@ def test_a_parent_id_cycle_in_the_store_is_one_line_not_a_hang(tmp_path):
 @pytest.mark.parametrize("value", ["inf", "nan"])
 def test_an_infinite_or_nan_fitness_is_a_failed_attempt_not_the_best_trial(tmp_path, value):
   c = pbt.Controller(
-    tmp_path, {"lr": pbt.Continuous(0.1, 0.2)}, TASK,
-    {"value": value}, population_size=2, num_trials=2, steps_per_trial=1, max_attempts=1,
-    max_failed_trials=None,
-  )  # fmt: skip
+    tmp_path,
+    {"lr": pbt.Continuous(0.1, 0.2)},
+    TASK,
+    {"value": value},
+    config=pbt.ControllerConfig(
+      population_size=2, num_trials=2, steps_per_trial=1, max_attempts=1, max_failed_trials=None
+    ),
+  )
   try:
     status = c.run(timeout=_procs.scaled(60))
     trials = c.store.trials()
@@ -473,10 +485,21 @@ def test_a_timed_out_trial_ends_the_processes_its_task_started(tmp_path):
   pidfile = tmp_path / "pids"
   pidfile.touch()
   c = pbt.Controller(
-    tmp_path / "run", {"lr": pbt.Continuous(0.1, 0.2)}, SPAWNING,
-    {"pidfile": str(pidfile)}, population_size=2, num_trials=2, steps_per_trial=1, workers=2,
-    max_attempts=1, max_failed_trials=None, trial_timeout_s=1.0, poll_s=0.05,
-  )  # fmt: skip
+    tmp_path / "run",
+    {"lr": pbt.Continuous(0.1, 0.2)},
+    SPAWNING,
+    {"pidfile": str(pidfile)},
+    config=pbt.ControllerConfig(
+      population_size=2,
+      num_trials=2,
+      steps_per_trial=1,
+      workers=2,
+      max_attempts=1,
+      max_failed_trials=None,
+      trial_timeout_s=1.0,
+      poll_s=0.05,
+    ),
+  )
   try:
     status = c.run(timeout=_procs.scaled(120))
     errors = [t.error for t in c.store.trials()]

@@ -69,9 +69,12 @@ def _train(hparams, state, trial):
 def test_second_pbt_controller_refused_before_it_creates_a_trial(holder):
   workdir, proc = holder
   c = pbt.Controller(
-    workdir, {"lr": pbt.Continuous(0.1, 0.2)}, _init, _train,
-    population_size=2, num_trials=2, steps_per_trial=1,
-  )  # fmt: skip
+    workdir,
+    {"lr": pbt.Continuous(0.1, 0.2)},
+    _init,
+    _train,
+    config=pbt.ControllerConfig(population_size=2, num_trials=2, steps_per_trial=1),
+  )
   with pytest.raises(runner.WorkdirBusy, match=f"process {proc.pid}"):
     c.run(timeout=_procs.scaled(60))
   assert c.store.num_trials() == 0

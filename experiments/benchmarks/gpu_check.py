@@ -267,6 +267,7 @@ def pbt_workload(size: dict, steps: int, repeats: int, members: int = 16) -> dic
     space,
     steps=steps,
     targets={"lr_g": ("min", "learning_rate"), "lr_d": ("max", "learning_rate")},
+    exploit="truncation",
     jit=False,
   )
   images = _images(size["images"])

@@ -246,20 +246,22 @@ def build_controller(config, workdir, task, workers: int) -> pbt.Controller:
     task.space,
     TASK,
     task_args(config),
-    population_size=config.population_size,
-    num_trials=config.num_trials,
-    steps_per_trial=config.steps_per_trial,
-    workers=workers,
-    exploit=config.exploit,
-    truncation_fraction=config.truncation_fraction,
-    resample_probability=config.resample_probability,
-    top_k=config.top_k,
-    seed=config.seed,
-    lease_s=config.lease_s,
-    max_attempts=config.get("max_attempts", 3),
-    max_failed_trials=config.get("max_failed_trials", None),
-    early_stop=early_stop(config),
-    trial_timeout_s=config.get("trial_timeout_s", 0.0) or None,  # 0: no limit
+    config=pbt.ControllerConfig(
+      population_size=config.population_size,
+      num_trials=config.num_trials,
+      steps_per_trial=config.steps_per_trial,
+      workers=workers,
+      exploit=config.exploit,
+      truncation_fraction=config.truncation_fraction,
+      resample_probability=config.resample_probability,
+      top_k=config.top_k,
+      seed=config.seed,
+      lease_s=config.lease_s,
+      max_attempts=config.get("max_attempts", 3),
+      max_failed_trials=config.get("max_failed_trials", None),
+      early_stop=early_stop(config),
+      trial_timeout_s=config.get("trial_timeout_s", 0.0) or None,  # 0: no limit
+    ),
   )
 
 

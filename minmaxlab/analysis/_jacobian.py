@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -128,6 +128,7 @@ def vjp_operator(field: FieldFn, params: Any, *args: Any) -> Callable[[jax.Array
   return lambda u: vjp(w0, jnp.asarray(u, w0.dtype), *args)
 
 
+Which = Literal["LM", "LI", "LR"]
 _WHICH = {"LM": lambda e: np.abs(e), "LI": lambda e: np.abs(e.imag), "LR": lambda e: e.real}
 
 
@@ -136,7 +137,7 @@ def top_eigenvalues(
   params: Any,
   *args: Any,
   k: int = 6,
-  which: str = "LM",
+  which: Which = "LM",
   tol: float | None = None,
   ncv: int | None = None,
   maxiter: int | None = None,
@@ -181,8 +182,8 @@ def top_eigenvalues(
   """
   from scipy.sparse.linalg import LinearOperator, eigs  # noqa: PLC0415
 
-  if which not in _WHICH:
-    raise ValueError(f"which must be one of {tuple(_WHICH)}, got {which!r}")
+  if which not in get_args(Which):
+    raise ValueError(f"which must be one of {get_args(Which)}, got {which!r}")
   w0, _ = ravel_pytree(params)
   n = int(w0.shape[0])
   if not 1 <= k < n - 1:

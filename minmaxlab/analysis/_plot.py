@@ -6,7 +6,7 @@ matplotlib is imported lazily, so ``import minmaxlab.analysis`` stays light.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -141,11 +141,14 @@ def plot_phase_portrait(
   return ax
 
 
+Spread = Literal["std", "half_std", "minmax"]
+
+
 def plot_distance_curves(
   curves: Mapping[str, tuple[Any, Any]],
   ax=None,
   *,
-  spread: str = "std",
+  spread: Spread = "std",
   log: bool = True,
   ylabel: str = r"$\|x - x^*\| + \|y - y^*\|$",
 ):
@@ -168,8 +171,8 @@ def plot_distance_curves(
   Returns:
     The ``Axes``.
   """
-  if spread not in ("std", "half_std", "minmax"):
-    raise ValueError(f"spread must be 'std', 'half_std' or 'minmax', got {spread!r}")
+  if spread not in get_args(Spread):
+    raise ValueError(f"spread must be one of {get_args(Spread)}, got {spread!r}")
   ax = _axes(ax)
   for label, (passes, dist) in curves.items():
     x = np.asarray(passes)

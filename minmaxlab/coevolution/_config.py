@@ -3,23 +3,44 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+import functools
+import typing
+from typing import Any, Literal, NamedTuple, get_args
 
 from minmaxlab.coevolution._grid import neighbour_offsets
 
-FITNESS_MODES = ("average", "worst", "best")
-CELL_STRATEGIES = ("auto", "vmap", "map")
-SCHEDULES = ("simultaneous", "lipizzaner", "reference")
-D_PHASES = ("last", "first")
-NEIGHBOURHOOD_LAYOUTS = ("rows", "transposed")
-CELL_SEEDS = ("per_cell", "shared")
-RESCORE_OWN = ("pool", "trained")
-GENERATOR_SELECTIONS = ("tournament", "lineage")
-TOURNAMENT_SAMPLINGS = ("with_replacement", "without_replacement")
-FITNESS_NOISES = ("shared", "fresh")
-LR_MUTATIONS = ("per_generation", "reference", "reference_as_run")
-MUSTANGS_LOSSES = ("ns_bce", "lsgan", "heuristic")
-MUSTANGS_MODES = ("at_creation", "always")
+# Each string option's values, defined once: the field's type, and the check in
+# ``CoevolutionConfig.__post_init__`` reads the allowed set from it (``get_args``).
+FitnessMode = Literal["average", "worst", "best"]
+CellStrategy = Literal["auto", "vmap", "map"]
+Schedule = Literal["simultaneous", "lipizzaner", "reference"]
+DPhase = Literal["last", "first"]
+NeighbourhoodLayout = Literal["rows", "transposed"]
+CellSeeds = Literal["per_cell", "shared"]
+RescoreOwn = Literal["pool", "trained"]
+GeneratorSelection = Literal["tournament", "lineage"]
+TournamentSampling = Literal["with_replacement", "without_replacement"]
+FitnessNoise = Literal["shared", "fresh"]
+LrMutation = Literal["per_generation", "reference", "reference_as_run"]
+MustangsLoss = Literal["ns_bce", "lsgan", "heuristic"]
+MustangsMode = Literal["at_creation", "always"]
+Opponents = Literal["auto", "selected", "neighbourhood"]
+Matmuls = Literal["float32", "bfloat16"]
+DForward = Literal["separate", "joined"]
+
+FITNESS_MODES = get_args(FitnessMode)
+CELL_STRATEGIES = get_args(CellStrategy)
+SCHEDULES = get_args(Schedule)
+D_PHASES = get_args(DPhase)
+NEIGHBOURHOOD_LAYOUTS = get_args(NeighbourhoodLayout)
+CELL_SEEDS = get_args(CellSeeds)
+RESCORE_OWN = get_args(RescoreOwn)
+GENERATOR_SELECTIONS = get_args(GeneratorSelection)
+TOURNAMENT_SAMPLINGS = get_args(TournamentSampling)
+FITNESS_NOISES = get_args(FitnessNoise)
+LR_MUTATIONS = get_args(LrMutation)
+MUSTANGS_LOSSES = get_args(MustangsLoss)
+MUSTANGS_MODES = get_args(MustangsMode)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,39 +201,39 @@ class CoevolutionConfig:
 
   rows: int = 3
   cols: int = 3
-  neighbourhood: str | tuple[tuple[int, int], ...] = "von_neumann"
+  neighbourhood: str | tuple[tuple[int, int], ...] = "von_neumann"  # a small language
   population_size: int = 1
   selection: bool = True
-  generator_selection: str = "tournament"
+  generator_selection: GeneratorSelection = "tournament"
   tournament_size: int = 2
-  tournament_sampling: str = "with_replacement"
+  tournament_sampling: TournamentSampling = "with_replacement"
   n_replacements: int = 1
-  fitness_mode: str = "average"
+  fitness_mode: FitnessMode = "average"
   fitness_samples: int = 1000
-  fitness_noise: str = "shared"
+  fitness_noise: FitnessNoise = "shared"
   learning_rate: float = 2e-4
-  lr_mutation: str = "per_generation"
+  lr_mutation: LrMutation = "per_generation"
   mutation_probability: float = 0.5
   mutation_scale: float = 1e-4
   min_learning_rate: float = 1e-7
   batch_size: int = 100
   steps_per_generation: int = 600
   d_every: int = 1
-  schedule: str = "simultaneous"
-  loss: str = "ns_bce"
-  mustangs_mode: str = "at_creation"
+  schedule: Schedule = "simultaneous"
+  loss: str = "ns_bce"  # a name of gan.losses.LOSSES, "mustangs" or "wgan" (Coevolution checks)
+  mustangs_mode: MustangsMode = "at_creation"
   n_critic: int = 1
   wgan_clip: float = 0.01
   mixture_sigma: float = 0.01
   mixture_samples: int = 1000
-  opponents: str = "auto"
-  cell_strategy: str = "auto"
-  matmuls: str = "float32"
-  d_forward: str = "separate"
-  d_phase: str = "last"
-  neighbourhood_layout: str = "rows"
-  cell_seeds: str = "per_cell"
-  rescore_own: str = "pool"
+  opponents: Opponents = "auto"
+  cell_strategy: CellStrategy = "auto"
+  matmuls: Matmuls = "float32"
+  d_forward: DForward = "separate"
+  d_phase: DPhase = "last"
+  neighbourhood_layout: NeighbourhoodLayout = "rows"
+  cell_seeds: CellSeeds = "per_cell"
+  rescore_own: RescoreOwn = "pool"
 
   def __post_init__(self):
     def bad(name, expected):
@@ -245,34 +266,7 @@ class CoevolutionConfig:
     offsets = neighbour_offsets(self.neighbourhood)  # ValueError naming the bad value
     if not isinstance(self.neighbourhood, str):  # a tuple of offsets: hashable, checked ints
       object.__setattr__(self, "neighbourhood", offsets)
-    if self.fitness_mode not in FITNESS_MODES:
-      bad("fitness_mode", f"one of {FITNESS_MODES}")
-    if self.generator_selection not in GENERATOR_SELECTIONS:
-      bad("generator_selection", f"one of {GENERATOR_SELECTIONS}")
-    if self.tournament_sampling not in TOURNAMENT_SAMPLINGS:
-      bad("tournament_sampling", f"one of {TOURNAMENT_SAMPLINGS}")
-    if self.fitness_noise not in FITNESS_NOISES:
-      bad("fitness_noise", f"one of {FITNESS_NOISES}")
-    if self.lr_mutation not in LR_MUTATIONS:
-      bad("lr_mutation", f"one of {LR_MUTATIONS}")
-    if self.opponents not in ("auto", "selected", "neighbourhood"):
-      bad("opponents", "one of ('auto', 'selected', 'neighbourhood')")
-    if self.schedule not in SCHEDULES:
-      bad("schedule", f"one of {SCHEDULES}")
-    if self.mustangs_mode not in MUSTANGS_MODES:
-      bad("mustangs_mode", f"one of {MUSTANGS_MODES}")
-    if self.cell_strategy not in CELL_STRATEGIES:
-      bad("cell_strategy", f"one of {CELL_STRATEGIES}")
-    if self.matmuls not in ("float32", "bfloat16"):
-      bad("matmuls", "one of ('float32', 'bfloat16')")
-    if self.d_forward not in ("separate", "joined"):
-      bad("d_forward", "one of ('separate', 'joined')")
-    for name, choices in (
-      ("d_phase", D_PHASES),
-      ("neighbourhood_layout", NEIGHBOURHOOD_LAYOUTS),
-      ("cell_seeds", CELL_SEEDS),
-      ("rescore_own", RESCORE_OWN),
-    ):
+    for name, choices in _choices(type(self)).items():
       if getattr(self, name) not in choices:
         bad(name, f"one of {choices}")
     if self.neighbourhood_layout == "transposed" and self.rows != self.cols:
@@ -293,6 +287,17 @@ class CoevolutionConfig:
   @property
   def num_members(self) -> int:
     return len(neighbour_offsets(self.neighbourhood))
+
+
+@functools.cache
+def _choices(cls) -> dict[str, tuple[str, ...]]:
+  """``{field: allowed values}`` of every ``Literal``-typed field of a config class."""
+  hints = typing.get_type_hints(cls)
+  return {
+    f.name: get_args(hints[f.name])
+    for f in dataclasses.fields(cls)
+    if typing.get_origin(hints[f.name]) is Literal
+  }
 
 
 class CoevolutionParams(NamedTuple):

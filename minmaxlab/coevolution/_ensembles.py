@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +20,7 @@ import numpy as np
 from minmaxlab.coevolution._operators import simplex_weights
 
 Score = Callable[[jax.Array], jax.Array]
+EnsembleOrder = Literal["iterative", "random"]
 
 
 def check_positive_int(name: str, value, minimum: int = 1) -> None:
@@ -151,7 +152,7 @@ def greedy_ensemble(
   max_size: int | None = 5,
   patience: int | None = 4,
   precision: int = 10,
-  order: str = "iterative",
+  order: EnsembleOrder = "iterative",
   batch_size: int = 64,
 ) -> EnsembleSearch:
   """GECCO'20 greedy ensemble search (Toutouh et al. 2020, ``greedy_for_ensemble_generator``).
@@ -185,8 +186,8 @@ def greedy_ensemble(
     check_positive_int("max_size", max_size)
   if patience is not None:
     check_positive_int("patience", patience)
-  if order not in ("iterative", "random"):
-    raise ValueError(f"order must be 'iterative' or 'random', got {order!r}")
+  if order not in get_args(EnsembleOrder):
+    raise ValueError(f"order must be one of {get_args(EnsembleOrder)}, got {order!r}")
   n = num_generators
   candidates = np.arange(n)
   if order == "random":

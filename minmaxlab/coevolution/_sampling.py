@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
 import jax
 import jax.numpy as jnp
 
-SAMPLING_MODES = ("independent", "exact_proportion")
+SamplingMode = Literal["independent", "exact_proportion"]
+SAMPLING_MODES = get_args(SamplingMode)
 
 
 def _check_mode(mode: str) -> None:
@@ -43,7 +44,9 @@ def exact_proportion_counts(weights: jax.Array, n: int) -> jax.Array:
   return base + (rank < left).astype(jnp.int32)
 
 
-def mixture_assignment(key: jax.Array, weights: jax.Array, n: int, mode: str = "independent"):
+def mixture_assignment(
+  key: jax.Array, weights: jax.Array, n: int, mode: SamplingMode = "independent"
+):
   """The generator of each of ``n`` mixture samples, ``int32 [n]``.
 
   ``mode="independent"`` (Lipizzaner's ``independent_probability``): each sample's
@@ -65,7 +68,7 @@ def sample_mixture(
   weights: jax.Array,
   n: int,
   latent_dim: int,
-  mode: str = "independent",
+  mode: SamplingMode = "independent",
 ) -> jax.Array:
   """``n`` samples of the mixture of ``generators`` (a pytree with a leading ``[M]`` axis).
 

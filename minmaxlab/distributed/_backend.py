@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, get_args
 
 import jax
 import jax.numpy as jnp
@@ -28,9 +28,12 @@ from minmaxlab.distributed._mesh import (
   sharded_step,
 )
 
-BACKENDS = ("single", "mesh", "mpi")
-MESH_EXCHANGES = ("shard_map", "roll")
-COMPILE_MODES = ("default", "fast", "fastest")
+BackendName = Literal["single", "mesh", "mpi"]
+ExchangeMode = Literal["shard_map", "roll"]
+CompileMode = Literal["default", "fast", "fastest"]
+BACKENDS = get_args(BackendName)
+MESH_EXCHANGES = get_args(ExchangeMode)
+COMPILE_MODES = get_args(CompileMode)
 
 # XLA CPU options of the compile modes (measured by experiments/benchmarks/compile_time.py,
 # each mode compiled in a fresh process, generations interleaved): "fast" runs LLVM at -O1
@@ -43,7 +46,7 @@ _CPU_OPTIONS = {
 }
 
 
-def compiler_options(mode: str = "default", platform: str | None = None) -> dict | None:
+def compiler_options(mode: CompileMode = "default", platform: str | None = None) -> dict | None:
   """The XLA ``compiler_options`` of ``jax.jit`` for a compile ``mode``.
 
   ``"default"``: ``None`` (XLA's own). On CPU, ``"fast"``: LLVM at ``-O1`` (a shorter
@@ -92,7 +95,7 @@ class Backend:
       The same numbers either way.
   """
 
-  name: str
+  name: BackendName
   config: CoevolutionConfig
   exchange: Any
   writer: bool
@@ -180,12 +183,12 @@ def _from_callback(x, sharding):
 
 def make_backend(
   config: CoevolutionConfig,
-  name: str = "single",
+  name: BackendName = "single",
   *,
   mesh_shape: tuple[int, int] | None = None,
-  mesh_exchange: str = "shard_map",
+  mesh_exchange: ExchangeMode = "shard_map",
   mpi_blocks: tuple[int, int] | None = None,
-  compile: str = "default",
+  compile: CompileMode = "default",
   donate: bool = False,
 ) -> Backend:
   """The :class:`Backend` of ``name`` for the grid of ``config``.

@@ -5,7 +5,7 @@ functions work on the models people write."""
 from __future__ import annotations
 
 import sys
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from minmaxlab.games._players import Players
 
@@ -20,7 +20,7 @@ class ModelDef(NamedTuple):
       static half of ``equinox.partition`` for ``"equinox"``.
   """
 
-  kind: str
+  kind: Literal["nnx", "equinox"]
   static: Any
 
 

@@ -23,6 +23,7 @@ are local processes, external processes joining through the store
 ``set_hyperparams`` is an alias of :func:`minmaxlab.transforms.set_hyperparams` (its one home).
 """
 
+from minmaxlab.pbt._config import ControllerConfig
 from minmaxlab.pbt._controller import (
   CampaignFailed,
   ConfigMismatch,
@@ -82,6 +83,7 @@ __all__ = [
   "ConfigMismatch",
   "Continuous",
   "Controller",
+  "ControllerConfig",
   "ControllerGone",
   "EarlyStop",
   "PBTState",

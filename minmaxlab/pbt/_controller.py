@@ -42,10 +42,11 @@ from minmaxlab.pbt._campaign import (
   record_failed,
   set_flag,
 )
+from minmaxlab.pbt._config import ControllerConfig
 from minmaxlab.pbt._fingerprint import ConfigMismatch, check_fingerprint, space_json
 from minmaxlab.pbt._gc import check_checkpoints, collect_garbage, needed_trials, remove_strays
 from minmaxlab.pbt._manifest import read_manifest, write_manifest
-from minmaxlab.pbt._objectives import Ranking, scalar
+from minmaxlab.pbt._objectives import scalar
 from minmaxlab.pbt._replay import replay
 from minmaxlab.pbt._selection import (
   EarlyStop,
@@ -82,8 +83,10 @@ class Controller:
     >>> def train_fn(hparams, state, trial):  # train trial.steps steps
     ...   ...
     ...   return fitness, state
+    >>> config = ControllerConfig(population_size=8, num_trials=64, steps_per_trial=100,
+    ...                           workers=2)
     >>> c = Controller("runs/pbt", {"lr": Continuous(1e-4, 1e-1)}, init_fn, train_fn,
-    ...                population_size=8, num_trials=64, steps_per_trial=100, workers=2)
+    ...                config=config)
     >>> summary = c.run()          # after a kill, the same call resumes
 
   Args:
@@ -101,52 +104,7 @@ class Controller:
       may instead be the two functions ``init_fn, train_fn``.
     task_args: keyword arguments of the task, JSON data (numbers, strings,
       lists, dicts).
-    population_size: members (may exceed ``workers``: budget mode).
-    num_trials: total trials to run (the compute budget).
-    steps_per_trial: training steps of one trial (the ``ready`` interval).
-    workers: local worker processes, at most the population and the CPUs (one line on
-      stderr when fewer than asked are started); ``0`` runs trials inline (one by one)
-      unless ``external_workers``.
-    external_workers: other processes (``python -m minmaxlab.pbt worker
-      --workdir ...``, e.g. ``srun`` tasks on a shared file system) claim
-      trials; the controller never trains inline. A dead external worker is
-      noticed when its lease lapses.
-    synchronous: generations: finished trials are used only when every trial
-      of the generation is done (all see the same population); default
-      asynchronous (each finished trial is used at once, no worker waits).
-    exploit: ``"tournament"`` (default), ``"truncation"`` or ``"none"`` (random search).
-    truncation_fraction, resample_probability, perturb_factors: as in
-      :func:`minmaxlab.pbt.explore`.
-    top_k: fittest checkpoints kept forever.
-    seed: seeds the initial hyperparameters and every decision.
-    initial_hparams: optional fixed values merged over the prior draws
-      (e.g. schedule parameters not being explored).
-    lease_s: a running trial whose lease (renewed by the worker) lapses is re-queued.
-    poll_s: controller/worker polling period.
-    max_attempts: a trial that failed this many times (an exception in the
-      task, its worker process dying, its lease lapsing) is marked ``failed``
-      with its last error and is not run again; its member continues no
-      further (the rest of the campaign goes on).
-    max_failed_trials: stop the campaign (:class:`CampaignFailed`, one line
-      naming the trials and their errors) once this many trials failed;
-      ``None``: go on while any member can continue.
-    orphan_s: a worker whose controller's store heartbeat (rewritten every
-      ``orphan_s / 6`` s) has not changed for this long exits; local workers
-      also get SIGTERM from Linux as soon as the controller dies
-      (``PR_SET_PDEATHSIG``) and exit once another controller takes over.
-    ranking: how fitness compares (:class:`minmaxlab.pbt.Ranking`: default the
-      scalar fitness; :func:`~minmaxlab.pbt.pareto_rank`,
-      :func:`~minmaxlab.pbt.weighted_sum` or a user key/comparison for a task
-      whose ``train`` returns a tuple of objectives); selection, ``top_k`` and
-      the best trial use it.
-    early_stop: :class:`minmaxlab.pbt.EarlyStop` (stop members below a fitness
-      quantile after ``min_steps``), or ``None``.
-    trial_timeout_s: a trial still training after this many seconds (a hung task) is
-      stopped and counts a failed attempt: a worker process records it and exits (it is
-      restarted); inline, ``TrialTimeout`` is raised in the task, and a task that does not
-      return within as long again ends the controller's process (rerun to continue).
-      ``None``: no limit. (A trial that ends the controller's process inline counts a failed
-      attempt when the controller is started again.)
+    config: the campaign's settings (:class:`ControllerConfig`).
 
   A rerun on an existing store must have the same run-defining configuration
   (space, task and its arguments, population, trials, steps, selection,
@@ -160,40 +118,23 @@ class Controller:
     task: str | Callable,
     task_args: Mapping[str, Any] | Callable | None = None,
     *,
-    population_size: int,
-    num_trials: int,
-    steps_per_trial: int,
-    workers: int = 0,
-    exploit: str = "tournament",
-    truncation_fraction: float = 0.25,
-    resample_probability: float = 0.25,
-    perturb_factors: tuple[float, ...] = (0.8, 1.2),
-    top_k: int = 1,
-    seed: int = 0,
-    initial_hparams: Mapping[str, Any] | None = None,
-    lease_s: float = 60.0,
-    poll_s: float = 0.05,
-    external_workers: bool = False,
-    synchronous: bool = False,
-    max_attempts: int = 3,
-    max_failed_trials: int | None = None,
-    orphan_s: float = 30.0,
-    ranking: Ranking | None = None,
-    early_stop: EarlyStop | None = None,
-    trial_timeout_s: float | None = None,
+    config: ControllerConfig,
   ):
+    if not isinstance(config, ControllerConfig):
+      raise ValueError(f"config must be a pbt.ControllerConfig, got {type(config).__name__}")
+    self.config = c = config
     validate_space(space)
-    self.ranking = ranking or scalar()
-    self.early_stop = None if early_stop is None else EarlyStop(*early_stop).validate()
+    self.ranking = c.ranking or scalar()
+    self.early_stop = None if c.early_stop is None else EarlyStop(*c.early_stop).validate()
     check_limits(
-      max_attempts=max_attempts,
-      max_failed_trials=max_failed_trials,
-      orphan_s=orphan_s,
-      trial_timeout_s=trial_timeout_s,
+      max_attempts=c.max_attempts,
+      max_failed_trials=c.max_failed_trials,
+      orphan_s=c.orphan_s,
+      trial_timeout_s=c.trial_timeout_s,
     )
-    self.trial_timeout_s = None if trial_timeout_s is None else float(trial_timeout_s)
+    self.trial_timeout_s = None if c.trial_timeout_s is None else float(c.trial_timeout_s)
     if callable(task) and callable(task_args):
-      if int(workers) != 0 or external_workers:
+      if int(c.workers) != 0 or c.external_workers:
         raise ValueError(
           "worker processes run a named task: pass task='package.module:function' (and JSON"
           " task_args), not functions; functions can only run inline (workers=0)"
@@ -203,28 +144,29 @@ class Controller:
     else:
       self.task = task_spec(task, task_args)
       self._fns = None
-    self.max_attempts = int(max_attempts)
-    self.max_failed_trials = None if max_failed_trials is None else int(max_failed_trials)
-    self.orphan_s = float(orphan_s)
-    check_limits(population_size, num_trials, steps_per_trial, workers, top_k)
-    policy = (exploit, truncation_fraction, resample_probability, tuple(perturb_factors))
-    self.policy = Policy(dict(space), *policy, self.ranking).validate(int(population_size))
+    self.max_attempts = int(c.max_attempts)
+    self.max_failed_trials = None if c.max_failed_trials is None else int(c.max_failed_trials)
+    self.orphan_s = float(c.orphan_s)
+    check_limits(c.population_size, c.num_trials, c.steps_per_trial, c.workers, c.top_k)
+    policy = (c.exploit, c.truncation_fraction, c.resample_probability, tuple(c.perturb_factors))
+    self.policy = Policy(dict(space), *policy, self.ranking).validate(int(c.population_size))
     self.workdir = Path(workdir).expanduser().resolve()
     self.ckpt_root = self.workdir / "checkpoints"
     self.ckpt_root.mkdir(parents=True, exist_ok=True)
     self.store_path = str(self.workdir / STORE_FILE)
     self.space = dict(space)
-    self.population_size, self.num_trials = int(population_size), int(num_trials)
-    self.steps_per_trial = int(steps_per_trial)
-    self.workers = cap_workers(int(workers), int(population_size))  # one line if fewer
-    self.exploit, self.truncation_fraction = exploit, truncation_fraction
-    self.resample_probability, self.perturb_factors = resample_probability, tuple(perturb_factors)
-    self.top_k, self.seed = int(top_k), int(seed)
-    self.initial_hparams = dict(initial_hparams or {})
-    self.lease_s, self.poll_s = float(lease_s), float(poll_s)
+    self.population_size, self.num_trials = int(c.population_size), int(c.num_trials)
+    self.steps_per_trial = int(c.steps_per_trial)
+    self.workers = cap_workers(int(c.workers), int(c.population_size))  # one line if fewer
+    self.exploit, self.truncation_fraction = c.exploit, c.truncation_fraction
+    self.resample_probability = c.resample_probability
+    self.perturb_factors = tuple(c.perturb_factors)
+    self.top_k, self.seed = int(c.top_k), int(c.seed)
+    self.initial_hparams = dict(c.initial_hparams or {})
+    self.lease_s, self.poll_s = float(c.lease_s), float(c.poll_s)
     self._leases = LeaseWatch(self.lease_s)
-    self.external_workers = bool(external_workers)
-    self.synchronous = bool(synchronous)
+    self.external_workers = bool(c.external_workers)
+    self.synchronous = bool(c.synchronous)
     self.store = Store(self.store_path)
     self.supervisor: Supervisor | None = None
     self.epoch = ""

@@ -275,9 +275,8 @@ def run_mpi(
 
   Example (``mpirun -n 5 python run.py``: a controller and 4 workers)::
 
-    out = pbt.run_mpi(lambda: pbt.Controller("runs/p", space, init_fn, train_fn,
-                                             population_size=8, num_trials=64,
-                                             steps_per_trial=100))
+    config = pbt.ControllerConfig(population_size=8, num_trials=64, steps_per_trial=100)
+    out = pbt.run_mpi(lambda: pbt.Controller("runs/p", space, init_fn, train_fn, config=config))
     if out is not None:   # rank 0
       controller, summary = out
   """

@@ -25,7 +25,7 @@ import functools
 import importlib
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -70,6 +70,9 @@ def pareto_fronts(objectives: Sequence[Sequence[float]]) -> np.ndarray:
   return front
 
 
+RankingKind = Literal["scalar", "weighted", "pareto", "key", "comparator"]
+
+
 class Ranking(NamedTuple):
   """How the objectives of a set of trials become scores (higher is better).
 
@@ -77,7 +80,7 @@ class Ranking(NamedTuple):
   :func:`key_ranking` or :func:`comparator_ranking`.
   """
 
-  kind: str = "scalar"
+  kind: RankingKind = "scalar"
   weights: tuple[float, ...] = ()
   fn: Callable | None = None
 

@@ -25,7 +25,7 @@ the current population.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 
@@ -34,7 +34,8 @@ from minmaxlab.pbt._space import Space, explore_values, sample_values
 from minmaxlab.pbt._store import Trial
 from minmaxlab.pbt._vectorized import truncation_size
 
-EXPLOITS = ("tournament", "truncation", "none")
+Exploit = Literal["tournament", "truncation", "none"]
+EXPLOITS = get_args(Exploit)
 
 
 class Policy(NamedTuple):
@@ -49,7 +50,7 @@ class Policy(NamedTuple):
   """
 
   space: Space
-  exploit: str = "tournament"
+  exploit: Exploit = "tournament"
   truncation_fraction: float = 0.25
   resample_probability: float = 0.25
   perturb_factors: tuple[float, ...] = (0.8, 1.2)
@@ -58,9 +59,7 @@ class Policy(NamedTuple):
   def validate(self, population_size: int) -> Policy:
     """``self`` if it can select in a population of ``population_size``; else ``ValueError``."""
     if self.exploit not in EXPLOITS:
-      raise ValueError(
-        f"exploit must be 'tournament', 'truncation' or 'none', got {self.exploit!r}"
-      )
+      raise ValueError(f"exploit must be one of {EXPLOITS}, got {self.exploit!r}")
     if not 0.0 < self.truncation_fraction <= 0.5:  # (also where unused: a value that means nothing)
       raise ValueError(f"truncation_fraction must be in (0, 0.5], got {self.truncation_fraction!r}")
     if self.exploit == "truncation":

@@ -15,13 +15,14 @@ import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path, PurePath
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 
 from minmaxlab.pbt._sqlite_file import create_file, create_tables, switch_to_wal
 
-PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+TrialStatus = Literal["pending", "running", "done", "failed"]
+PENDING, RUNNING, DONE, FAILED = get_args(TrialStatus)
 MAX_ATTEMPTS = "max_attempts"  # kv key: attempts before a trial is marked failed
 EPOCH = "controller_epoch"  # kv key: the id of the controller now running the campaign
 TASK = "task"  # kv key: the named task and timing a joining worker reads
@@ -95,7 +96,7 @@ class Trial(NamedTuple):
   start_step: int
   steps: int
   seed: int
-  status: str
+  status: TrialStatus
   attempt: int
   worker: str | None
   fitness: float | None
@@ -370,7 +371,7 @@ class Store:
     """How many trials were created."""
     return self._db.execute("SELECT COUNT(*) FROM trials").fetchone()[0]
 
-  def unprocessed(self, status: str | None = None) -> list[Trial]:
+  def unprocessed(self, status: TrialStatus | None = None) -> list[Trial]:
     """Trials the controller has not used yet (with ``status``, those only)."""
     if status is None:
       return self.trials("processed=0")

@@ -38,7 +38,7 @@ def named_task(fn: Callable) -> Callable:
     >>> @named_task
     ... def quadratic(dim=4):
     ...   return init_fn, train_fn
-    >>> # Controller(workdir, space, "mypackage.tasks:quadratic", {"dim": 8}, ...)
+    >>> # Controller(workdir, space, "mypackage.tasks:quadratic", {"dim": 8}, config=...)
   """
   setattr(fn, _MARK, True)
   return fn

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -146,6 +146,10 @@ class VectorizedPBT(NamedTuple):
   step: Callable[..., tuple[PBTState, dict]]
 
 
+# the black-box controller's exploits (``pbt.ControllerConfig.exploit``) but "none"
+VectorizedExploit = Literal["tournament", "truncation"]
+
+
 def vectorized_pbt(
   init_member: Callable,
   train_step: Callable,
@@ -154,7 +158,7 @@ def vectorized_pbt(
   *,
   steps: int,
   targets: Mapping[str, tuple[str, str]] | None = None,
-  exploit: str = "truncation",
+  exploit: VectorizedExploit = "tournament",
   truncation_fraction: float = 0.25,
   resample_probability: float = 0.25,
   perturb_factors: tuple[float, ...] = (0.8, 1.2),
@@ -187,7 +191,8 @@ def vectorized_pbt(
     targets: hyperparameter name -> ``(player, injected leaf name)`` written
       into the optimizer state before training (others, e.g. loss weights, are
       only passed to ``train_step``).
-    exploit: ``"truncation"`` or ``"tournament"``.
+    exploit: ``"tournament"`` (default, as :class:`~minmaxlab.pbt.ControllerConfig`'s) or
+      ``"truncation"``.
     truncation_fraction: top/bottom fraction for truncation (default 0.25).
     resample_probability: explore resamples with this probability (0.25).
     perturb_factors: multiplicative perturbations (0.8, 1.2).
@@ -233,7 +238,7 @@ class _Settings(NamedTuple):
   space: Space
   steps: int
   targets: dict
-  exploit: str
+  exploit: VectorizedExploit
   truncation_fraction: float
   resample_probability: float
   perturb_factors: tuple[float, ...]
@@ -248,8 +253,8 @@ def _check_settings(space, targets, steps, exploit, truncation_fraction, ready, 
       raise ValueError(f"target {hp!r} is not a dimension of the space {sorted(space)}")
   if int(steps) < 1:
     raise ValueError(f"steps must be >= 1, got {steps!r}")
-  if exploit not in ("truncation", "tournament"):
-    raise ValueError(f"exploit must be 'truncation' or 'tournament', got {exploit!r}")
+  if exploit not in get_args(VectorizedExploit):
+    raise ValueError(f"exploit must be one of {get_args(VectorizedExploit)}, got {exploit!r}")
   if exploit == "truncation":
     truncation_size(2, truncation_fraction)  # validates the fraction
   if int(ready) < 0 or int(burn_in) < 0:

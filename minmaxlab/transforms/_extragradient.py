@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import jax
 import optax
@@ -39,15 +39,17 @@ class ExtragradientState(NamedTuple):
   last_iterate: Any = None
 
 
-UPDATE_POINTS = ("extrapolated", "opponent_extrapolated")
-EXTRAPOLATE_FROM = ("params", "last_iterate")
+UpdatePoint = Literal["extrapolated", "opponent_extrapolated"]
+ExtrapolateFrom = Literal["params", "last_iterate"]
+UPDATE_POINTS = get_args(UpdatePoint)
+EXTRAPOLATE_FROM = get_args(ExtrapolateFrom)
 
 
 def extragradient(
   inner: optax.GradientTransformation,
   shared_state: bool = False,
-  update_point: str = "extrapolated",
-  extrapolate_from: str = "params",
+  update_point: UpdatePoint = "extrapolated",
+  extrapolate_from: ExtrapolateFrom = "params",
 ) -> optax.GradientTransformationExtraArgs:
   r"""Extragradient: extrapolate both players, then update from the start point.
 
@@ -126,7 +128,7 @@ def extragradient(
 
 class _Config(NamedTuple):
   shared_state: bool
-  update_point: str
+  update_point: UpdatePoint
   from_last: bool
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +21,8 @@ from minmaxlab.transforms._common import (
   zeros_count,
 )
 
-SLOW_INITS = ("params", "lazy")
+SlowInit = Literal["params", "lazy"]
+SLOW_INITS = get_args(SlowInit)
 
 
 def _merged_dtype(onto_slow, u):
@@ -93,7 +94,7 @@ class LookaheadConfig(NamedTuple):
   sync_period: int = 5
   slow_step_size: float = 0.5
   reset_state: bool = False
-  slow_init: str = "params"
+  slow_init: SlowInit = "params"
 
 
 class _Config(NamedTuple):
@@ -200,7 +201,7 @@ def lookahead_minmax(
   sync_period: int = 5,
   slow_step_size: float = 0.5,
   reset_state: bool = False,
-  slow_init: str = "params",
+  slow_init: SlowInit = "params",
 ) -> optax.GradientTransformationExtraArgs:
   r"""Lookahead-minmax: joint Lookahead over both players.
 
@@ -261,7 +262,7 @@ def nested_lookahead_minmax(
   sync_periods: Sequence[int] = (5, 100),
   slow_step_sizes: Sequence[float] = (0.5, 0.5),
   reset_state: bool = False,
-  slow_init: str = "params",
+  slow_init: SlowInit = "params",
 ) -> optax.GradientTransformationExtraArgs:
   r"""Multi-level ("nested") Lookahead-minmax.
 

@@ -16,11 +16,12 @@ sufficient, for the whole operator's.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple, get_args
 
 import numpy as np
 
-SYNC_RULES = ("smallest", "fastest")
+SyncRule = Literal["smallest", "fastest"]
+SYNC_RULES = get_args(SyncRule)
 
 
 def cycle_rates(eigenvalues, slow_step_size: float = 0.5, max_period: int = 1000) -> np.ndarray:
@@ -56,7 +57,7 @@ class SyncChoice(NamedTuple):
 
 
 def spectral_sync_period(
-  eigenvalues, slow_step_size: float = 0.5, max_period: int = 1000, rule: str = "smallest"
+  eigenvalues, slow_step_size: float = 0.5, max_period: int = 1000, rule: SyncRule = "smallest"
 ) -> SyncChoice:
   """The sync period of ``rule`` (:data:`SYNC_RULES`) for a base scheme whose one-step
   operator has ``eigenvalues``. ``ValueError`` (naming the best rate) when no

@@ -74,6 +74,7 @@ def test_vectorized_pbt_tunes_mutation_scale_and_mixture_sigma():
     lambda key, s, o, h, d: _fitness(s),
     space,
     steps=1,
+    exploit="truncation",
     truncation_fraction=0.5,
     jit=False,  # jitted here, as the plain generation, in the "fastest" mode (half the compile)
   )

@@ -50,7 +50,12 @@ TASK = "tests.pbt.test_pbt_controller:quadratic_task"
 def _controller(workdir, **kw):
   args = dict(population_size=4, num_trials=16, steps_per_trial=3, seed=0, poll_s=0.02)
   args.update(kw)
-  return pbt.Controller(workdir, SPACE, TASK, **args)
+  return pbt.Controller(
+    workdir,
+    SPACE,
+    TASK,
+    config=pbt.ControllerConfig(**args),
+  )
 
 
 def _check_lineage(c, num_trials):

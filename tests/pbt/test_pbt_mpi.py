@@ -66,11 +66,9 @@ def _main(workdir):  # what every rank runs
       workdir,
       SPACE,
       "tests.pbt.test_pbt_mpi:toy_task",
-      population_size=4,
-      num_trials=NUM_TRIALS,
-      steps_per_trial=3,
-      lease_s=4.0,
-      poll_s=0.02,
+      config=pbt.ControllerConfig(
+        population_size=4, num_trials=NUM_TRIALS, steps_per_trial=3, lease_s=4.0, poll_s=0.02
+      ),
     )
   )
   if out is not None:

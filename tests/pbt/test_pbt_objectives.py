@@ -108,7 +108,13 @@ def train64(hparams, state, trial, two=False):
 def _run(workdir, train=train64, run_kw=None, **kw):
   args = dict(population_size=4, num_trials=12, steps_per_trial=3, seed=0, poll_s=0.01)
   args.update(kw)
-  c = pbt.Controller(workdir, SPACE, init64, train, **args)
+  c = pbt.Controller(
+    workdir,
+    SPACE,
+    init64,
+    train,
+    config=pbt.ControllerConfig(**args),
+  )
   try:
     return c.run(timeout=120, **(run_kw or {})), c.store.trials()
   finally:
@@ -204,7 +210,11 @@ def test_a_spent_budget_hands_out_no_trial(tmp_path):
   from minmaxlab.pbt._store import DRAIN
 
   c = pbt.Controller(
-    tmp_path, SPACE, init64, train64, population_size=2, num_trials=2, steps_per_trial=1
+    tmp_path,
+    SPACE,
+    init64,
+    train64,
+    config=pbt.ControllerConfig(population_size=2, num_trials=2, steps_per_trial=1),
   )
   c._initialize()
   set_flag(c.store, DRAIN, True)
@@ -228,11 +238,9 @@ def test_budget_lets_the_running_trial_finish(tmp_path):
     tmp_path,
     SPACE,
     "tests.pbt.test_pbt_controller:quadratic_task",
-    population_size=2,
-    num_trials=4,
-    steps_per_trial=1,
-    external_workers=True,
-    poll_s=0.01,
+    config=pbt.ControllerConfig(
+      population_size=2, num_trials=4, steps_per_trial=1, external_workers=True, poll_s=0.01
+    ),
   )
   worker = threading.Thread(
     target=pbt.worker_loop, args=(c.store_path, str(c.ckpt_root), init64, slow, "t", 60.0, 0.01)

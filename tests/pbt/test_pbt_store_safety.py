@@ -29,7 +29,11 @@ def _train(hparams, state, trial):
 
 def _controller(workdir):
   return pbt.Controller(
-    workdir, SPACE, _init, _train, population_size=3, num_trials=9, steps_per_trial=2, poll_s=0.01
+    workdir,
+    SPACE,
+    _init,
+    _train,
+    config=pbt.ControllerConfig(population_size=3, num_trials=9, steps_per_trial=2, poll_s=0.01),
   )
 
 

@@ -45,7 +45,13 @@ def _controller(workdir, how, **kw):
   args = dict(population_size=2, num_trials=4, steps_per_trial=1, poll_s=0.02, max_attempts=2)
   args.update(kw)
   task = "tests.pbt.test_pbt_trial_limits:bad_trial_task"
-  return pbt.Controller(workdir, SPACE, task, {"how": how}, **args)
+  return pbt.Controller(
+    workdir,
+    SPACE,
+    task,
+    {"how": how},
+    config=pbt.ControllerConfig(**args),
+  )
 
 
 RUN = (

@@ -33,7 +33,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.max_attempts = 3  # a trial failing this often is marked failed (its member stops)
   c.max_failed_trials = 1  # the campaign stops (exit 1) once this many trials failed
   # A trial running longer than this (seconds) is stopped and counts a failed attempt, so a
-  # task that hangs cannot hold the campaign forever (Controller(trial_timeout_s)); 0: no limit.
+  # task that hangs cannot hold the campaign forever (ControllerConfig(trial_timeout_s));
+  # 0: no limit.
   c.trial_timeout_s = 0.0
   # Early stopping (pbt.EarlyStop): once a member has trained early_stop_min_steps steps, it
   # stops when its fitness is below this quantile of the population's (0.5: median rule; 0: off).

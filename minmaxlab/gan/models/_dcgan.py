@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import jax.numpy as jnp
 from flax import linen as nn
 
-from minmaxlab.gan.models._layers import DEFAULT_POWER_ITERATIONS, Conv, make_norm
+from minmaxlab.gan.models._layers import (
+  DEFAULT_POWER_ITERATIONS,
+  Conv,
+  Norm,
+  check_norm,
+  make_norm,
+)
 from minmaxlab.gan.models._model import Model, from_linen
 
 # Per image size: (first generator kernel, padding of the 2nd generator layer,
@@ -36,7 +43,7 @@ class DCGANGenerator(nn.Module):
 
   image_shape: tuple[int, int, int]
   width: int = 64
-  norm: str | None = "batch"
+  norm: Norm | None = "batch"
 
   @nn.compact
   def __call__(self, z):
@@ -65,7 +72,7 @@ class DCGANDiscriminator(nn.Module):
 
   image_shape: tuple[int, int, int]
   width: int = 64
-  norm: str | None = "batch"
+  norm: Norm | None = "batch"
   spectral_norm: bool = False
   n_power_iterations: int = DEFAULT_POWER_ITERATIONS
   negative_slope: float = 0.2
@@ -88,16 +95,11 @@ class DCGANDiscriminator(nn.Module):
     return h.reshape(x.shape[0])
 
 
-def _check_norm(norm):
-  if norm not in (None, "none", "batch", "layer"):
-    raise ValueError(f"norm must be 'batch', 'layer' or None, got {norm!r}")
-
-
 def dcgan_generator(
   image_shape: Sequence[int] = (28, 28, 1),
   latent_dim: int = 128,
   width: int = 64,
-  norm: str | None = "batch",
+  norm: Norm | None = "batch",
 ) -> Model:
   r"""DCGAN generator: transposed convolutions, norm + ReLU, tanh output.
 
@@ -127,7 +129,7 @@ def dcgan_generator(
     2021, "Taming GANs with Lookahead-Minmax", https://arxiv.org/abs/2006.14567
   """
   image_shape = _check_image_shape(image_shape)
-  _check_norm(norm)
+  check_norm(norm)
   if latent_dim <= 0 or width <= 0:
     raise ValueError(f"latent_dim and width must be positive, got {latent_dim}, {width}")
   return from_linen(DCGANGenerator(image_shape, int(width), norm), (latent_dim,))
@@ -137,7 +139,7 @@ def dcgan_discriminator(
   image_shape: Sequence[int] = (28, 28, 1),
   spectral_norm: bool = False,
   width: int = 64,
-  norm: str | None = "auto",
+  norm: Norm | Literal["auto"] | None = "auto",
   n_power_iterations: int = DEFAULT_POWER_ITERATIONS,
 ) -> Model:
   r"""DCGAN discriminator: strided convolutions, norm + LeakyReLU(0.2), one logit.
@@ -167,7 +169,7 @@ def dcgan_discriminator(
   image_shape = _check_image_shape(image_shape)
   if norm == "auto":
     norm = None if spectral_norm else "batch"
-  _check_norm(norm)
+  check_norm(norm)
   if width <= 0:
     raise ValueError(f"width must be positive, got {width}")
   module = DCGANDiscriminator(image_shape, int(width), norm, spectral_norm, n_power_iterations)

@@ -8,7 +8,7 @@ population of parameters.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import jax
 import jax.numpy as jnp
@@ -171,12 +171,21 @@ class BatchStatNorm(nn.Module):
     return (x - mean) * jax.lax.rsqrt(var + self.epsilon) * scale + bias
 
 
-def make_norm(norm: str | None, name: str | None = None) -> nn.Module | None:
+Norm = Literal["batch", "layer", "none"]  # "none" (or None): no normalisation
+NORMS = get_args(Norm)
+
+
+def check_norm(norm: Any) -> None:
+  """``ValueError`` (one line naming the value) unless ``norm`` is one of :data:`NORMS` or None."""
+  if norm is not None and norm not in NORMS:
+    raise ValueError(f"norm must be one of {NORMS} or None, got {norm!r}")
+
+
+def make_norm(norm: Norm | None, name: str | None = None) -> nn.Module | None:
   """A normalisation layer by name: ``"batch"``, ``"layer"`` or ``None``."""
+  check_norm(norm)
   if norm is None or norm == "none":
     return None
   if norm == "batch":
     return BatchStatNorm(name=name)
-  if norm == "layer":
-    return nn.LayerNorm(name=name)
-  raise ValueError(f"norm must be 'batch', 'layer' or None, got {norm!r}")
+  return nn.LayerNorm(name=name)

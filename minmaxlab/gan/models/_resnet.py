@@ -8,7 +8,14 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
-from minmaxlab.gan.models._layers import DEFAULT_POWER_ITERATIONS, Conv, Dense, make_norm
+from minmaxlab.gan.models._layers import (
+  DEFAULT_POWER_ITERATIONS,
+  Conv,
+  Dense,
+  Norm,
+  check_norm,
+  make_norm,
+)
 from minmaxlab.gan.models._model import Model, from_linen
 
 RESNET_IMAGE_SIZE = 32
@@ -25,7 +32,7 @@ def _avg_pool2(x: jax.Array) -> jax.Array:
   return x.reshape(b, h // 2, 2, w // 2, 2, c).mean(axis=(2, 4))
 
 
-def _apply_norm(norm: str | None, h: jax.Array) -> jax.Array:
+def _apply_norm(norm: Norm | None, h: jax.Array) -> jax.Array:
   layer = make_norm(norm)
   return h if layer is None else layer(h)
 
@@ -34,7 +41,7 @@ class GeneratorBlock(nn.Module):
   """Pre-activation up-block: ``norm-ReLU-up-conv3-norm-ReLU-conv3`` + ``up-conv1`` shortcut."""
 
   features: int
-  norm: str | None = "batch"
+  norm: Norm | None = "batch"
 
   @nn.compact
   def __call__(self, x):
@@ -80,7 +87,7 @@ class ResNetGenerator(nn.Module):
   channels: int = 3
   width: int = 256
   num_blocks: int = 3
-  norm: str | None = "batch"
+  norm: Norm | None = "batch"
 
   @nn.compact
   def __call__(self, z):
@@ -132,7 +139,7 @@ def resnet_generator(
   image_shape: Sequence[int] = (32, 32, 3),
   latent_dim: int = 128,
   width: int = 256,
-  norm: str | None = "batch",
+  norm: Norm | None = "batch",
 ) -> Model:
   r"""The SVRE / Lookahead-minmax CIFAR-10 ResNet generator (32x32).
 
@@ -163,8 +170,7 @@ def resnet_generator(
   """
   image_shape = _check_image_shape(image_shape)
   _check_positive(latent_dim=latent_dim, width=width)
-  if norm not in (None, "none", "batch", "layer"):
-    raise ValueError(f"norm must be 'batch', 'layer' or None, got {norm!r}")
+  check_norm(norm)
   module = ResNetGenerator(image_shape[2], int(width), 3, norm)
   return from_linen(module, (int(latent_dim),))
 
