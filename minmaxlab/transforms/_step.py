@@ -4,7 +4,7 @@ and reading an injected hyperparameter out of a game-scheme state."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +21,7 @@ from minmaxlab.transforms._common import (
   require_vector_field,
 )
 from minmaxlab.transforms._lookahead import apply_lookahead_updates
+from minmaxlab.transforms._opt_state import merge_by_player, player_labels
 
 
 def _split_output(out: Any, params: Any) -> tuple[Any, Players]:
@@ -46,6 +47,38 @@ def _keyed(
   return lambda p, i: field_fn(p, jax.random.fold_in(key, i))
 
 
+def _masked(field: Players, player: str) -> Players:
+  """``field`` with the part of the player that does not move set to zero."""
+  other = "max" if player == "min" else "min"
+  return field._replace(**{other: jax.tree.map(jnp.zeros_like, getattr(field, other))})
+
+
+def _evaluations(field_fn, params, key, player):
+  """``(value, field, later)``: evaluation 0 of ``field_fn`` at ``params`` split into its
+  value and field, and ``later(p, i)`` the field of evaluation ``i``; with ``key`` every
+  evaluation gets a fresh key, with ``player`` every field the other player's part zero."""
+  if player not in (None, "min", "max"):
+    raise ValueError(f"player must be None, 'min' or 'max', got {player!r}")
+  if key is not None:
+    field_fn = _keyed(field_fn, key)
+  mask = (lambda f: f) if player is None else (lambda f: _masked(f, player))
+  value, field = _split_output(field_fn(params, 0), params)
+
+  def later(p, i):
+    return mask(_split_output(field_fn(p, i), p)[1])
+
+  return value, mask(field), later
+
+
+def _one_player_moved(player, params, new_params, opt_state, new_state):
+  """``player``'s new params and state leaves; the other player's as they came in
+  (``player_labels``), the shared state (step counters, sync flags) new."""
+  other = "max" if player == "min" else "min"
+  kept = new_params._replace(**{other: getattr(params, other)})
+  mins, maxs = (new_state, opt_state) if player == "min" else (opt_state, new_state)
+  return kept, merge_by_player(player_labels(new_state), mins, maxs, new_state)
+
+
 def game_step(
   tx: optax.GradientTransformation,
   field_fn: Callable[[Players, int], Any],
@@ -53,6 +86,7 @@ def game_step(
   opt_state: Any,
   *,
   key: jax.Array | None = None,
+  player: Literal["min", "max"] | None = None,
   **extra_args: Any,
 ) -> tuple[Players, Any, Any]:
   r"""One full game step: the field at ``params``, ``tx.update``, ``apply_updates``.
@@ -87,6 +121,12 @@ def game_step(
   ``optax.apply_updates``, but after a Lookahead sync (found in the new state by type,
   so wrapped or not) the params are set exactly to the slow weights.
 
+  With ``player="min"`` (or ``"max"``) that player alone moves (one phase of an
+  alternating schedule, e.g. coevolution's generator step): every field ``tx`` sees
+  has the other player's part set to zero, and the other player's params and its
+  state (the leaves :func:`~minmaxlab.transforms.player_labels` gives it) come back
+  as they came in; the shared state (step counters, Lookahead's sync) advances.
+
   With flax's ``TrainState`` (whose ``apply_gradients`` has no way to pass
   ``vector_field``) use :func:`apply_game_step`.
 
@@ -97,6 +137,7 @@ def game_step(
     params: the current ``Players``.
     opt_state: ``tx``'s state.
     key: a ``jax.random`` key: ``field_fn`` then receives one fresh key per evaluation.
+    player: ``None`` (both players move), ``"min"`` or ``"max"`` (that player alone).
     **extra_args: more keyword arguments for ``tx.update`` (e.g. ``unrolled``'s ``loss_fn``).
 
   Returns:
@@ -106,16 +147,13 @@ def game_step(
   if not callable(field_fn):
     raise ValueError(f"field_fn must be callable as field_fn(params, i), got {field_fn!r}")
   tx = as_transform(tx, "tx")
-  if key is not None:
-    field_fn = _keyed(field_fn, key)
-  value, field = _split_output(field_fn(params, 0), params)
-
-  def later(p, i):
-    return _split_output(field_fn(p, i), p)[1]
-
+  value, field, later = _evaluations(field_fn, params, key, player)
   vector_field = FieldFn(later, first=field)
-  updates, opt_state = tx.update(field, opt_state, params, vector_field=vector_field, **extra_args)
-  return apply_lookahead_updates(params, updates, opt_state), opt_state, value
+  updates, state = tx.update(field, opt_state, params, vector_field=vector_field, **extra_args)
+  new_params = apply_lookahead_updates(params, updates, state)
+  if player is not None:
+    new_params, state = _one_player_moved(player, params, new_params, opt_state, state)
+  return new_params, state, value
 
 
 def num_field_evaluations(

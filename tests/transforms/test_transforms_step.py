@@ -64,3 +64,49 @@ def test_apply_game_step_on_a_flax_train_state():
   np.testing.assert_allclose(state.params.max, params.max, rtol=1e-5)
   with pytest.raises(ValueError, match="TrainState-like"):
     mml.apply_game_step(object(), lambda q, i: VAF(q, 1.0))
+
+
+@pytest.mark.parametrize("player", ["min", "max"])
+def test_game_step_with_one_player_moves_that_player_alone(player):
+  """``player=``: the scheme sees the other player's field as zero (whatever ``field_fn``
+  returns for it), the other player's params and state leaves come back unchanged, the
+  shared ones (Lookahead's counter, a sync every 2 steps) advance; a sync sets the moving
+  player onto its slow weights exactly."""
+  tx = mml.lookahead_minmax(mml.extragradient(optax.adam(0.1)), 2)
+  other = "max" if player == "min" else "min"
+  labels = mml.transforms.player_labels(tx.init(P))
+
+  def masked(q, i):
+    losses, v = VAF(q, SCALES[i])
+    return losses, v._replace(**{other: jnp.zeros_like(getattr(v, other))})
+
+  step = jax.jit(
+    lambda p, s: mml.game_step(tx, lambda q, i: VAF(q, SCALES[i]), p, s, player=player)
+  )
+  p, s = P, tx.init(P)
+  for t in range(3):
+    p_new, s_new, losses = step(p, s)
+    want_losses, v = masked(p, 0)
+    u, s_all = tx.update(v, s, p, vector_field=lambda q, i: masked(q, i)[1])
+    want = mml.transforms.apply_lookahead_updates(p, u, s_all)
+    np.testing.assert_array_equal(getattr(p_new, other), getattr(p, other))
+    np.testing.assert_allclose(getattr(p_new, player), getattr(want, player), rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(losses), np.asarray(want_losses), rtol=1e-6)
+    by_side = (s_all, s) if player == "min" else (s, s_all)
+    want_s = mml.transforms.merge_by_player(labels, *by_side, s_all)
+    for a, b in zip(jax.tree.leaves(s_new), jax.tree.leaves(want_s), strict=True):
+      np.testing.assert_allclose(a, b, rtol=1e-6)
+    for a, b in zip(
+      jax.tree.leaves(getattr(s_new.slow[0], other)), jax.tree.leaves(getattr(s.slow[0], other))
+    ):
+      np.testing.assert_array_equal(a, b)  # the other player's slow weights kept
+    assert int(s_new.count) == t + 1 and bool(s_new.synced) == (t == 1)
+    if t == 1:  # the sync: exactly onto the slow weights
+      np.testing.assert_array_equal(getattr(p_new, player), getattr(s_new.slow[0], player))
+    p, s = p_new, s_new
+
+
+def test_game_step_refuses_an_unknown_player():
+  tx = optax.sgd(0.1)
+  with pytest.raises(ValueError, match="player must be None, 'min' or 'max', got 'both'"):
+    mml.game_step(tx, lambda q, i: VAF(q, SCALES[i]), P, tx.init(P), player="both")
