@@ -20,6 +20,7 @@ import json
 import math
 import os
 import time
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -96,10 +97,9 @@ def check_config(config) -> None:
   need("truncation_fraction", lambda v: 0 < v <= 0.5, "in (0, 0.5]")
   need("early_stop_min_steps", integer(0), "an integer >= 0")
   need("early_stop_quantile", lambda v: 0 <= v < 1, "in [0, 1) (0: off)")
-  if config.exploit not in ("tournament", "truncation", "none"):
-    raise ValueError(
-      f"config.exploit must be tournament, truncation or none, got {config.exploit!r}"
-    )
+  exploits = typing.get_args(typing.get_type_hints(pbt.ControllerConfig)["exploit"])
+  if config.exploit not in exploits:
+    raise ValueError(f"config.exploit must be one of {exploits}, got {config.exploit!r}")
   need("b1", lambda v: 0 <= v < 1, "in [0, 1) (Adam's beta1)")
   if "loss" in config and config.loss not in losses.LOSSES:
     raise ValueError(f"config.loss must be one of {sorted(losses.LOSSES)}, got {config.loss!r}")
