@@ -18,11 +18,13 @@ class _Case:
   def loop(self, workdir):
     assert not workdir.exists() and workdir.parent.is_dir()  # a fresh run in a temporary folder
     self.calls.append("loop")
-    return self.loop_s.pop(0), 1.5
+    wall = self.loop_s.pop(0)
+    return (wall, 2 * wall), 1.5  # (wall, CPU) seconds of the window, the whole call
 
   def scan_seconds(self):
     self.calls.append("scan")
-    return self.scan_s.pop(0)
+    wall = self.scan_s.pop(0)
+    return wall, 2 * wall
 
 
 def test_record_has_the_host_the_threads_and_each_case_ratio():
@@ -39,6 +41,7 @@ def test_record_has_the_host_the_threads_and_each_case_ratio():
   g, c = record["cases"]["gan"], record["cases"]["coevolution"]
   assert g["loop_s"] == [0.5, 0.4] and g["scan_s"] == [0.38, 0.4] and g["call_s"] == [1.5, 1.5]
   assert g["ratio_per_round"] == [0.76, 1.0] and g["ratio"] == 0.88 and not g["passed"]
+  assert g["loop_cpu_s"] == [1.0, 0.8] and g["cpu_ratio_per_round"] == [0.76, 1.0]
   assert g["loop_steps_per_s"] == round(100 / statistics.median([0.5, 0.4]), 1)
   assert g["scan_steps_per_s"] == round(100 / statistics.median([0.38, 0.4]), 1)
   assert c["ratio_per_round"] == [0.5, 0.5] and c["steps_timed"] == 40 and c["target"] == 0.95
