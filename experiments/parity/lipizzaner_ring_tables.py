@@ -172,7 +172,9 @@ def block(protocol_path: Path = PROTOCOL, results: Path = RESULTS) -> str:
     f"Protocol `{rel}`: {pr['test']}; alpha {pr['alpha']:g}; verdicts by its rule "
     f"({pr['verdict_rule']}). Results: `{_relative(results)}/`."
   )
-  body = [head, "", *table_lines(protocol, runs), "", *verdict_lines(protocol, runs)]
+  picked = protocol["reference"]["final_mixture"]
+  pick = f"The reference's final mixture (the protocol's words): {picked}."
+  body = [head, "", pick, "", *table_lines(protocol, runs), "", *verdict_lines(protocol, runs)]
   return "\n".join([*body, "", *seed_lines(protocol, runs)])
 
 
