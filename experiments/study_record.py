@@ -39,10 +39,16 @@ STUDIES = (
     "Lookahead-minmax vs its base method",
     f"{_GAN}/README.md",
     (
+      Version("v3", f"{_GAN}/protocols/lookahead.v3.json", "lookahead_v3"),
       Version("v2", f"{_GAN}/protocols/lookahead.v2.json", "lookahead_v2"),
       Version("v1", f"{_GAN}/protocols/lookahead.v1.json", None),
       Version("v0", None, "lookahead_v0_20k"),
     ),
+  ),
+  Study(
+    "Lookahead-minmax outcome parity: the library vs the MNIST notebook's own code",
+    "docs/parity.md",
+    (Version("v1", "experiments/parity/protocols/lagan_outcome.v1.json", "parity_lagan_outcome"),),
   ),
   Study(
     "Lipizzaner grids",

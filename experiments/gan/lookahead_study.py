@@ -51,6 +51,8 @@ def study_config(arm: str, seed: int, args, spec: dict | None = None):
   c.tensorboard = c.progress = False
   for k, v in (ARMS[arm] if spec is None else spec).items():
     c[k] = v
+  for k, v in (getattr(args, "config_fields", None) or {}).items():  # a protocol's config
+    c[k] = tuple(v) if isinstance(v, list) else v
   for item in args.set or ():  # "field=json value" or "field=text", dotted fields allowed
     name, value = item.split("=", 1)
     *parents, leaf = name.split(".")
@@ -67,17 +69,69 @@ def study_config(arm: str, seed: int, args, spec: dict | None = None):
 def _tx(config, ema_horizon: float):
   """The scheme of ``config`` (``train.make_optimizer`` without EMA), wrapped in
   ``slow_ema`` (lookahead only; decay ``(1 - 1/H)^k``, the same horizon of ``H`` steps
-  counted in syncs) and, outermost, ``ema`` of the fast weights (decay ``1 - 1/H``)."""
+  counted in syncs) and, outermost, ``ema`` of the fast weights (decay ``1 - 1/H``).
+  ``config.optimizer == "notebook"``: :func:`_notebook_tx` instead."""
   import optax
 
   import minmaxlab
   from experiments.gan import train
 
-  inner = train.make_optimizer(config)  # ema_decay = 0: scheme (+ lookahead) only
   beta = 1.0 - 1.0 / ema_horizon
+  if config.get("optimizer") == "notebook":
+    return _notebook_tx(config, beta)
+  inner = train.make_optimizer(config)  # ema_decay = 0: scheme (+ lookahead) only
   if config.lookahead:
     inner = minmaxlab.transforms.slow_ema(inner, beta**config.sync_period)
   return optax.with_extra_args_support(minmaxlab.transforms.ema(inner, beta))
+
+
+def _notebook_tx(config, beta: float):
+  """The reference's MNIST notebook, option for option (the composition its golden files
+  check, ``tests/parity/test_lagan_golden.py``): per-player Adam; AltGAN (the discriminator
+  first) or ExtraGrad with the reference's update point (``opponent_extrapolated``) and
+  extrapolation from the last iterate; the EMA of the iterate (decay ``beta`` per step)
+  updated BEFORE the sync, so inside ``lookahead_minmax`` (slow weights set lazily at the
+  first sync); outermost, lookahead only, the trainer's EMA of the slow weights updated once
+  per sync with the same ``beta`` (``lagan/trainer.py``'s ``G_ema_slow``)."""
+  import optax
+
+  import minmaxlab
+
+  adam = dict(b1=config.b1, b2=config.b2)
+  inner = minmaxlab.per_player(
+    min=optax.adam(config.lr_min, **adam), max=optax.adam(config.lr_max, **adam)
+  )
+  if config.scheme == "alternating":
+    scheme = minmaxlab.alternating(inner, max_steps=config.max_steps)
+  elif config.scheme == "extragradient":
+    scheme = minmaxlab.extragradient(
+      inner, update_point="opponent_extrapolated", extrapolate_from="last_iterate"
+    )
+  else:
+    raise ValueError(
+      f"optimizer 'notebook': scheme must be alternating or extragradient, got {config.scheme!r}"
+    )
+  tx = minmaxlab.transforms.ema(scheme, beta)
+  if config.lookahead:
+    tx = minmaxlab.lookahead_minmax(tx, config.sync_period, config.slow_step_size, slow_init="lazy")
+    tx = minmaxlab.transforms.slow_ema(tx, beta)
+  return optax.with_extra_args_support(tx)
+
+
+def _averages(opt_state) -> list:
+  """The averaging states of ``opt_state``, from the outside in."""
+  import jax
+
+  import minmaxlab
+
+  kind, found, state = minmaxlab.transforms.AveragingState, [], opt_state
+  while True:
+    leaves = jax.tree.leaves(state, is_leaf=lambda x: isinstance(x, kind))
+    outer = [x for x in leaves if isinstance(x, kind)]
+    if not outer:
+      return found
+    found.append(outer[0])
+    state = outer[0].inner_state
 
 
 def _points(config, state) -> dict:
@@ -85,6 +139,12 @@ def _points(config, state) -> dict:
   import minmaxlab
 
   opt = state.opt_state  # AveragingState(ema) around [AveragingState(slow_ema) around] the scheme
+  if config.get("optimizer") == "notebook":  # [slow_ema around lookahead around] ema
+    avgs = _averages(opt)
+    if not config.lookahead:
+      return {"ema": avgs[0].average.min, "slow": state.params.min}
+    slow = minmaxlab.lookahead_slow_params(opt).min
+    return {"ema": avgs[1].average.min, "slow": slow, "slow_ema": avgs[0].average.min}
   out = {"ema": opt.average.min}
   if config.lookahead:
     out["slow"] = minmaxlab.lookahead_slow_params(opt).min
@@ -97,7 +157,9 @@ def _points(config, state) -> dict:
 _SHARED: dict = {}  # per process: the image evaluator (classifier + real statistics)
 
 
-def _image_evaluator(config):
+def image_evaluator(config):
+  """The evaluator of ``config``'s data set (the cached evaluation classifier and the real
+  statistics), loaded once per process: ``evaluate(images) -> {"fid", ...}``."""
   from experiments import _classifier_cache
 
   key = (config.dataset, config.classifier.cache_dir, config.classifier.steps)
@@ -157,9 +219,12 @@ class _Arm(NamedTuple):
   run: Any  # runner.TrainingRun: the arm's checkpoints
 
 
-def run_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float, log=print) -> list[dict]:
+def run_arm(
+  config, seeds: list[int], run_dir: Path, ema_horizon: float, log=print, progress=None
+) -> list[dict]:
   """Train one arm for every seed in ``seeds`` at once (one vmapped program) in
-  ``run_dir``, resuming from its checkpoint; return one result per seed."""
+  ``run_dir``, resuming from its checkpoint; return one result per seed. ``progress``:
+  called after every evaluation with the results so far (``steps`` short of the end)."""
   from minmaxlab import runner
 
   run_dir = Path(run_dir)
@@ -185,6 +250,8 @@ def run_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float, log=pri
     rows.append(row)
     arm.run.checkpoint(step, state)
     _write_rows(rows_file, rows)
+    if progress is not None and step < config.num_steps:
+      progress(_results(arm, rows, step, cpu, diverged))
     log(
       f"{run_dir.name} step {step}: "
       + " ".join(f"{k}={np.mean(row[k]):.1f}" for k in row if k.endswith("/fid"))
@@ -257,7 +324,7 @@ def _evaluate_seeds(arm: _Arm, state, step: int) -> dict[str, list[float]]:
       jax.random.fold_in(arm.keys[i][2], step), (config.num_eval_samples, arm.exp.pair.latent_dim)
     )
     one = jax.tree.map(lambda x, i=i: x[i], state)
-    evaluate_images = _image_evaluator(config)  # loaded once per process, at first use
+    evaluate_images = image_evaluator(config)  # loaded once per process, at first use
     for name, g in _points(config, one).items():
       x = np.concatenate(
         [np.asarray(arm.generate(g, z[j : j + 500])) for j in range(0, len(z), 500)]

@@ -114,7 +114,7 @@ def readme_table_v2() -> str:
       f"- {labels[a]} sd {sa:.1f} vs {labels[b]} sd {sb:.1f}: p = {stats.fmt_p(p)}"
       f" (n = {len(primary[a])}/{len(primary[b])})"
     )
-  lines += _secondary_at_points(protocol, by_arm, labels)
+  lines += secondary_at_points(protocol, by_arm, labels)
   lines += _report.scorer_lines(_report.one_scorer(runs))
   lines += _report.endpoint_lines(
     "experiments/gan/protocols/lookahead.v2.json",
@@ -135,9 +135,12 @@ def _registration() -> dict | None:
   return json.loads(V2_NEW.read_text()).get("registration") if V2_NEW.exists() else None
 
 
-def _secondary_at_points(protocol: dict, by_arm: dict, labels: dict) -> list[str]:
-  """The registered secondary "FID at step 20000 alone; IS analogue and class TVD at the
-  primary points", each with the primary's test, Holm over the same comparisons."""
+def secondary_at_points(
+  protocol: dict, by_arm: dict, labels: dict, point_of=_primary_point
+) -> list[str]:
+  """The registered secondary "FID at the last step alone; IS analogue and class TVD at the
+  primary points" (``point_of(arm spec)``), each with the primary's test, Holm over the same
+  comparisons."""
   from experiments import _report
 
   steps, prim, arms = protocol["endpoint_steps"], protocol["primary"], protocol["arms"]
@@ -145,18 +148,19 @@ def _secondary_at_points(protocol: dict, by_arm: dict, labels: dict) -> list[str
   kw = dict(test=prim["test"], alpha=prim["alpha"])
 
   def at(metric: str, at_steps_: list) -> dict:
-    key = lambda a: f"{_primary_point(arms[a])}/{metric}"  # noqa: E731
+    key = lambda a: f"{point_of(arms[a])}/{metric}"  # noqa: E731
     return {a: [at_steps(r, key(a), at_steps_) for r in rs] for a, rs in by_arm.items()}
 
-  lines = ["", f"Secondary, FID at step {steps[-1]} alone at the primary points (Holm over 3):"]
+  n = len(comps)
+  lines = ["", f"Secondary, FID at step {steps[-1]} alone at the primary points (Holm over {n}):"]
   lines += _report.family(
     at("fid", steps[-1:]), comps, labels, metric="FID", **kw, lower_is_better=True
   )
-  lines += ["", "Secondary, IS analogue at the primary points (higher is better; Holm over 3):"]
+  lines += ["", f"Secondary, IS analogue at the primary points (higher is better; Holm over {n}):"]
   lines += _report.family(
     at("inception_score", steps), comps, labels, metric="IS", digits=2, lower_is_better=False, **kw
   )
-  lines += ["", "Secondary, class TVD at the primary points (Holm over 3):"]
+  lines += ["", f"Secondary, class TVD at the primary points (Holm over {n}):"]
   lines += _report.family(
     at("class_tvd", steps), comps, labels, metric="class TVD", digits=3, lower_is_better=True, **kw
   )

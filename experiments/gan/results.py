@@ -65,6 +65,7 @@ def resolve(args):
   values = dict(DEFAULTS)
   arm_table = {a: dict(v) for a, v in ARMS.items()}
   args.registration = None
+  args.config_fields = {}
   if args.protocol:
     from experiments import _report, registration
 
@@ -82,6 +83,7 @@ def resolve(args):
       b1=s["b1"],
       ema_horizon=float(s["ema_horizon_steps"]),
     )
+    args.config_fields = dict(s.get("config_fields", {}))  # e.g. the networks, the optimizer
     arm_table = {
       a: {k: v for k, v in spec.items() if k != "label"} for a, spec in protocol["arms"].items()
     }
@@ -120,7 +122,12 @@ def run_study(args, log=print) -> dict:
         protocol.update(registered=registered, overrides=args.overrides)
     folder = Path(args.runs) / args.study / f"{arm}_s{'-'.join(map(str, seeds))}"
     label = (registered or {}).get("arms", {}).get(arm, {}).get("label", LABELS.get(arm, arm))
-    for r in run_arm(config, seeds, folder, args.ema_horizon, log):
+
+    def progress(partial, arm=arm, label=label, spec=spec):  # runs so far, this arm's partial
+      mine = [{"arm": arm, "label": label, **spec, **r} for r in partial]
+      write_results(out_dir, args.study, protocol, runs + mine, args.registration)
+
+    for r in run_arm(config, seeds, folder, args.ema_horizon, log, progress):
       runs.append({"arm": arm, "label": label, **spec, **r})
     write_results(out_dir, args.study, protocol, runs, args.registration)
   return json.loads(path.read_text())
@@ -252,6 +259,7 @@ def _register() -> None:
   from experiments import _report
 
   readme = "experiments/gan/README.md"
+  _report.register("lookahead_v3", readme, "experiments.gan.lookahead_v3:readme_table_v3")
   _report.register("lookahead_v2", readme, "experiments.gan.lookahead_v2:readme_table_v2")
   _report.register("lookahead_v0_3k", readme, f"{__name__}:readme_table_v0_3k")
   _report.register("lookahead_v0_10k", readme, f"{__name__}:readme_table_v0_10k")

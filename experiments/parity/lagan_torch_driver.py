@@ -122,14 +122,25 @@ def _shim_lookahead(torch, cls):
   cls.zero_grad = lambda self, set_to_none=True: self.optimizer.zero_grad(set_to_none)
 
 
-def _notebook_namespace(torch, lagan):
+NOTEBOOK_CELLS = ("class Lookahead(Optimizer)", "def train(G, D, dataset")
+NETWORK_CELL = (
+  "class GeneratorCNN28(nn.Module)"  # the notebook's DCGAN pair (and its MLP classifier)
+)
+
+
+def notebook_namespace(torch, lagan, wanted=NOTEBOOK_CELLS):
+  """The namespace of the notebook's code cells that contain the ``wanted`` markers, each
+  executed from the ``.ipynb`` (one cell per marker), with the cells' own imports."""
   import json as _json
 
   with open(f"{lagan}/{NOTEBOOK}") as f:
     cells = [c for c in _json.load(f)["cells"] if c["cell_type"] == "code"]
-  wanted = ("class Lookahead(Optimizer)", "def train(G, D, dataset")
   ns = {"__name__": "lagan_notebook"}
-  exec("import copy, time, os\nimport torch\nimport torch.nn as nn\n", ns)
+  exec(
+    "import copy, time, os\nimport numpy\nimport torch\nimport torch.nn as nn\n"
+    "from collections import OrderedDict\nfrom torch.utils.data import DataLoader\n",
+    ns,
+  )
   for marker in wanted:
     src = ["".join(c["source"]) for c in cells if marker in "".join(c["source"])]
     if len(src) != 1:
@@ -141,7 +152,7 @@ def _notebook_namespace(torch, lagan):
 
 def run_notebook(torch, lagan, arrays, case, dtype, snapshots, sizes):
   """The notebook's ``train`` for each snapshot length, from the same weights and draws."""
-  ns = _notebook_namespace(torch, lagan)
+  ns = notebook_namespace(torch, lagan)
   Generator, Discriminator = _networks(torch, arrays, *sizes, dtype)
   batch, nz = arrays["noise"].shape[1:]
   out = {}

@@ -204,3 +204,5 @@ def block() -> str:
 
 
 _report.register("parity", DOC, f"{__name__}:block")
+# the outcome parity of Lookahead-minmax registers its own block of docs/parity.md
+from experiments.parity import lagan_outcome  # noqa: E402, F401
