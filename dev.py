@@ -90,32 +90,39 @@ def cuda_root() -> str | None:
   return None
 
 
+# The MPI install route of README.md and docs/running.md, in two steps because mpi4jax has no
+# wheel and compiles against the mpicc it finds on PATH, which only the MPICH wheel provides:
+# pip builds every wheel of one command before it installs any, so ".[mpi]" alone fails.
+MPI_ROUTE = (["mpich"], ["--no-cache-dir", ".[mpi]"])
+
+
 def install_mpi() -> None:
-  """MPI for the mpirun tests and backends: the MPICH wheel (a launcher that runs
-  as root, any number of ranks, no flags), mpi4py, and mpi4jax, which has no wheel
-  and compiles against the venv's mpicc (--no-cache-dir: never reuse a wheel built
-  against another MPI)."""
-  run([str(PY), "-m", "pip", "install", "-q", "mpich", "mpi4py>=4"], check=True)
+  """MPI for the mpirun tests and backends, by the documented route (``MPI_ROUTE``) in .venv
+  as in an activated venv (its bin first on PATH, where the first step puts mpicc), the
+  project editable: the MPICH wheel (a launcher that runs as root, any number of ranks, no
+  flags), then the mpi extra (mpi4py, and mpi4jax compiled against that mpicc;
+  --no-cache-dir: never reuse a wheel built against another MPI)."""
   env = dict(
     os.environ,
     PATH=f"{VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-    MPI4JAX_BUILD_MPICC=str(VENV / "bin" / "mpicc"),
+    VIRTUAL_ENV=str(VENV),
   )
   root = cuda_root()
   if root:
     env["CUDA_PATH"] = root
-  run(
-    [str(PY), "-m", "pip", "install", "-q", "--no-cache-dir", "mpi4jax>=0.8"], check=True, env=env
-  )
+  first, second = MPI_ROUTE
+  run([str(PY), "-m", "pip", "install", "-q", *first], check=True, env=env)
+  second = [*second[:-1], "-e", second[-1]]  # this checkout stays editable
+  run([str(PY), "-m", "pip", "install", "-q", *second], check=True, env=env, cwd=ROOT)
 
 
 MPI_READY = "import mpi4py, mpi4jax"  # what the MPI backends import
 
 
 def ensure_mpi() -> int:
-  """``dev.py mpi``: the MPI stack in .venv (one step after ``dev.py main``: the MPICH wheel
-  first, then mpi4jax compiled against its mpicc, which ``pip install '.[mpi]'`` cannot
-  order); nothing is done when it is there already."""
+  """``dev.py mpi``: the MPI stack in .venv (one step after ``dev.py main``: the documented
+  two-step route, the MPICH wheel first, then ``.[mpi]`` whose mpi4jax compiles against its
+  mpicc); nothing is done when it is there already."""
   mpirun = VENV / "bin" / "mpirun"
   ready = mpirun.exists() and subprocess.run([str(PY), "-c", MPI_READY]).returncode == 0
   if not ready:
