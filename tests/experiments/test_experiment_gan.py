@@ -5,6 +5,7 @@ import os
 import sys
 from pathlib import Path
 
+import chex
 import jax
 import numpy as np
 import pytest
@@ -19,11 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 class _Killed(Exception):
   pass
-
-
-def _tree_equal(a, b):
-  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 def _restore(workdir, config, step=None):
@@ -78,7 +74,7 @@ def test_smoke_end_to_end_and_exact_resume(tmp_path):
   # ... resumes and reproduces the uninterrupted run exactly.
   assert train.train(config, killed, resume=True) == last
   assert runner.read_jsonl(killed / "metrics.jsonl") == rows
-  _tree_equal(_restore(killed, config), _restore(full, config))
+  chex.assert_trees_all_equal(_restore(killed, config), _restore(full, config))
 
 
 def test_divergence_stops_with_message_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
@@ -88,7 +84,7 @@ def test_divergence_stops_with_message_and_keeps_last_good_checkpoint(tmp_path, 
   good = _restore(tmp_path, config)
   config.num_steps = 80
   config.lr_min = config.lr_max = 1e30  # then the learning rates explode
-  # A resume normally refuses another learning rate (tested in test_reliability); here the
+  # A resume normally refuses another learning rate (tested in test_fault_injection); here the
   # changed rate is only the way to make a healthy run diverge after its checkpoint at step 40.
   monkeypatch.setattr("minmaxlab.runner._training_run.config_changes", lambda *args, **kwargs: {})
   with pytest.raises(train.TrainingDiverged, match=r"diverged at step 4\d: non-finite") as err:
@@ -97,7 +93,7 @@ def test_divergence_stops_with_message_and_keeps_last_good_checkpoint(tmp_path, 
   ckpt = runner.CheckpointManager(tmp_path / "checkpoints")
   assert ckpt.latest_step() == 40
   restored = _restore(tmp_path, config)
-  _tree_equal(restored, good)
+  chex.assert_trees_all_equal(restored, good)
   assert all(np.all(np.isfinite(x)) for x in jax.tree.leaves(restored.params))
   assert [r["step"] for r in runner.read_jsonl(tmp_path / "metrics.jsonl")] == [10, 20, 30, 40]
 

@@ -4,6 +4,7 @@ import io
 import json
 from pathlib import Path
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,13 +22,6 @@ def _state(scale=1.0):
   return (jnp.int32(7), params, tx.init(params))
 
 
-def _assert_tree_equal(a, b):
-  assert jax.tree.structure(a) == jax.tree.structure(b)
-  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-    assert x.dtype == y.dtype
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-
-
 def test_checkpoint_roundtrip_keeps_types_and_last_n(tmp_path):
   ckpt = runner.CheckpointManager(tmp_path / "ck", max_to_keep=2)
   assert ckpt.latest_step() is None
@@ -36,12 +30,12 @@ def test_checkpoint_roundtrip_keeps_types_and_last_n(tmp_path):
   assert ckpt.steps() == [10, 20]
   target = jax.eval_shape(lambda: _state())
   restored, meta = ckpt.restore(target)
-  _assert_tree_equal(restored, _state(20.0))
+  chex.assert_trees_all_equal(restored, _state(20.0), strict=True)
   assert isinstance(restored[1], minmaxlab.Players)
   assert isinstance(restored[2], minmaxlab.LookaheadMinmaxState)
   assert meta == {"step": 20, "note": "s20"}
   old, _ = ckpt.restore(target, step=10)
-  _assert_tree_equal(old, _state(10.0))
+  chex.assert_trees_all_equal(old, _state(10.0), strict=True)
   with pytest.raises(FileNotFoundError):
     ckpt.restore(target, step=0)
 
@@ -66,7 +60,7 @@ def test_damaged_latest_checkpoint_falls_back_to_the_newest_intact_one(tmp_path,
   assert ckpt.verify(10) is None and ckpt.verify(20) is not None
   lines = []
   restored, meta = ckpt.restore(jax.eval_shape(lambda: _state()), log=lines.append)
-  _assert_tree_equal(restored, _state(10.0))
+  chex.assert_trees_all_equal(restored, _state(10.0), strict=True)
   assert meta == {"step": 10}
   assert len(lines) == 1 and str(latest) in lines[0] and "trying step_10" in lines[0]
   assert "\n" not in lines[0]
@@ -130,13 +124,13 @@ def test_kill_mid_write_leaves_last_good_checkpoint(tmp_path, monkeypatch):
   assert "cut off" in fresh.verify(7)
   lines = []
   restored, meta = fresh.restore(jax.eval_shape(lambda: _state()), log=lines.append)
-  _assert_tree_equal(restored, _state(5.0))
+  chex.assert_trees_all_equal(restored, _state(5.0), strict=True)
   assert meta["step"] == 5 and len(lines) == 1 and "step_7" in lines[0]
   fresh.save(6, _state(6.0))  # the resumed run: cleans the leftovers, supersedes step 7
   assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") or "tmp" in p.name]
   assert fresh.steps() == [5, 6]
   restored, meta = fresh.restore(jax.eval_shape(lambda: _state()))
-  _assert_tree_equal(restored, _state(6.0))
+  chex.assert_trees_all_equal(restored, _state(6.0), strict=True)
 
 
 def test_checkpoints_are_orbax_managed_and_keep_64_bit_dtypes(tmp_path):

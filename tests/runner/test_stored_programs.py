@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+import chex
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 from minmaxlab import runner
@@ -38,15 +38,6 @@ def _args():
   return jax.random.key(3), state, data
 
 
-def _same(a, b):
-  def eq(x, y):
-    if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-      x, y = jax.random.key_data(x), jax.random.key_data(y)
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-
-  jax.tree.map(eq, a, b)
-
-
 def _program(tmp_path, key="cfg", stream=None, sources=()):
   return runner.stored_program(
     jax.jit(_step), "probe", key, sources=sources, directory=tmp_path, stream=stream
@@ -59,14 +50,14 @@ def test_stored_then_loaded_without_tracing_bit_identical(tmp_path):
   first = _program(tmp_path)
   out = first(*args)
   assert first.how == "stored" and first.path.exists() and first.path.parent == tmp_path
-  _same(out, plain)
+  chex.assert_trees_all_equal(out, plain)
   again = first(args[0], out[0], args[2])  # later calls reuse the executable
   assert isinstance(again[0], State)
   TRACES.clear()
   second = _program(tmp_path)  # as a new process would: loads the file
   out2 = second(*args)
   assert second.how == "loaded" and TRACES == []  # nothing traced
-  _same(out2, plain)
+  chex.assert_trees_all_equal(out2, plain)
   # Other argument types than the stored program's: the jit traces and runs them.
   out3 = second(args[0], State(args[1].w[:4], args[1].count), args[2][:, :4])
   assert out3[0].w.shape == (4,) and TRACES == [1]
@@ -108,12 +99,12 @@ def test_damaged_file_falls_back_to_compiling_with_one_line(tmp_path):
   stream = io.StringIO()
   second = _program(tmp_path, stream=stream)
   out = second(*args)
-  _same(out, expected)
+  chex.assert_trees_all_equal(out, expected)
   lines = stream.getvalue().splitlines()
   assert len(lines) == 1 and lines[0].startswith(f"stored program {first.path.name} unusable")
   assert second.how == "stored"  # compiled again and written afresh
   third = _program(tmp_path)
-  _same(third(*args), expected)
+  chex.assert_trees_all_equal(third(*args), expected)
   assert third.how == "loaded"
 
 
@@ -137,7 +128,7 @@ def test_planted_program_file_is_never_unpickled(tmp_path):
   first.path.write_bytes(pickle.dumps(_Payload(marker)))
   stream = io.StringIO()
   second = _program(tmp_path, stream=stream)
-  _same(second(*args), expected)
+  chex.assert_trees_all_equal(second(*args), expected)
   assert not marker.exists()
   (line,) = stream.getvalue().splitlines()
   assert "unusable (UnrecordedProgram" in line and second.how == "stored"
@@ -148,7 +139,7 @@ def test_planted_program_file_is_never_unpickled(tmp_path):
   (tmp_path / _stored_programs.INDEX).unlink()
   first.path.write_bytes(pickle.dumps(_Payload(marker)))
   third = _program(tmp_path, stream=io.StringIO())
-  _same(third(*args), expected)
+  chex.assert_trees_all_equal(third(*args), expected)
   assert third.how == "stored" and not marker.exists()
 
 
@@ -157,7 +148,7 @@ def test_without_a_folder_it_is_the_jit(tmp_path):
   jax.config.update("jax_compilation_cache_dir", None)
   try:
     p = runner.stored_program(jax.jit(_step), "probe", "cfg")
-    _same(p(*_args()), jax.jit(_step)(*_args()))
+    chex.assert_trees_all_equal(p(*_args()), jax.jit(_step)(*_args()))
     assert p.how == "jit"
   finally:
     jax.config.update("jax_compilation_cache_dir", saved)
@@ -178,7 +169,7 @@ def test_old_files_pruned_and_cache_hits_not_stored(tmp_path, monkeypatch):
 
   monkeypatch.setattr(_stored_programs, "_HITS", Hit())
   p = _program(tmp_path / "hits")
-  _same(p(*args), jax.jit(_step)(*args))
+  chex.assert_trees_all_equal(p(*args), jax.jit(_step)(*args))
   assert p.how == "compiled" and not (tmp_path / "hits").exists()
 
 

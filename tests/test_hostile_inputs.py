@@ -30,7 +30,7 @@ def _env(**extra):
 
 # --- item 8: no code from the workdir --------------------------------------------------------
 def test_external_worker_started_in_the_workdir_never_imports_its_modules(tmp_path):
-  from tests.test_reliability import _controller
+  from tests.test_fault_injection import _controller
 
   _controller(tmp_path).run(timeout=60)
   marker = tmp_path / "pwned"
@@ -60,7 +60,7 @@ def test_resolve_task_outside_the_workdir_still_imports_installed_tasks(tmp_path
   saved = list(sys.path)
   sys.path.append(str(tmp_path))
   try:
-    spec = pbt.task_spec("tests.test_reliability:flaky_task", {})
+    spec = pbt.task_spec("tests.test_fault_injection:flaky_task", {})
     init_fn, train_fn = pbt.resolve_task(spec, tmp_path)
     assert callable(init_fn) and callable(train_fn)
     assert sys.path == [*saved, str(tmp_path)]  # left as it was
@@ -99,7 +99,7 @@ def test_pbt_bad_task_config_is_refused_before_the_store_exists(tmp_path, field,
 
 
 def test_a_changed_task_argument_is_named_by_its_field(tmp_path):
-  from tests.test_reliability import _controller
+  from tests.test_fault_injection import _controller
 
   _controller(tmp_path).run(timeout=60)
   with pytest.raises(pbt.ConfigMismatch) as e:

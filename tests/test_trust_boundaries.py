@@ -113,7 +113,7 @@ def _plant(root, marker, regular: bool):
   """The documented ``--workdir runs/p`` layout under ``root``: a campaign in ``runs/p`` and
   another run's folder ``runs/p7`` (a ``.lock``) holding ``evilmod.py``, which writes
   ``marker`` when imported; ``runs`` a namespace package or (``regular``) a package."""
-  from tests.test_reliability import _controller
+  from tests.test_fault_injection import _controller
 
   workdir = root / "runs" / "p"
   _controller(workdir).run(timeout=_procs.scaled(60))
@@ -172,7 +172,7 @@ def test_local_workers_never_import_from_their_current_folder(tmp_path, monkeypa
   """A planted ``minmaxlab/`` package and ``humanize``/``orbax`` modules in the folder the
   controller (hence its local workers) runs in: the workers start with ``python -P`` and
   an import path without the run's folder, so none of them runs."""
-  from tests.test_reliability import _controller
+  from tests.test_fault_injection import _controller
 
   marker = tmp_path / "pwned"
   payload = f"open({str(marker)!r}, 'a').write(__name__ + ' ran\\n')\n"
@@ -200,7 +200,7 @@ def test_a_valid_store_of_another_campaign_is_refused_and_deletes_nothing(tmp_pa
   import shutil
 
   from minmaxlab import pbt
-  from tests.test_reliability import _controller
+  from tests.test_fault_injection import _controller
 
   a, b = tmp_path / "a", tmp_path / "b"
   for workdir in (a, b):
@@ -220,7 +220,7 @@ def test_a_valid_store_of_another_campaign_is_refused_and_deletes_nothing(tmp_pa
 def test_garbage_collection_deletes_only_folders_naming_this_campaign(tmp_path):
   from minmaxlab import pbt
   from minmaxlab.pbt import _gc, _manifest
-  from tests.test_reliability import _controller
+  from tests.test_fault_injection import _controller
 
   c = _controller(tmp_path)
   c.run(timeout=_procs.scaled(60))
@@ -255,7 +255,7 @@ def test_a_worker_whose_clock_is_minutes_off_fails_no_trial(tmp_path, monkeypatc
   """Leases used to be wall-clock stamps written on the worker's clock and compared on the
   controller's: a worker 10 minutes behind had every lease lapse at once (trials failed,
   ``CampaignFailed``). Now the controller times the renewals on its own monotonic clock."""
-  from tests.test_reliability import _controller
+  from tests.test_fault_injection import _controller
 
   site = tmp_path / "site"
   site.mkdir()
@@ -292,7 +292,7 @@ def test_workers_are_capped_by_the_population_and_the_cpus(tmp_path, capfd):
   """``--workers 30`` with a population of 3 used to start 30 worker processes
   (``--workers=100000``: 454 processes until a timeout)."""
   from minmaxlab.pbt import _campaign
-  from tests.test_reliability import _controller
+  from tests.test_fault_injection import _controller
 
   cpus = _campaign.usable_cpus()
   c = _controller(tmp_path, workers=30)
@@ -430,7 +430,7 @@ def test_the_controller_refuses_a_truncation_fraction_it_would_not_use(tmp_path)
 def test_a_parent_id_cycle_in_the_store_is_one_line_not_a_hang(tmp_path):
   import sqlite3
 
-  from tests.test_reliability import _controller
+  from tests.test_fault_injection import _controller
 
   c = _controller(tmp_path)
   c.run(timeout=_procs.scaled(60))

@@ -53,7 +53,7 @@ def _controller(workdir, **kw):
   return pbt.Controller(
     workdir,
     SPACE,
-    "tests.test_reliability:flaky_task",
+    "tests.test_fault_injection:flaky_task",
     task_args,
     config=pbt.ControllerConfig(**args),
   )
@@ -121,7 +121,7 @@ def test_rerun_with_another_config_refuses_naming_the_fields(tmp_path):
     pbt.Controller(
       tmp_path,
       {"lr": pbt.Continuous(1e-4, 0.5)},
-      "tests.test_reliability:flaky_task",
+      "tests.test_fault_injection:flaky_task",
       config=pbt.ControllerConfig(population_size=3, num_trials=9, steps_per_trial=2),
     )
   c = _controller(tmp_path, workers=0, top_k=3, lease_s=5)  # not run-defining: accepted
@@ -138,7 +138,7 @@ def test_store_holds_names_and_json_only(tmp_path):
   for _key, value in db.execute("SELECT key, value FROM kv"):
     json.loads(value)  # every value is JSON data
   task = json.loads(db.execute("SELECT value FROM kv WHERE key='task'").fetchone()[0])
-  assert task["task"] == {"target": "tests.test_reliability:flaky_task", "args": {}}
+  assert task["task"] == {"target": "tests.test_fault_injection:flaky_task", "args": {}}
   for (blob,) in db.execute("SELECT value FROM kv"):
     assert "gASV" not in blob and "\\x80\\x04" not in blob  # no base64/raw pickle protocol 4
   db.close()
@@ -154,7 +154,7 @@ def test_a_planted_store_cannot_make_a_worker_run_code(tmp_path):
   db = sqlite3.connect(tmp_path / "pbt.sqlite")
   planted = [
     {"target": "os:system", "args": {"command": cmd}},  # installed, but not a task
-    {"target": "tests.test_reliability:not_a_task", "args": {}},
+    {"target": "tests.test_fault_injection:not_a_task", "args": {}},
     {"target": "os.system('x'):y", "args": {}},
   ]
   for task in planted:
@@ -201,7 +201,7 @@ def test_functions_run_inline_only_and_task_args_must_be_json(tmp_path):
 _CHILD = """
 import sys
 sys.path.insert(0, {root!r})
-from tests.test_reliability import _controller
+from tests.test_fault_injection import _controller
 _controller({workdir!r}, workers={workers}, external_workers={external}, orphan_s={orphan_s},
             num_trials=60, task_args={{"sleep_s": 0.3}}).run(timeout=300)
 """
