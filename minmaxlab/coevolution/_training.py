@@ -9,14 +9,13 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from minmaxlab.coevolution import _lr_mutation as lr_mutation
 from minmaxlab.coevolution._fast_matmul import d_logits
 from minmaxlab.coevolution._operators import INF
 from minmaxlab.coevolution._schedule import train_schedule
 from minmaxlab.games import Players, value_and_vector_field
-from minmaxlab.transforms import merge_by_player, tree_where
+from minmaxlab.transforms import game_step, merge_by_player, tree_where
 
 
 class CellSpec(NamedTuple):
@@ -314,16 +313,15 @@ def _train_pair(t: _Trainer, p, o, opp_g, opp_d, r: PairDraws):
     loss_max = per_logit(*d_logits(t.spec.config, D, q.max, real, opp_fake))[1]
     return loss_min, loss_max
 
-  vaf = value_and_vector_field(loss_fn)
-  losses, v = vaf(p, 0)
-  u, o = t.spec.scheme.update(v, o, p, vector_field=lambda q, i: vaf(q, i)[1])
-  return _clipped(t, optax.apply_updates(p, u)), o, jnp.stack(losses)
+  p, o, losses = game_step(t.spec.scheme, value_and_vector_field(loss_fn), p, o)
+  return _clipped(t, p), o, jnp.stack(losses)
 
 
 def _train_g_pair(t: _Trainer, p, o, opp_d, r: PairDraws):
-  # The generator's step alone: only its own field is computed; the scheme's
-  # discriminator part (params and MAX-labelled state) is discarded, so XLA
-  # drops it, and the shared state (e.g. Lookahead's step count) advances.
+  # The generator's step alone (game_step's player="min"): only its own field is
+  # computed; the discriminator's params and MAX-labelled state come back as they were
+  # (XLA drops the scheme's part for them), the shared state (e.g. Lookahead's step
+  # count) advances.
   G, D = t.spec.pair.generator, t.spec.pair.discriminator
   per_logit = _loss_of(t, r)
 
@@ -333,16 +331,14 @@ def _train_g_pair(t: _Trainer, p, o, opp_d, r: PairDraws):
     loss, grad = jax.value_and_grad(loss_g)(q.min)
     return loss, Players(grad, jax.tree.map(jnp.zeros_like, q.max))
 
-  loss, v = field(p, 0)
-  u, o_new = t.spec.scheme.update(v, o, p, vector_field=lambda q, i: field(q, i)[1])
-  p = Players(optax.apply_updates(p.min, u.min), p.max)
-  return p, merge_by_player(t.spec.labels, o_new, o, o_new), loss
+  return game_step(t.spec.scheme, field, p, o, player="min")
 
 
 def _train_d_pair(t: _Trainer, p, o, opp_g, r: PairDraws, which=1):
-  # The discriminator's step alone, on the batch's real samples and fakes of ``opp_g``
-  # (the generator as it is now) from noise ``which`` (1: fresh, Lipizzaner's schedule;
-  # 0: the batch's own, a critic-only batch); the shared state is left as it came in.
+  # The discriminator's step alone (game_step's player="max"), on the batch's real
+  # samples and fakes of ``opp_g`` (the generator as it is now) from noise ``which`` (1:
+  # fresh, Lipizzaner's schedule; 0: the batch's own, a critic-only batch); the shared
+  # state is left as it came in.
   G, D = t.spec.pair.generator, t.spec.pair.discriminator
   per_logit = _loss_of(t, r)
 
@@ -353,10 +349,8 @@ def _train_d_pair(t: _Trainer, p, o, opp_g, r: PairDraws, which=1):
     loss, grad = jax.value_and_grad(loss_d)(q.max)
     return loss, Players(jax.tree.map(jnp.zeros_like, q.min), grad)
 
-  loss, v = field(p, 0)
-  u, o_new = t.spec.scheme.update(v, o, p, vector_field=lambda q, i: field(q, i)[1])
-  p = _clipped(t, Players(p.min, optax.apply_updates(p.max, u.max)))
-  return p, merge_by_player(t.spec.labels, o, o_new, o), loss
+  p, o_new, loss = game_step(t.spec.scheme, field, p, o, player="max")
+  return _clipped(t, p), merge_by_player(t.spec.labels, o, o_new, o), loss
 
 
 # ------------------------------------------------------- one batch of the cell

@@ -2,11 +2,13 @@
 time is cut. ``data/step_fingerprints.json`` holds the sha256 of every state leaf after two
 generations, for ``smoke`` (one individual per cell, simultaneous schedule, Lookahead) and a
 two-population variant (Lipizzaner's schedule, ``d_every=2``, neighbourhood opponents), one
-recording per platform: AMD EPYC without AVX-512 (saved from the code before the compile-time
-changes), AMD EPYC with AVX-512 (saved from commit fe53e76, whose generation the first
-recording had checked; re-recorded at commit 1443150 (issue 33) after every leaf of that recording
-had matched bit for bit: the same hashes, plus the lineage ids, without Adam's constant leaves)
-and Intel Xeon with AVX-512 (saved 2026-12-02 from commit 0354c25).
+recording per platform. Recorded on AMD EPYC without AVX-512 once a cell's steps became
+``minmaxlab.game_step`` (issue 48 item 3): a Lookahead sync now sets the params to the slow
+weights exactly (before: ``params + (slow - params)``, one rounding off), which changed 2
+leaves of ``smoke`` and 7 of the two-population case (each sum by at most 2e-8 relative);
+the same code applying the updates with ``optax.apply_updates`` had matched every leaf of the
+previous recording bit for bit. The recordings of AMD EPYC and Intel Xeon with AVX-512 (of the
+code before) were dropped then: they can be made only on those hosts.
 Hashes are exact only on the same JAX build and CPU kind, so on another platform the test
 skips (naming the recorded ones). The recordings store each network as a tree of layers
 (``flat_params=False``); ``test_flat_parameters_give_the_structured_results`` checks the
