@@ -226,7 +226,8 @@ def disagreements(study: Study, verdicts: dict) -> list[str]:
       shared = [c for c in pn["primary"]["comparisons"] if c in po["primary"]["comparisons"]]
       for a, b in shared:
         la, lb = _labels(new.protocol)[a], _labels(new.protocol)[b]
-        pick = lambda lines: [x for x in lines if la in x and lb in x]  # noqa: E731
+        # the verdict bullets that name both arms (an **Incomplete:** line is no verdict)
+        pick = lambda lines: [x for x in lines if x.startswith("- ") and la in x and lb in x]  # noqa: E731
         for ln, lo in zip(pick(verdicts[new.name]), pick(verdicts[old.name])):
           if _outcome(ln) != _outcome(lo) and "not tested" not in (_outcome(ln), _outcome(lo)):
             out.append(

@@ -165,4 +165,9 @@ def readme_table_v3() -> str:
     "above (spread across seeds)",
     "the figure `experiments/gan/results/v3/lookahead.png`",
   ]
-  return "\n".join(lines + _report.endpoint_lines(PROTOCOL_FILE, where if finished else [], record))
+  ends = _report.endpoint_lines(PROTOCOL_FILE, where if finished else [], record)
+  if not runs:  # no result JSON yet: nothing predates the registration
+    from experiments import registration
+
+    ends[1] = ends[1].replace(registration.describe(None), "No result JSON is committed yet.")
+  return "\n".join(lines + ends)

@@ -242,7 +242,8 @@ def block() -> str:
   data = json.loads(RESULTS.read_text()) if RESULTS.exists() else None
   lines = outcome_lines(protocol, data)
   if data is None:
-    lines.insert(2, f"**Not started:** `{RESULTS.relative_to(_report.REPO)}` is not there yet.\n")
+    where = RESULTS.relative_to(_report.REPO)
+    lines.insert(2, f"**Incomplete:** no run has finished yet (`{where}` is not there).\n")
   return "\n".join(lines)
 
 
