@@ -67,7 +67,9 @@ class MetricWriter:
 
   Each ``write`` appends one JSON line (flushed; NaN/inf as ``null``) and, with
   ``tensorboard``, the numbers as TensorBoard scalars in ``workdir/tensorboard``
-  (tensorboardX). :meth:`write_runs` adds scalars of named sub-runs (e.g. one per
+  (tensorboardX; written to disk at least every 10 s, at :meth:`flush`, which every
+  checkpoint of a ``TrainingRun`` calls first, and at :meth:`close`: a row costs no
+  ``fsync``). :meth:`write_runs` adds scalars of named sub-runs (e.g. one per
   grid cell, overlaid in TensorBoard with the main run's curves of the same tag) and
   :meth:`image` an image. To continue a
   run from a checkpoint at step ``s``, pass ``resume_step=s``: rows after
@@ -128,7 +130,6 @@ class MetricWriter:
         if k != self.step_key and isinstance(v, (int, float)) and not isinstance(v, bool)
       }
       self._tb.scalars(step, nums)
-      self._tb.flush()
     return row
 
   def write_runs(self, step: int, runs: dict[str, dict[str, float]]) -> None:
@@ -140,7 +141,14 @@ class MetricWriter:
       if name not in self._runs:
         self._runs[name] = EventFileWriter(self._tb.logdir / name, self._purge)
       self._runs[name].scalars(step, values)
-      self._runs[name].flush()
+
+  def flush(self) -> None:
+    """Every row and TensorBoard event written so far on disk (a checkpoint calls it first:
+    what a resume keeps is never lost)."""
+    self._f.flush()
+    for w in (self._tb, *self._runs.values()):
+      if w is not None:
+        w.flush()
 
   def image(self, step: int, tag: str, image) -> None:
     """A TensorBoard image (an array or a PNG path, see ``EventFileWriter.image``)."""

@@ -164,8 +164,11 @@ class TrainingRun:
     return dict(self.writer.rows[-1]) if self.writer is not None and self.writer.rows else {}
 
   def checkpoint(self, step: int, state: Any) -> None:
-    """Save ``state`` as checkpoint ``step`` (on the process that writes)."""
+    """Save ``state`` as checkpoint ``step`` (on the process that writes), the metrics
+    written so far flushed first."""
     if self.writes:
+      if self.writer is not None:
+        self.writer.flush()
       self.ckpt.save(step, state)
 
   def close(
