@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +23,9 @@ from experiments.gan import readouts
 from minmaxlab import runner
 from minmaxlab.gan import data, losses, models
 
-SCHEMES = ("gda", "alternating", "extragradient", "optimistic", "unrolled")
+# config.scheme: the library's scheme names (minmaxlab.analysis spells them alike) and "unrolled"
+Scheme = Literal["gda", "alternating", "extragradient", "optimistic", "unrolled"]
+SCHEMES = get_args(Scheme)
 MIXTURES = ("ring8", "grid25")
 
 
