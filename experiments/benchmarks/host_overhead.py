@@ -45,9 +45,13 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
   sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from experiments import _report  # noqa: E402
 from experiments.benchmarks import _harness as h  # noqa: E402
 
 TARGET = 0.95  # issue 49: the loop at >= 0.95 of a pure lax.scan of the same step
+RESULTS = Path(__file__).resolve().parent / "results"
+RESULT_FILES = ("2026-12-05_host_overhead_amd_epyc_zen3.jsonl",)  # a run per line
+README = "docs/benchmarks.md"
 
 
 def thread_settings() -> dict:
@@ -272,6 +276,38 @@ def run_cases(cases, work: dict, repeats: int, warmup: int = 1, log=lambda s: No
   record["note"] = h.note_load(max(record["machine"]["load_average"][0],
                                    record["load_average_at_end"][0]))  # fmt: skip
   return record
+
+
+def results_table() -> str:
+  """Every committed run: its host and load, then each case's steps per second, the ratios
+  and the verdict (docs/benchmarks.md's block)."""
+  lines = []
+  for name in RESULT_FILES:
+    for r in h.read_lines(RESULTS / name):
+      m, threads = r["machine"], r["threads"]
+      lines += [
+        f"[JSON](../experiments/benchmarks/results/{name}): {r['started']}, {m['cpu_model']}"
+        f" (family {m.get('cpu_family')}, model {m.get('model')}), {m['cpus']} cores, jax"
+        f" {r['jax']}, XLA_FLAGS `{threads['XLA_FLAGS'] or '(none)'}`, {threads['affinity_cpus']}"
+        f" CPUs in the affinity; {r['note']}; {r['repeats']} rounds.",
+        "",
+        "| case | work | loop steps/s | scan steps/s | loop / scan, wall (median; every round) |"
+        " loop / scan, CPU s (median) | target |",
+        "|---|---|---|---|---|---|---|",
+      ]
+      for case, c in r["cases"].items():
+        every = ", ".join(f"{x:.2f}" for x in c["ratio_per_round"])
+        verdict = "met" if c["passed"] else "**not met**"
+        lines.append(
+          f"| {case} | {r['work'][case]} | {c['loop_steps_per_s']:.0f} | "
+          f"{c['scan_steps_per_s']:.0f} | {c['ratio']:.3f} ({every}) | {c['cpu_ratio']:.3f} |"
+          f" >= {c['target']:g}: {verdict} |"
+        )
+      lines.append("")
+  return "\n".join(lines).rstrip() + "\n" if lines else "No run is committed yet.\n"
+
+
+_report.register("host_overhead", README, "experiments.benchmarks.host_overhead:results_table")
 
 
 def main(argv=None) -> int:

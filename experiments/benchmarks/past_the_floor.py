@@ -61,7 +61,11 @@ ARMS = {
 }
 PREFIX = "RESULT "
 RESULTS = ROOT / "experiments/benchmarks/results"
-RESULT_FILE = "2026-12-04_past_the_floor_amd_epyc_zen5.jsonl"
+# One file per host kind (each line a run); the docs' block shows every run of every file.
+RESULT_FILES = (
+  "2026-12-04_past_the_floor_amd_epyc_zen5.jsonl",
+  "2026-12-05_past_the_floor_amd_epyc_zen3.jsonl",
+)
 PROFILE_FILE = "2026-12-04_past_the_floor_profile_amd_epyc_zen5.jsonl"  # a --profile run
 README = "docs/benchmarks.md"
 TARGET = 5.0  # issue 38: the generation at 5x Lipizzaner's CPU seconds or more
@@ -257,11 +261,15 @@ def measure(args, log=print) -> dict:
 def _run_lines(r: dict) -> list[str]:
   """One run's (JSON line's) header, Lipizzaner's figures, the table and the target."""
   lip, m = r["lipizzaner"], r["machine"]
+  load = [m["load_average"][0], r["load_average_at_end"][0]]
   lines = [
     f"Measured {r['started']} to {r['ended']} on {m['cpu_model']} (family {m.get('cpu_family')},"
-    f" model {m.get('model')}; {m['cpus']} cores, shared), {r['work']}.",
+    f" model {m.get('model')}; {m['cpus']} cores, shared: 1-minute load {load[0]:g} at the"
+    f" start, {load[1]:g} at the end), {r['work']}.",
     "",
   ]
+  if r.get("lipizzaner_error"):
+    lines += [f"Lipizzaner did not run ({r['lipizzaner_error']}): no ratio to it.", ""]
   if lip:
     lines += [
       f"Lipizzaner (its {lip['iterations']} iterations ran between the halves of the rounds): "
@@ -299,12 +307,15 @@ def results_table() -> str:
   then the profile run's kernel times."""
   from experiments.benchmarks import _harness as h
 
-  runs = h.read_lines(RESULTS / RESULT_FILE) if (RESULTS / RESULT_FILE).exists() else []
-  if not runs:
+  files = [(f, h.read_lines(RESULTS / f)) for f in RESULT_FILES]
+  if not any(runs for _, runs in files):
     return "No run of this benchmark is committed yet.\n"
-  lines = [f"[JSON](../experiments/benchmarks/results/{RESULT_FILE}), one line per run.", ""]
-  for i, r in enumerate(runs, 1):
-    lines += [f"**Run {i}.**", "", *_run_lines(r), ""]
+  lines, i = [], 0
+  for name, runs in files:
+    lines += [f"[JSON](../experiments/benchmarks/results/{name}), one line per run.", ""]
+    for r in runs:
+      i += 1
+      lines += [f"**Run {i}.**", "", *_run_lines(r), ""]
   return "\n".join(lines[:-1] + _profile_lines()) + "\n"
 
 
