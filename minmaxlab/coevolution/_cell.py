@@ -120,7 +120,7 @@ def generation(setup: CellSetup, key, cell_id, neighbourhood, weights, mask, dat
   weights_out = jnp.where(diverged, mix_ok / jnp.sum(mix_ok), weights_out)
   score_out = jnp.where(diverged, INF, score_out)
   metrics = _metrics(setup, new, g_losses, d_losses, score_out, accept, diverged, src)
-  return CellResult(new, weights_out, score_out), metrics
+  return CellResult(individuals=new, mixture_weights=weights_out, mixture_score=score_out), metrics
 
 
 def _fitness(spec: CellSpec, ph: Phases, keys: CellKeys, data, pool: Pool, per_logit):
@@ -159,11 +159,11 @@ def _train(setup: CellSetup, keys: CellKeys, data, pool: Pool, usable, selected,
   extra = {"loss_index": selected.loss_index} if setup.mustangs else {}
   if c.lr_mutation != "per_generation":  # Lipizzaner's mutation before every update
     extra["per_update"] = PerUpdate(
-      selected.learning_rates,
-      params.mutation_probability,
-      params.mutation_scale,
-      c.learning_rate,
-      c.lr_mutation == "reference_as_run",
+      learning_rates=selected.learning_rates,
+      probability=params.mutation_probability,
+      scale=params.mutation_scale,
+      lr0=c.learning_rate,
+      as_run=c.lr_mutation == "reference_as_run",
     )
   out, g_losses, d_losses = setup.phases.train(
     spec,
@@ -177,7 +177,11 @@ def _train(setup: CellSetup, keys: CellKeys, data, pool: Pool, usable, selected,
     with_neighbours,
     **extra,
   )
-  return _Trained(*out), g_losses, d_losses
+  trained_params, trained_opt, *tracked = out  # tracked: with per-update mutation
+  trained = _Trained(
+    params=trained_params, opt=trained_opt, learning_rates=tracked[0] if tracked else None
+  )
+  return trained, g_losses, d_losses
 
 
 def _replacement(setup: CellSetup, pool: Pool, fit, batch: FitnessBatch, trained, selected, loss):
@@ -193,23 +197,26 @@ def _replacement(setup: CellSetup, pool: Pool, fit, batch: FitnessBatch, trained
   fit_tr = ph.rescore(
     spec.pair, loss, played, trained.params, opponents, c.fitness_mode, **mustangs
   )
-  own = lambda t: take(t, slice(0, P))
-  local = Individuals(
-    Players(own(pool.params.min), own(pool.params.max)),
-    own(pool.opt),
-    Players(pool.learning_rates.min[:P], pool.learning_rates.max[:P]),
-    Players(fit.min[:P], fit.max[:P]),
-    None if pool.loss_index is None else own(pool.loss_index),
-    None if pool.lineage is None else own(pool.lineage),
+  # The cell's own ones: the pool's first P, every leaf of both sides (None stays None).
+  local = take(
+    Individuals(
+      params=pool.params,
+      opt=pool.opt,
+      learning_rates=pool.learning_rates,
+      fitness=fit,
+      loss_index=pool.loss_index,
+      lineage=pool.lineage,
+    ),
+    slice(0, P),
   )
   lr = selected.learning_rates if trained.learning_rates is None else trained.learning_rates
   trained_ones = Individuals(
-    trained.params,
-    trained.opt,
-    lr,
-    fit_tr,
-    selected.loss_index,
-    selected.lineage,
+    params=trained.params,
+    opt=trained.opt,
+    learning_rates=lr,
+    fitness=fit_tr,
+    loss_index=selected.loss_index,
+    lineage=selected.lineage,
   )
   return ph.replace(local, trained_ones, c.n_replacements, c.selection, spec.labels)
 
@@ -232,7 +239,12 @@ def _repaired(setup: CellSetup, keys: CellKeys, cell_id, gen, diverged, new, poo
     born = jnp.full(P, lineage_id(cell_id, gen), jnp.int32)
     fresh_lineage = Players(born, born)
   fresh = Individuals(
-    fresh_params, fresh_opt, Players(lr0, lr0), Players(inf, inf), fresh_li, fresh_lineage
+    params=fresh_params,
+    opt=fresh_opt,
+    learning_rates=Players(lr0, lr0),
+    fitness=Players(inf, inf),
+    loss_index=fresh_li,
+    lineage=fresh_lineage,
   )
   return setup.phases.repair(diverged, new, pool, fit, fresh, c.num_members)
 

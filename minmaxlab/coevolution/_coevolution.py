@@ -19,7 +19,7 @@ from minmaxlab.coevolution._grid import gather_neighbours, member_mask
 from minmaxlab.coevolution._layout import TransposedGrid, gather_transposed
 from minmaxlab.coevolution._lineage import MAX_CELLS, lineage_id
 from minmaxlab.coevolution._operators import INF
-from minmaxlab.coevolution._phases import Phases
+from minmaxlab.coevolution._phases import Individuals, Phases
 from minmaxlab.coevolution._training import CellSpec, take
 from minmaxlab.games import Players
 from minmaxlab.gan.losses import LOSSES, wasserstein
@@ -236,14 +236,14 @@ class Coevolution:
     self.phases = Phases() if phases is None else phases
     self.cell_data = cell_data
     self._spec = CellSpec(
-      config,
-      pair_with_matmuls(pair, config.matmuls),
-      self.scheme,
-      self._labels,
-      sample_real,
-      score_fn,
-      self._losses,
-      self._init_pair,
+      config=config,
+      pair=pair_with_matmuls(pair, config.matmuls),
+      scheme=self.scheme,
+      labels=self._labels,
+      sample_real=sample_real,
+      score_fn=score_fn,
+      losses=self._losses,
+      init_individual=self._init_pair,
     )
 
   def default_params(self) -> CoevolutionParams:
@@ -291,15 +291,15 @@ class Coevolution:
     weights = jnp.asarray(mask / mask.sum(-1, keepdims=True), jnp.float32)
     inf = jnp.full(keys.shape, INF, jnp.float32)
     return CoevolutionState(
-      params,
-      opt,
-      Players(lr, lr),
-      Players(inf, inf),
-      weights,
-      jnp.full(keys.shape[:2], INF, jnp.float32),
-      jnp.zeros([], jnp.int32),
-      loss_index,
-      Players(lineage, lineage),
+      params=params,
+      opt_state=opt,
+      learning_rates=Players(lr, lr),
+      fitness=Players(inf, inf),
+      mixture_weights=weights,
+      mixture_score=jnp.full(keys.shape[:2], INF, jnp.float32),
+      generation=jnp.zeros([], jnp.int32),
+      loss_index=loss_index,
+      lineage=Players(lineage, lineage),
     )
 
   # ----------------------------------------------------------------- step
@@ -326,8 +326,14 @@ class Coevolution:
     """
     c, ex = self.config, self.exchange
     lr, lc = ex.block_shape
-    individuals = (state.params, state.opt_state, state.learning_rates, state.fitness)
-    individuals += (state.loss_index if self.mustangs else None, state.lineage)
+    individuals = Individuals(
+      params=state.params,
+      opt=state.opt_state,
+      learning_rates=state.learning_rates,
+      fitness=state.fitness,
+      loss_index=state.loss_index if self.mustangs else None,
+      lineage=state.lineage,
+    )
     # Global cell ids key every random choice: the numbers do not depend on the backend.
     r0, c0 = ex.block_start()
     r, col = jnp.meshgrid(jnp.arange(lr) + r0, jnp.arange(lc) + c0, indexing="ij")
@@ -354,15 +360,15 @@ class Coevolution:
     cells, metrics = out
     new, score = cells.individuals, cells.mixture_score
     new_state = CoevolutionState(
-      new.params,
-      new.opt,
-      new.learning_rates,
-      new.fitness,
-      cells.mixture_weights,
-      score,
-      optax.safe_int32_increment(state.generation),
-      new.loss_index,
-      new.lineage,
+      params=new.params,
+      opt_state=new.opt,
+      learning_rates=new.learning_rates,
+      fitness=new.fitness,
+      mixture_weights=cells.mixture_weights,
+      mixture_score=score,
+      generation=optax.safe_int32_increment(state.generation),
+      loss_index=new.loss_index,
+      lineage=new.lineage,
     )
     # Grid-wide read-outs: the best (lowest, first by cell id on ties) finite score.
     finite_score = jnp.where(jnp.isfinite(score), score, INF)

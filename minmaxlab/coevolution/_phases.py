@@ -80,22 +80,22 @@ class FitnessBatch(NamedTuple):
   d_real: jax.Array
 
 
-def pool(neighbourhood: tuple, mask: jax.Array, population_size: int) -> Pool:
-  """Flatten a cell's gathered neighbourhood ``(params, opt, learning_rates,
-  fitness[, loss_index[, lineage]])`` (leaves ``[M, P, ...]``; ``loss_index`` may be
-  ``None``) into the pool of ``N = M * P`` individuals; ``mask [M]`` marks the distinct
-  members."""
-  params_nb, opt_nb, lr_nb = neighbourhood[:3]
+def pool(neighbourhood: Individuals, mask: jax.Array, population_size: int) -> Pool:
+  """Flatten a cell's gathered neighbourhood (:class:`Individuals`, leaves ``[M, P, ...]``,
+  fitness unused) into a pool of ``N = M * P``; ``mask [M]`` marks the distinct members."""
   n = mask.shape[0] * population_size
-  flat = lambda t: jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), t)
-  g_all, d_all, opt_all = flat(params_nb.min), flat(params_nb.max), flat(opt_nb)
-  lr = Players(flat(lr_nb.min), flat(lr_nb.max))
+  nb = jax.tree.map(lambda x: x.reshape((n,) + x.shape[2:]), neighbourhood)
   member_valid = jnp.repeat(mask, population_size)
-  valid_g = member_valid & jax.vmap(tree_all_finite)(g_all)
-  valid_d = member_valid & jax.vmap(tree_all_finite)(d_all)
-  optional = lambda i: flat(neighbourhood[i]) if len(neighbourhood) > i else None
-  valid = Players(valid_g, valid_d)
-  return Pool(Players(g_all, d_all), opt_all, lr, valid, optional(4), optional(5))
+  finite = lambda side: member_valid & jax.vmap(tree_all_finite)(side)
+  valid = Players(finite(nb.params.min), finite(nb.params.max))
+  return Pool(
+    params=nb.params,
+    opt=nb.opt,
+    learning_rates=nb.learning_rates,
+    valid=valid,
+    loss_index=nb.loss_index,
+    lineage=nb.lineage,
+  )
 
 
 def _losses_with(per_logit: Callable, g_index: Any, d_index: Any) -> Callable:
@@ -287,7 +287,14 @@ def select_and_mutate(
   by_side = lambda t: None if t is None else Players(t.min[idx_g], t.max[idx_d])
   # Mustangs' losses and the lineage ids go with the chosen individuals.
   li, lineage = by_side(pool.loss_index), by_side(pool.lineage)
-  selected = Individuals(chosen, opt, Players(lr_g, lr_d), fit, li, lineage)
+  selected = Individuals(
+    params=chosen,
+    opt=opt,
+    learning_rates=Players(lr_g, lr_d),
+    fitness=fit,
+    loss_index=li,
+    lineage=lineage,
+  )
   return selected, Players(idx_g, idx_d)
 
 
@@ -311,28 +318,22 @@ def replace(
   pick = lambda src, tr, loc: tree_where(
     (src >= 0).reshape((P,) + (1,) * (jnp.ndim(loc) - 1)), take(tr, jnp.maximum(src, 0)), loc
   )
-  side = lambda src, tr, lo: jax.tree.map(lambda t, l: pick(src, t, l), tr, lo)
-  new_g = side(src_g, trained.params.min, local.params.min)
-  new_d = side(src_d, trained.params.max, local.params.max)
-  new_opt = jax.tree.map(pick, _by_player(labels, src_g, src_d), trained.opt, local.opt)
-  new_lr = Players(
-    pick(src_g, trained.learning_rates.min, local.learning_rates.min),
-    pick(src_d, trained.learning_rates.max, local.learning_rates.max),
-  )
-  new_fit = Players(
-    pick(src_g, trained.fitness.min, local.fitness.min),
-    pick(src_d, trained.fitness.max, local.fitness.max),
-  )
+  src = Players(src_g, src_d)
+
+  def by_side(tr, lo):  # a Players record (None: none): each side's leaves by its sources
+    one = lambda s, t, l: jax.tree.map(lambda x, y: pick(s, x, y), t, l)
+    return None if lo is None else Players(*map(one, src, tr, lo))
+
   # Mustangs' loss and the lineage id move with their individual.
-  tag = lambda tr, lo: (
-    None if lo is None else Players(pick(src_g, tr.min, lo.min), pick(src_d, tr.max, lo.max))
+  new = Individuals(
+    params=by_side(trained.params, local.params),
+    opt=jax.tree.map(pick, _by_player(labels, src_g, src_d), trained.opt, local.opt),
+    learning_rates=by_side(trained.learning_rates, local.learning_rates),
+    fitness=by_side(trained.fitness, local.fitness),
+    loss_index=by_side(trained.loss_index, local.loss_index),
+    lineage=by_side(trained.lineage, local.lineage),
   )
-  new_li, new_lineage = (
-    tag(trained.loss_index, local.loss_index),
-    tag(trained.lineage, local.lineage),
-  )
-  new = Individuals(Players(new_g, new_d), new_opt, new_lr, new_fit, new_li, new_lineage)
-  return new, Players(src_g, src_d)
+  return new, src
 
 
 def mixture_members(
@@ -420,16 +421,15 @@ def repair(
   member_fit = jnp.where(jnp.arange(M) == 0, INF, jnp.min(fitness.min.reshape(M, P), axis=1))
   donor = jnp.argmin(member_fit)
   has_donor = jnp.isfinite(member_fit[donor])
-  donor_slice = lambda t: jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, donor * P, P), t)
-  g_all, d_all = pool.params
-  donated = Individuals(
-    Players(donor_slice(g_all), donor_slice(d_all)),
-    donor_slice(pool.opt),
-    Players(donor_slice(pool.learning_rates.min), donor_slice(pool.learning_rates.max)),
-    Players(donor_slice(fitness.min), donor_slice(fitness.max)),
-    None if pool.loss_index is None else donor_slice(pool.loss_index),
-    None if pool.lineage is None else donor_slice(pool.lineage),
-  )
+  everyone = Individuals(
+    params=pool.params,
+    opt=pool.opt,
+    learning_rates=pool.learning_rates,
+    fitness=fitness,
+    loss_index=pool.loss_index,
+    lineage=pool.lineage,
+  )  # the donor's P individuals, every leaf of both sides (None stays None)
+  donated = jax.tree.map(lambda x: jax.lax.dynamic_slice_in_dim(x, donor * P, P), everyone)
   return tree_where(is_diverged, tree_where(has_donor, donated, fresh), new)
 
 

@@ -58,7 +58,8 @@ def test_pool_flattens_members_and_marks_invalid():
   # M = 2 members x P = 2: member-major order; member 1 is a duplicate (mask False);
   # the cell's second generator is NaN.
   params, opt, lrs = _individuals([1.0, np.nan, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
-  nb = jax.tree.map(lambda x: x.reshape((2, 2) + x.shape[1:]), (params, opt, lrs, lrs))
+  flat = ph.Individuals(params=params, opt=opt, learning_rates=lrs, fitness=lrs)
+  nb = jax.tree.map(lambda x: x.reshape((2, 2) + x.shape[1:]), flat)
   pool = ph.pool(nb, jnp.array([True, False]), 2)
   np.testing.assert_array_equal(pool.params.max["v"], [1, 2, 3, 4])
   assert pool.valid.min.tolist() == [True, False, False, False]
