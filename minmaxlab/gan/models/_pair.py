@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from minmaxlab.gan.models._dcgan import dcgan_discriminator, dcgan_generator
+from minmaxlab.gan.models._dcgan_notebook import notebook_pair_models
 from minmaxlab.gan.models._mlp import mlp_discriminator, mlp_generator
 from minmaxlab.gan.models._model import GANPair
 from minmaxlab.gan.models._resnet import resnet_discriminator, resnet_generator
 
-_DEFAULT_LATENT = {"mlp": 64, "dcgan": 128, "sn_resnet": 128}
+_DEFAULT_LATENT = {"mlp": 64, "dcgan": 128, "dcgan_notebook": 128, "sn_resnet": 128}
 _DEFAULT = object()
 
 
@@ -30,6 +31,11 @@ def make_pair(
     tanh. Override with ``output_activation=``.
   * ``"dcgan"``: :func:`dcgan_generator` + :func:`dcgan_discriminator` for
     ``(28, 28, C)`` or ``(32, 32, C)`` (latent 128 by default).
+  * ``"dcgan_notebook"``: the Lookahead-minmax MNIST notebook's own
+    ``GeneratorCNN28``/``DiscriminatorCNN28`` for ``(28, 28, C)``, layer for
+    layer (1 -> 3 -> 6 -> 14 -> 28, no convolution biases, PyTorch's default
+    initialisation; latent 128, width 64 only, no keyword options; checked
+    against the notebook's output in ``tests/parity/test_lagan_dcgan.py``).
   * ``"sn_resnet"``: :func:`resnet_generator` + :func:`resnet_discriminator`,
     the SVRE / Lookahead-minmax CIFAR-10 pair for ``(32, 32, C)`` (latent
     128; ``width`` = the discriminator's channels, default 128, the
@@ -37,7 +43,7 @@ def make_pair(
     discriminator unless ``spectral_norm=False`` is passed explicitly).
 
   Args:
-    architecture: ``"mlp"``, ``"dcgan"`` or ``"sn_resnet"``.
+    architecture: ``"mlp"``, ``"dcgan"``, ``"dcgan_notebook"`` or ``"sn_resnet"``.
     data_shape: one example's shape: ``(2,)``, ``(28, 28, 1)``, ``(32, 32, 3)``.
     latent_dim: size of :math:`z` (``None``: the architecture's default).
     spectral_norm: spectral normalisation in the discriminator (``None``: off,
@@ -51,14 +57,21 @@ def make_pair(
     A :class:`GANPair`.
   """
   if architecture not in _DEFAULT_LATENT:
-    raise ValueError(f"architecture must be 'mlp', 'dcgan' or 'sn_resnet', got {architecture!r}")
+    raise ValueError(f"architecture must be one of {sorted(_DEFAULT_LATENT)}, got {architecture!r}")
   data_shape = tuple(int(d) for d in data_shape)
   latent_dim = _DEFAULT_LATENT[architecture] if latent_dim is None else int(latent_dim)
   kw = dict(kw)
   power = {k: kw.pop(k) for k in ["n_power_iterations"] if k in kw}
   if spectral_norm is None:
     spectral_norm = architecture == "sn_resnet"
-  if architecture == "sn_resnet":
+  if architecture == "dcgan_notebook":
+    if spectral_norm or power or kw.pop("width", 64) != 64:
+      raise ValueError(
+        "'dcgan_notebook' is the notebook's pair: width 64, no spectral_norm or n_power_iterations"
+      )
+    _no_extra(kw, architecture)
+    generator, discriminator = notebook_pair_models(data_shape, latent_dim)
+  elif architecture == "sn_resnet":
     width = kw.pop("width", 128)
     g_norm = kw.pop("generator_norm", kw.pop("norm", "batch"))
     _no_extra(kw, architecture)
