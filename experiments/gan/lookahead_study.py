@@ -173,6 +173,27 @@ def image_evaluator(config):
   return _SHARED[key]
 
 
+# How a field evaluation draws its latent batch: "shared", one batch for both players'
+# fields; "per_player", a fresh batch for each player's field, as the MNIST notebook's
+# train draws one per player's step (its ExtraGrad: four latent batches per step).
+LATENT_DRAWS = ("shared", "per_player")
+
+
+def per_player_field(vaf):
+  """``vaf(params, real, z, *rest)`` as a field with one latent batch per player:
+  ``fn(params, real, (z_min, z_max), *rest)`` returns the losses at ``z_min`` and the
+  field whose generator (``min``) component is taken at ``z_min`` and whose discriminator
+  (``max``) component at ``z_max``, both on the same real batch."""
+
+  def fn(params, real, zs, *rest):
+    z_min, z_max = zs
+    losses, field_min = vaf(params, real, z_min, *rest)
+    _, field_max = vaf(params, real, z_max, *rest)
+    return losses, field_min._replace(max=field_max.max)
+
+  return fn
+
+
 def _chunk(exp, config):
   """``train.make_chunk`` with the training key as an argument, so one compiled program
   serves every seed (vmapped): the same draws as ``train.py`` for each seed."""
@@ -184,11 +205,19 @@ def _chunk(exp, config):
 
   vaf = minmaxlab.value_and_vector_field(exp.loss_fn)
   b, latent = config.batch_size, exp.pair.latent_dim
+  latent_draws = config.get("latent_draws", "shared")
+  if latent_draws not in LATENT_DRAWS:
+    raise ValueError(f"latent_draws must be one of {LATENT_DRAWS}, got {latent_draws!r}")
+  if latent_draws == "per_player":
+    vaf = per_player_field(vaf)
 
   def one(state, train_key):
     def minibatch(step_key, i):
       k_real, k_z, k_loss = jax.random.split(jax.random.fold_in(step_key, i), 3)
-      return exp.sample_real(k_real, b), jax.random.normal(k_z, (b, latent)), k_loss
+      z = jax.random.normal(k_z, (b, latent))
+      if latent_draws == "per_player":  # the max player's batch: a second, independent draw
+        z = (z, jax.random.normal(jax.random.fold_in(k_z, 1), (b, latent)))
+      return exp.sample_real(k_real, b), z, k_loss
 
     def step(state, _):
       step_key = jax.random.fold_in(train_key, state.step)
