@@ -73,6 +73,8 @@ def _g(x: float) -> str:
 
 def lagan_lines(files: list[dict]) -> list[str]:
   """What the LAGAN golden files compare: one row per file."""
+  nets = [f for f in files if "torch_parameters" in f]
+  files = [f for f in files if "snapshots" in f]
   lines = [
     f"Original: `{_one((f['reference'] for f in files), 'the original')}` at commit "
     f"`{_one((f['reference_commit'] for f in files), 'a commit')}` (torch "
@@ -98,6 +100,29 @@ def lagan_lines(files: list[dict]) -> list[str]:
       f"{', '.join(steps.split(', ')[:-1])}: {_g(tol['float32_steps_1_10_max_abs'])}; float64 "
       f"at {steps}: {_g(tol['float64_steps_1_10_200_max_abs'])}; a perturbed option misses "
       f"by at least {_g(tol['perturbed_option_min_abs_at_200'])} at step {last} |"
+    )
+  return lines + network_lines(nets)
+
+
+def network_lines(files: list[dict]) -> list[str]:
+  """The golden files of the original's networks (``lagan_dcgan_golden.py``): one row each."""
+  if not files:
+    return []
+  lines = [
+    "",
+    'The networks (`make_pair("dcgan_notebook")` against the notebook\'s own cells, on '
+    "weights exported from the library: forward outputs, then one AltGAN step of its Adam):",
+    "",
+    "| golden file | the original's code | batch | parameters | largest float32 vs float64 "
+    "gap of the original (forward output; any gradient) | made by |",
+    "|---|---|---|---|---|---|",
+  ]
+  for f in files:
+    gaps = f["float32_vs_float64_max_abs"]
+    grad = max(v for k, v in gaps.items() if k.startswith("grad/"))
+    lines.append(
+      f"| `{f['file']}` | {f['reference_code']} | {f['batch']} | {len(f['torch_parameters'])} "
+      f"tensors | {_g(gaps['out/g_z'])}; {_g(grad)} | `{f['command']}` |"
     )
   return lines
 

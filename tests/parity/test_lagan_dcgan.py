@@ -125,16 +125,19 @@ def _exact_run():
 
 
 def test_parameter_names_and_shapes_are_the_notebooks():
+  """Every parameter's name and shape is the notebook's ``state_dict``'s (an added bias fails)."""
   g, d, *_ = golden.inputs()
   ours = {k: list(v.shape) for k, v in (golden.to_torch("G", g) | golden.to_torch("D", d)).items()}
   assert ours == _golden()[1]["torch_parameters"]
 
 
 def test_forward_and_one_adam_step_match_the_notebook():
+  """G(z), D(real), D(G(z)), both losses, gradients and one Adam step match the notebook's."""
   assert _mismatches(_exact_run()) == {}
 
 
 def test_the_old_7x7_generator_geometry_is_caught():
+  """The ``"dcgan"`` generator's 1-3-7-14-28 geometry, on the same weights, is caught."""
   gan = golden.pair()
   pads = ((2, 2), (2, 3), (2, 2), (2, 2))  # "dcgan" at 28x28: 1 -> 3 -> 7 -> 14 -> 28
   old = from_linen(NotebookGenerator(pads=pads), (golden.LATENT,), initializer="module")
