@@ -28,6 +28,7 @@ import tempfile
 import jax
 import numpy as np
 
+from experiments.parity.lagan_inputs import digest
 from minmaxlab.gan import models
 
 DRIVER = pathlib.Path(__file__).with_name("lagan_dcgan_driver.py")
@@ -124,14 +125,6 @@ def _library_view(run, g, d) -> dict[str, np.ndarray]:
         if what == "grad":
           out[f"grad_norm/{path}"] = np.asarray(np.linalg.norm(w))
   return out
-
-
-def digest(arrays: dict[str, np.ndarray]) -> str:
-  h = hashlib.sha256()
-  for name in sorted(arrays):
-    h.update(name.encode())
-    h.update(np.ascontiguousarray(arrays[name]).tobytes())
-  return h.hexdigest()
 
 
 def main(argv=None):
