@@ -68,10 +68,11 @@ def progress_lines(protocol: dict, by_arm: dict) -> list[str]:
   if all(len(by_arm.get(a, [])) == n and not left[a] for a in protocol["arms"]):
     return []
   lines = [
-    f"**Incomplete:** the study is running (one arm at a time, its {n} seeds vmapped); no "
-    f"verdict is drawn until every arm's seeds reach step {horizon}. CPU-hours left, "
-    f"estimated from each arm's rate so far (before its first evaluation: the rate measured "
-    f"before registration): **{sum(left.values()) / 3600:.0f}**.",
+    f"**Incomplete:** started and resumable (one arm at a time, its {n} seeds vmapped), "
+    f"not running to the end here; no verdict is drawn until every arm's seeds reach step "
+    f"{horizon}. CPU-hours left, estimated from each arm's rate so far (before its first "
+    f"evaluation: the protocol's estimate, a lower bound that included compilation): "
+    f"**at least {sum(left.values()) / 3600:.0f}**.",
     "",
     "| arm | seeds | step reached (of " + f"{horizon}) | CPU-hours so far | CPU-hours left |",
     "|---|---|---|---|---|",
