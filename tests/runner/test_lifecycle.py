@@ -421,13 +421,19 @@ def test_dev_py_main_installs_base_only_and_test_upgrades(tmp_path, monkeypatch)
   monkeypatch.setattr(dev, "run", fake_run)
   dev.ensure_venv(full=False)  # main: the project alone
   assert any(c.endswith("pip install -q -e .") for c in calls)
-  assert not any("mpi4jax" in c or "[dev" in c for c in calls)
+  assert not any("mpi" in c or "[dev" in c for c in calls)
   calls.clear()
   dev.ensure_venv(full=False)  # again: nothing to do
   assert calls == []
   dev.ensure_venv(full=True)  # test: extras and MPI added to the same venv
   assert dev.EXTRAS == "dev,tfds,docs"  # the docs extra: tests/test_docs.py builds the site
-  assert any("-e .[dev,tfds,docs]" in c for c in calls) and any("mpi4jax" in c for c in calls)
+  assert any("-e .[dev,tfds,docs]" in c for c in calls)
+  # then the documented MPI route: the MPICH wheel first, then the mpi extra (mpi4jax)
+  (mpich,) = [i for i, c in enumerate(calls) if c.endswith("pip install -q mpich")]
+  (extra,) = [
+    i for i, c in enumerate(calls) if c.endswith("pip install -q --no-cache-dir -e .[mpi]")
+  ]
+  assert mpich < extra
   calls.clear()
   dev.ensure_venv(full=False)  # a full environment serves main too
   dev.ensure_venv(full=True)
