@@ -50,7 +50,10 @@ from experiments.benchmarks import _harness as h  # noqa: E402
 
 TARGET = 0.95  # issue 49: the loop at >= 0.95 of a pure lax.scan of the same step
 RESULTS = Path(__file__).resolve().parent / "results"
-RESULT_FILES = ("2026-12-05_host_overhead_amd_epyc_zen3.jsonl",)  # a run per line
+RESULT_FILES = (  # a run per line
+  "2026-12-05_host_overhead_amd_epyc_zen3.jsonl",  # load 24: read the CPU ratio
+  "2026-12-05_host_overhead_amd_epyc_zen3_quiet.jsonl",  # the same host, quiet
+)
 README = "docs/benchmarks.md"
 
 
