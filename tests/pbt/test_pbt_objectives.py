@@ -224,16 +224,43 @@ def test_a_spent_budget_hands_out_no_trial(tmp_path):
   c.close()
 
 
-def test_budget_lets_the_running_trial_finish(tmp_path):
-  """A worker (a thread here, same protocol as a process) is inside a 2.5 s trial when
-  the 1 s budget ends: the controller waits for it, processes it and stops."""
+def test_budget_lets_the_running_trial_finish(tmp_path, monkeypatch):
+  """A worker (a thread here, same protocol as a process) is inside a trial when the
+  budget ends: the controller waits for it, processes it and stops.
+
+  The controller's clock is the test's: it stands still until the trial has started and
+  then jumps past the budget, and the trial returns only once the controller has set the
+  drain flag. So the order (trial running -> budget spent -> trial finishes) holds however
+  slowly a loaded machine schedules the threads."""
   import threading
   import time
+  import types
+
+  from minmaxlab.pbt import _controller
+  from minmaxlab.pbt._store import DRAIN, Store
+
+  started = threading.Event()
+  t0 = time.monotonic()
+
+  def monotonic():  # 20x slower than real time, +2 s (past the budget) once the trial runs
+    return (time.monotonic() - t0) / 20 + (2.0 if started.is_set() else 0.0)
+
+  monkeypatch.setattr(_controller, "time", types.SimpleNamespace(monotonic=monotonic, sleep=time.sleep))
 
   def slow(hparams, state, trial):
-    time.sleep(2.5)
+    started.set()
+    store = Store(c.store_path)
+    try:
+      for _ in range(6000):  # the controller sets the flag within a poll or two
+        if store.get(DRAIN, False):
+          break
+        time.sleep(0.01)
+      drained_while_running.append(bool(store.get(DRAIN, False)))
+    finally:
+      store.close()
     return train64(hparams, state, trial)
 
+  drained_while_running = []
   c = pbt.Controller(
     tmp_path,
     SPACE,
@@ -245,13 +272,12 @@ def test_budget_lets_the_running_trial_finish(tmp_path):
   worker = threading.Thread(
     target=pbt.worker_loop, args=(c.store_path, str(c.ckpt_root), init64, slow, "t", 60.0, 0.01)
   )
-  start = time.monotonic()
   worker.start()
   try:
-    summary = c.run(timeout=120, budget_s=1.0)
+    summary = c.run(timeout=30, budget_s=1.0)
   finally:
     worker.join(timeout=60)
-  assert time.monotonic() - start >= 2.5  # it waited for the running trial
+  assert drained_while_running == [True]  # the budget ended while the trial ran
   assert summary["budget_ended"] and summary["done"] == 1 and summary["running"] == 0
   t = c.store.trial(1)
   assert t.status == "done" and t.processed and t.attempt == 1
