@@ -8,9 +8,11 @@ from typing import Literal
 import jax.numpy as jnp
 from flax import linen as nn
 
+from minmaxlab.gan.models._conv import ConvImpl, check_conv_impl
 from minmaxlab.gan.models._layers import (
   DEFAULT_POWER_ITERATIONS,
   Conv,
+  ConvTranspose,
   Norm,
   check_norm,
   make_norm,
@@ -44,6 +46,7 @@ class DCGANGenerator(nn.Module):
   image_shape: tuple[int, int, int]
   width: int = 64
   norm: Norm | None = "batch"
+  conv_impl: ConvImpl = "auto"
 
   @nn.compact
   def __call__(self, z):
@@ -56,14 +59,14 @@ class DCGANGenerator(nn.Module):
       (2 * self.width, 4, 2, _SAME_UP),
     ]
     for features, kernel, stride, padding in layers:
-      h = nn.ConvTranspose(
-        features, (kernel, kernel), (stride, stride), padding, use_bias=use_bias
+      h = ConvTranspose(
+        features, (kernel, kernel), (stride, stride), padding, use_bias, impl=self.conv_impl
       )(h)
       norm = make_norm(self.norm)
       if norm is not None:
         h = norm(h)
       h = nn.relu(h)
-    h = nn.ConvTranspose(self.image_shape[2], (4, 4), (2, 2), _SAME_UP)(h)
+    h = ConvTranspose(self.image_shape[2], (4, 4), (2, 2), _SAME_UP, impl=self.conv_impl)(h)
     return jnp.tanh(h)
 
 
@@ -76,11 +79,16 @@ class DCGANDiscriminator(nn.Module):
   spectral_norm: bool = False
   n_power_iterations: int = DEFAULT_POWER_ITERATIONS
   negative_slope: float = 0.2
+  conv_impl: ConvImpl = "auto"
 
   @nn.compact
   def __call__(self, x):
     _, _, last_kernel = _GEOMETRY[self.image_shape[0]]
-    sn = dict(spectral_norm=self.spectral_norm, n_power_iterations=self.n_power_iterations)
+    sn = dict(
+      spectral_norm=self.spectral_norm,
+      n_power_iterations=self.n_power_iterations,
+      impl=self.conv_impl,
+    )
     use_bias = self.norm in (None, "none")
     h = x.reshape(x.shape[0], *self.image_shape)
     # DCGAN convention: no normalisation after the first convolution.
@@ -100,6 +108,7 @@ def dcgan_generator(
   latent_dim: int = 128,
   width: int = 64,
   norm: Norm | None = "batch",
+  conv_impl: ConvImpl = "auto",
 ) -> Model:
   r"""DCGAN generator: transposed convolutions, norm + ReLU, tanh output.
 
@@ -120,6 +129,9 @@ def dcgan_generator(
     latent_dim: size of :math:`z`.
     width: base channel count ``w``.
     norm: ``"batch"``, ``"layer"`` or ``None``.
+    conv_impl: how the transposed convolutions are computed: ``"native"`` (one
+      ``lax.conv_general_dilated``), ``"matmul"`` (a matrix product and col2im; fast on
+      XLA CPU) or ``"auto"`` (``"matmul"`` on a CPU backend). The same maths.
 
   Returns:
     A :class:`Model`: ``apply(params, z[B, latent_dim]) -> x[B, H, W, C]`` in [-1, 1].
@@ -130,9 +142,10 @@ def dcgan_generator(
   """
   image_shape = _check_image_shape(image_shape)
   check_norm(norm)
+  check_conv_impl(conv_impl)
   if latent_dim <= 0 or width <= 0:
     raise ValueError(f"latent_dim and width must be positive, got {latent_dim}, {width}")
-  return from_linen(DCGANGenerator(image_shape, int(width), norm), (latent_dim,))
+  return from_linen(DCGANGenerator(image_shape, int(width), norm, conv_impl), (latent_dim,))
 
 
 def dcgan_discriminator(
@@ -141,6 +154,7 @@ def dcgan_discriminator(
   width: int = 64,
   norm: Norm | Literal["auto"] | None = "auto",
   n_power_iterations: int = DEFAULT_POWER_ITERATIONS,
+  conv_impl: ConvImpl = "auto",
 ) -> Model:
   r"""DCGAN discriminator: strided convolutions, norm + LeakyReLU(0.2), one logit.
 
@@ -162,6 +176,7 @@ def dcgan_discriminator(
       ``"layer"`` or ``None`` with the WGAN-GP loss: its per-example gradient
       penalty is not defined when one example's logit depends on the batch.
     n_power_iterations: power iterations per call with ``spectral_norm``.
+    conv_impl: how the convolutions are computed (:func:`dcgan_generator`'s option).
 
   Returns:
     A :class:`Model`: ``apply(params, x[B, H, W, C]) -> logits[B]``.
@@ -170,7 +185,10 @@ def dcgan_discriminator(
   if norm == "auto":
     norm = None if spectral_norm else "batch"
   check_norm(norm)
+  check_conv_impl(conv_impl)
   if width <= 0:
     raise ValueError(f"width must be positive, got {width}")
-  module = DCGANDiscriminator(image_shape, int(width), norm, spectral_norm, n_power_iterations)
+  module = DCGANDiscriminator(
+    image_shape, int(width), norm, spectral_norm, n_power_iterations, conv_impl=conv_impl
+  )
   return from_linen(module, image_shape)

@@ -31,7 +31,8 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
-from minmaxlab.gan.models._layers import BatchStatNorm, Conv
+from minmaxlab.gan.models._conv import ConvImpl, check_conv_impl
+from minmaxlab.gan.models._layers import BatchStatNorm, Conv, ConvTranspose
 from minmaxlab.gan.models._model import Model, from_linen
 
 # (features as a multiple of width, kernel, stride, PyTorch padding) per generator layer.
@@ -63,26 +64,26 @@ NOTEBOOK_PADS = tuple(torch_padding(k, p) for _, k, _, p in (*GENERATOR_LAYERS, 
 
 
 class NotebookGenerator(nn.Module):
-  """``GeneratorCNN28(out_tanh=True)``; ``pads``: flax ``(lo, hi)`` per layer."""
+  """``GeneratorCNN28(out_tanh=True)``; ``pads``: flax ``(lo, hi)`` per layer;
+  ``conv_impl``: the formulation of the convolutions (the same maths)."""
 
   channels: int = 1
   width: int = 64
   pads: tuple[tuple[int, int], ...] = NOTEBOOK_PADS
+  conv_impl: ConvImpl = "auto"
 
   @nn.compact
   def __call__(self, z):
     h = z.reshape(z.shape[0], 1, 1, z.shape[-1])
     init = torch_uniform(_TRANSPOSED_FAN)
     for (mult, k, s, _), pad in zip(GENERATOR_LAYERS, self.pads[:3]):
-      conv = nn.ConvTranspose(
-        mult * self.width, (k, k), (s, s), (pad, pad), use_bias=False, kernel_init=init
+      conv = ConvTranspose(
+        mult * self.width, (k, k), (s, s), (pad, pad), False, init, self.conv_impl
       )
       h = nn.relu(BatchStatNorm()(conv(h)))
     k, s = OUTPUT_LAYER[:2]
     pad = self.pads[3]
-    conv = nn.ConvTranspose(
-      self.channels, (k, k), (s, s), (pad, pad), use_bias=False, kernel_init=init
-    )
+    conv = ConvTranspose(self.channels, (k, k), (s, s), (pad, pad), False, init, self.conv_impl)
     return jnp.tanh(conv(h))
 
 
@@ -91,28 +92,34 @@ class NotebookDiscriminator(nn.Module):
 
   channels: int = 1
   width: int = 64
+  conv_impl: ConvImpl = "auto"
 
   @nn.compact
   def __call__(self, x):
-    init = torch_uniform(_CONV_FAN)
+    conv = dict(use_bias=False, kernel_init=torch_uniform(_CONV_FAN), impl=self.conv_impl)
     h = x.reshape(x.shape[0], 28, 28, self.channels)
-    h = Conv(self.width, (4, 4), (2, 2), 1, use_bias=False, kernel_init=init)(h)
-    h = nn.leaky_relu(h, 0.2)
+    h = nn.leaky_relu(Conv(self.width, (4, 4), (2, 2), 1, **conv)(h), 0.2)
     for mult in (2, 4):
-      h = Conv(mult * self.width, (4, 4), (2, 2), 1, use_bias=False, kernel_init=init)(h)
+      h = Conv(mult * self.width, (4, 4), (2, 2), 1, **conv)(h)
       h = nn.leaky_relu(BatchStatNorm()(h), 0.2)
-    h = Conv(1, (3, 3), (1, 1), "VALID", use_bias=False, kernel_init=init)(h)
+    h = Conv(1, (3, 3), (1, 1), "VALID", **conv)(h)
     return h.reshape(x.shape[0])
 
 
-def notebook_pair_models(image_shape: Sequence[int], latent_dim: int) -> tuple[Model, Model]:
-  """The notebook's generator and discriminator as :class:`Model` s (PyTorch's init)."""
+def notebook_pair_models(
+  image_shape: Sequence[int], latent_dim: int, conv_impl: ConvImpl = "auto"
+) -> tuple[Model, Model]:
+  """The notebook's generator and discriminator as :class:`Model` s (PyTorch's init);
+  ``conv_impl``: ``"native"``, ``"matmul"`` or ``"auto"`` (:func:`dcgan_generator`)."""
   image_shape = tuple(int(d) for d in image_shape)
   if len(image_shape) != 3 or image_shape[:2] != (28, 28) or image_shape[2] <= 0:
     raise ValueError(f"the notebook's DCGAN needs image_shape (28, 28, C), got {image_shape}")
   if latent_dim <= 0:
     raise ValueError(f"latent_dim must be positive, got {latent_dim}")
+  check_conv_impl(conv_impl)
   # The notebook's BatchNorm2d sizes are fixed at 64 * (8, 4, 2): width 64 only.
-  gen = from_linen(NotebookGenerator(image_shape[2]), (latent_dim,), initializer="module")
-  disc = from_linen(NotebookDiscriminator(image_shape[2]), image_shape, initializer="module")
+  gen = NotebookGenerator(image_shape[2], conv_impl=conv_impl)
+  disc = NotebookDiscriminator(image_shape[2], conv_impl=conv_impl)
+  gen = from_linen(gen, (latent_dim,), initializer="module")
+  disc = from_linen(disc, image_shape, initializer="module")
   return gen, disc

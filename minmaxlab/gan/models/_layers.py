@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
+from minmaxlab.gan.models._conv import ConvImpl, conv2d, conv_transpose2d
+
 DEFAULT_POWER_ITERATIONS = 5
 
 
@@ -115,7 +117,8 @@ class Dense(nn.Module):
 
 
 class Conv(nn.Module):
-  """A 2-D convolution (NHWC, HWIO) with optional spectral normalisation."""
+  """A 2-D convolution (NHWC, HWIO) with optional spectral normalisation; ``impl``: the
+  formulation (:func:`conv2d`; the same maths either way)."""
 
   features: int
   kernel_size: Sequence[int]
@@ -125,6 +128,7 @@ class Conv(nn.Module):
   spectral_norm: bool = False
   n_power_iterations: int = DEFAULT_POWER_ITERATIONS
   kernel_init: Any = nn.initializers.lecun_normal()
+  impl: ConvImpl = "native"
 
   @nn.compact
   def __call__(self, x):
@@ -132,16 +136,30 @@ class Conv(nn.Module):
     kernel = self.param("kernel", self.kernel_init, shape)
     if self.spectral_norm:
       kernel = spectral_normalize(kernel, self.n_power_iterations)
-    padding = self.padding
-    if isinstance(padding, int):
-      padding = ((padding, padding), (padding, padding))
-    y = jax.lax.conv_general_dilated(
-      x,
-      kernel.astype(x.dtype),
-      window_strides=tuple(self.strides),
-      padding=padding,
-      dimension_numbers=("NHWC", "HWIO", "NHWC"),
-    )
+    y = conv2d(x, kernel.astype(x.dtype), tuple(self.strides), self.padding, self.impl)
+    if self.use_bias:
+      y = y + self.param("bias", nn.initializers.zeros, (self.features,)).astype(x.dtype)
+    return y
+
+
+class ConvTranspose(nn.Module):
+  """flax's ``nn.ConvTranspose`` for NHWC inputs (the same parameters: ``kernel``
+  ``[kh, kw, in, out]``, not flipped, and ``bias``; the same default initialisers), with
+  ``impl`` choosing the formulation (:func:`conv_transpose2d`; the same maths either way)."""
+
+  features: int
+  kernel_size: Sequence[int]
+  strides: Sequence[int] = (1, 1)
+  padding: Any = "SAME"
+  use_bias: bool = True
+  kernel_init: Any = nn.initializers.lecun_normal()
+  impl: ConvImpl = "native"
+
+  @nn.compact
+  def __call__(self, x):
+    shape = (*self.kernel_size, x.shape[-1], self.features)
+    kernel = self.param("kernel", self.kernel_init, shape)
+    y = conv_transpose2d(x, kernel.astype(x.dtype), tuple(self.strides), self.padding, self.impl)
     if self.use_bias:
       y = y + self.param("bias", nn.initializers.zeros, (self.features,)).astype(x.dtype)
     return y

@@ -34,7 +34,7 @@ def make_pair(
   * ``"dcgan_notebook"``: the Lookahead-minmax MNIST notebook's own
     ``GeneratorCNN28``/``DiscriminatorCNN28`` for ``(28, 28, C)``, layer for
     layer (1 -> 3 -> 6 -> 14 -> 28, no convolution biases, PyTorch's default
-    initialisation; latent 128, width 64 only, no keyword options; checked
+    initialisation; latent 128, width 64, no option but ``conv_impl``; checked
     against the notebook's output in ``tests/parity/test_lagan_dcgan.py``).
   * ``"sn_resnet"``: :func:`resnet_generator` + :func:`resnet_discriminator`,
     the SVRE / Lookahead-minmax CIFAR-10 pair for ``(32, 32, C)`` (latent
@@ -51,7 +51,8 @@ def make_pair(
     **kw: ``hidden`` (both MLPs), ``output_activation`` (MLP generator),
       ``width`` (both DCGANs), ``norm`` (DCGAN generator and discriminator),
       ``generator_norm``/``discriminator_norm`` (each side alone),
-      ``n_power_iterations`` (discriminator).
+      ``n_power_iterations`` (discriminator), ``conv_impl`` (both DCGANs' convolutions:
+      ``"auto"``, ``"native"`` or ``"matmul"``, :func:`dcgan_generator`).
 
   Returns:
     A :class:`GANPair`.
@@ -69,8 +70,9 @@ def make_pair(
       raise ValueError(
         "'dcgan_notebook' is the notebook's pair: width 64, no spectral_norm or n_power_iterations"
       )
+    conv_impl = kw.pop("conv_impl", "auto")
     _no_extra(kw, architecture)
-    generator, discriminator = notebook_pair_models(data_shape, latent_dim)
+    generator, discriminator = notebook_pair_models(data_shape, latent_dim, conv_impl)
   elif architecture == "sn_resnet":
     width = kw.pop("width", 128)
     g_norm = kw.pop("generator_norm", kw.pop("norm", "batch"))
@@ -88,9 +90,10 @@ def make_pair(
     norm = kw.pop("norm", _DEFAULT)
     g_norm = kw.pop("generator_norm", "batch" if norm is _DEFAULT else norm)
     d_norm = kw.pop("discriminator_norm", "auto" if norm is _DEFAULT else norm)
+    conv = {"conv_impl": kw.pop("conv_impl")} if "conv_impl" in kw else {}
     _no_extra(kw, architecture)
-    generator = dcgan_generator(data_shape, latent_dim, width, g_norm)
-    discriminator = dcgan_discriminator(data_shape, spectral_norm, width, d_norm, **power)
+    generator = dcgan_generator(data_shape, latent_dim, width, g_norm, **conv)
+    discriminator = dcgan_discriminator(data_shape, spectral_norm, width, d_norm, **power, **conv)
   return GANPair(generator, discriminator, latent_dim)
 
 
