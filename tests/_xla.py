@@ -1,12 +1,15 @@
 """The XLA code generation of a test session.
 
 The suite compiles hundreds of programs and runs most of them for a few steps, so XLA's
-compile time is most of its time. A test session therefore compiles with XLA's quicker CPU
-code generation, ``FASTEST`` (LLVM at -O1 and XLA's classic elemental emitters: the library's
-``compile="fastest"``, ``minmaxlab.distributed.compiler_options``), put in ``XLA_FLAGS`` by
-tests/conftest.py before JAX starts, so that every xdist worker and every process a test
-starts compiles the same way. The code is as deterministic as XLA's default code and computes
-the same operations, but its floats may round differently.
+compile time is most of its time. A test session therefore compiles with XLA's quickest CPU
+code generation, ``SESSION``: the library's ``compile="fastest"``
+(``minmaxlab.distributed.compiler_options``: XLA's classic elemental emitters) with LLVM at
+-O0 instead of -O1 (no LLVM optimisation at all: the suite's programs run a few steps each,
+so the compile time LLVM saves is worth more than the run time its code loses; measured on
+tests/transforms and a coevolution file, in process CPU seconds, before it was chosen). It is
+put in ``XLA_FLAGS`` by tests/conftest.py before JAX starts, so that every xdist worker and
+every process a test starts compiles the same way. The code is as deterministic as XLA's
+default code and computes the same operations, but its floats may round differently.
 
 What depends on XLA's default code is checked with it: a program whose bits are pinned (the
 saved step fingerprints, two layouts compared bit for bit, the HLO a benchmark counts) is
@@ -23,8 +26,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-CODEGEN = "MINMAXLAB_TEST_CODEGEN"  # "fastest" (the default) or "default"
-FASTEST = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+CODEGEN = "MINMAXLAB_TEST_CODEGEN"  # "fastest" (the default: SESSION) or "default"
+SESSION = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 # XLA's own values of the same options (xla/debug_options_flags.cc): compiling with them gives
 # the code (and the bits) of a process without XLA_FLAGS
 DEFAULTS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
@@ -37,7 +40,7 @@ def as_flags(options: Mapping[str, bool | int]) -> list[str]:
 
 def session_flags(environ: Mapping[str, str]) -> str | None:
   """The ``XLA_FLAGS`` of a test session started with ``environ``: the user's flags followed
-  by ``FASTEST``'s (``None``: leave ``XLA_FLAGS`` as it is). ``FASTEST`` is not added under
+  by ``SESSION``'s (``None``: leave ``XLA_FLAGS`` as it is). ``SESSION`` is not added under
   ``MINMAXLAB_TEST_CODEGEN=default``, nor when the flags already name one of its options.
 
   Raises:
@@ -47,16 +50,16 @@ def session_flags(environ: Mapping[str, str]) -> str | None:
   if codegen not in ("fastest", "default"):
     raise ValueError(f"{CODEGEN} must be 'fastest' or 'default', got {codegen!r}")
   user = environ.get("XLA_FLAGS", "")
-  if codegen == "default" or any(name in user for name in FASTEST):
+  if codegen == "default" or any(name in user for name in SESSION):
     return None
-  return " ".join([*user.split(), *as_flags(FASTEST)])
+  return " ".join([*user.split(), *as_flags(SESSION)])
 
 
 def default_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-  """``environ`` (default ``os.environ``) with ``FASTEST``'s flags taken out of ``XLA_FLAGS``:
+  """``environ`` (default ``os.environ``) with ``SESSION``'s flags taken out of ``XLA_FLAGS``:
   a child process started with it compiles with XLA's defaults (and the user's own flags)."""
   env = dict(os.environ if environ is None else environ)
-  ours = set(as_flags(FASTEST))
+  ours = set(as_flags(SESSION))
   kept = [flag for flag in env.get("XLA_FLAGS", "").split() if flag not in ours]
   if kept:
     env["XLA_FLAGS"] = " ".join(kept)

@@ -6,9 +6,10 @@ a process behind.
 
 The first pytest process (the xdist controller, or the only process) makes a fresh folder
 for JAX's persistent compilation cache and the stored programs
-(``MINMAXLAB_CACHE_DIR``, unless already set) and removes it at the end: every worker and
-every process a test starts (the experiments' ``main``, benchmarks) shares it, so a program
-compiled by one is loaded by the next, on any host as in CI, and the user's own cache
+(``MINMAXLAB_CACHE_DIR``, unless already set) and removes it at the end: every worker (the
+cache is turned on in each, ``runner.enable_compilation_cache``) and every process a test
+starts (the experiments' ``main``, benchmarks) shares it, so a program compiled by one is
+loaded by the next, on any host as in CI, and the user's own cache
 (``~/.cache/minmaxlab``) is neither read nor filled. Tests that time or count cold
 compiles set a folder of their own.
 
@@ -43,7 +44,12 @@ if _FLAGS is not None:
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
+from minmaxlab import runner  # noqa: E402
 from tests import _procs  # noqa: E402
+
+# this process (the only one, or an xdist worker) reads and fills the session's cache too: a
+# program that two test files compile alike is compiled once per session
+runner.enable_compilation_cache()
 
 
 @pytest.fixture
