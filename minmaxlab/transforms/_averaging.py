@@ -42,7 +42,12 @@ def _wrapper(inner, combine):
 
   def init_fn(params):
     params = require_params(params, "averaging")
-    return AveragingState(zeros_count(), jnp.ones([], jnp.int32), params, inner.init(params))
+    return AveragingState(
+      count=zeros_count(),
+      num_averaged=jnp.ones([], jnp.int32),
+      average=params,
+      inner_state=inner.init(params),
+    )
 
   def update_fn(updates, state, params=None, **extra_args):
     params = require_params(params, "averaging")
@@ -50,7 +55,9 @@ def _wrapper(inner, combine):
     new_params = optax.apply_updates(params, u)
     average, num = combine(state, new_params, inner_state)
     count = optax.safe_int32_increment(state.count)
-    return u, AveragingState(count, num, average, inner_state)
+    return u, AveragingState(
+      count=count, num_averaged=num, average=average, inner_state=inner_state
+    )
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 

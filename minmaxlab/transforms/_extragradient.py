@@ -114,11 +114,7 @@ def extragradient(
   config = _config(shared_state, update_point, extrapolate_from)
 
   def init_fn(params):
-    params = require_params(params, "extragradient")
-    update_state = inner.init(params)
-    extrapolation_state = optax.EmptyState() if config.shared_state else inner.init(params)
-    last = params if config.from_last else None
-    return ExtragradientState(zeros_count(), extrapolation_state, update_state, last)
+    return _init(inner, config, params)
 
   def update_fn(updates, state, params=None, *, vector_field=None, **extra_args):
     return _update(inner, config, updates, state, params, vector_field, extra_args)
@@ -139,7 +135,23 @@ def _config(shared_state, update_point, extrapolate_from) -> _Config:
     raise ValueError(
       f"extrapolate_from must be one of {EXTRAPOLATE_FROM}, got {extrapolate_from!r}"
     )
-  return _Config(bool(shared_state), update_point, extrapolate_from == "last_iterate")
+  return _Config(
+    shared_state=bool(shared_state),
+    update_point=update_point,
+    from_last=extrapolate_from == "last_iterate",
+  )
+
+
+def _init(inner, config: _Config, params) -> ExtragradientState:
+  params = require_params(params, "extragradient")
+  update_state = inner.init(params)
+  extrapolation_state = optax.EmptyState() if config.shared_state else inner.init(params)
+  return ExtragradientState(
+    count=zeros_count(),
+    extrapolation_state=extrapolation_state,
+    update_state=update_state,
+    last_iterate=params if config.from_last else None,
+  )
 
 
 def _update(inner, config, updates, state, params, vector_field, extra_args):
@@ -161,10 +173,10 @@ def _update(inner, config, updates, state, params, vector_field, extra_args):
   field = _update_field(vector_field, params, half, config.update_point)
   u, up_state = inner.update(field, up_state, params, **extra)
   return u, ExtragradientState(
-    optax.safe_int32_increment(state.count),
-    optax.EmptyState() if shared else ex_state,
-    up_state,
-    optax.apply_updates(params, u) if config.from_last else None,
+    count=optax.safe_int32_increment(state.count),
+    extrapolation_state=optax.EmptyState() if shared else ex_state,
+    update_state=up_state,
+    last_iterate=optax.apply_updates(params, u) if config.from_last else None,
   )
 
 

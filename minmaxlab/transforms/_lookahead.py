@@ -121,15 +121,20 @@ def _check_config(sync_periods, slow_step_sizes, slow_init):
 def _lookahead(inner, sync_periods, slow_step_sizes, reset_state, slow_init):
   inner = as_transform(inner)
   _check_config(sync_periods, slow_step_sizes, slow_init)
-  config = _Config(tuple(sync_periods), tuple(slow_step_sizes), reset_state, slow_init == "lazy")
+  config = _Config(
+    sync_periods=tuple(sync_periods),
+    slow_step_sizes=tuple(slow_step_sizes),
+    reset_state=reset_state,
+    lazy=slow_init == "lazy",
+  )
 
   def init_fn(params):
     params = require_params(params, "lookahead_minmax")
     return LookaheadMinmaxState(
-      zeros_count(),
-      tuple(params for _ in sync_periods),
-      inner.init(params),
-      jnp.zeros([], bool),
+      count=zeros_count(),
+      slow=tuple(params for _ in sync_periods),
+      inner_state=inner.init(params),
+      synced=jnp.zeros([], bool),
     )
 
   def update_fn(updates, state, params=None, **extra_args):
@@ -162,7 +167,7 @@ def _update(inner, config, updates, state, params, extra_args):
   out, slows, synced = jax.lax.cond(_due(count, config.sync_periods[0]), sync, keep)
   if config.reset_state:
     inner_state = jax.lax.cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
-  return out, LookaheadMinmaxState(count, slows, inner_state, synced)
+  return out, LookaheadMinmaxState(count=count, slow=slows, inner_state=inner_state, synced=synced)
 
 
 def apply_lookahead_updates(params: Players, updates: Players, opt_state: Any) -> Players:

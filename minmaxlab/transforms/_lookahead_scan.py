@@ -96,7 +96,8 @@ def lookahead_scan(
     p = jax.tree.map(lambda a, x: a.astype(x.dtype), slows[0], fast)  # exactly, as game_step
     if config.reset_state:
       s = inner.init(slows[0])
-    return (p, LookaheadMinmaxState(count, slows, s, jnp.ones([], bool))), values
+    state = LookaheadMinmaxState(count=count, slow=slows, inner_state=s, synced=jnp.ones([], bool))
+    return (p, state), values
 
   blocks = jax.tree.map(lambda a: a.reshape(n // k, k, *a.shape[1:]), xs)
   (params, opt_state), values = jax.lax.scan(block, (params, opt_state), blocks)

@@ -54,13 +54,17 @@ def optimistic(inner: optax.GradientTransformation) -> optax.GradientTransformat
   inner = as_transform(inner)
 
   def init_fn(params):
-    return OptimisticState(zeros_count(), optax.tree.zeros_like(params), inner.init(params))
+    return OptimisticState(
+      count=zeros_count(), previous=optax.tree.zeros_like(params), inner_state=inner.init(params)
+    )
 
   def update_fn(updates, state, params=None, **extra_args):
     check_updates(updates, "optimistic")
     u, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
     first = state.count == 0
     out = jax.tree.map(lambda now, prev: 2 * now - jnp.where(first, now, prev), u, state.previous)
-    return out, OptimisticState(optax.safe_int32_increment(state.count), u, inner_state)
+    return out, OptimisticState(
+      count=optax.safe_int32_increment(state.count), previous=u, inner_state=inner_state
+    )
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)

@@ -73,4 +73,4 @@ def spectral_sync_period(
       f" k = {best + 1}, has per-step rate {rates[best]:.6g}"
     )
   i = int(contracting[0]) if rule == "smallest" else int(np.argmin(rates))
-  return SyncChoice(i + 1, float(rates[i]), rates)
+  return SyncChoice(sync_period=i + 1, rate=float(rates[i]), rates=rates)

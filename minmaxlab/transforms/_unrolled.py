@@ -145,7 +145,12 @@ def _settings(inner, unroll_steps, differentiate_through_unroll, unroll_optimize
   simulate = (
     None if unroll_optimizer is None else as_transform(unroll_optimizer, "unroll_optimizer")
   )
-  return _Settings(inner, simulate, int(unroll_steps), bool(differentiate_through_unroll))
+  return _Settings(
+    inner=inner,
+    simulate=simulate,
+    unroll_steps=int(unroll_steps),
+    differentiate_through_unroll=bool(differentiate_through_unroll),
+  )
 
 
 def _init(inner, params) -> UnrolledState:

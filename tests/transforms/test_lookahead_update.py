@@ -27,7 +27,9 @@ def _former_lookahead(inner, sync_periods, slow_step_sizes, reset_state=False, l
 
   def init_fn(params):
     slow = tuple(params for _ in sync_periods)
-    return LookaheadMinmaxState(zeros_count(), slow, inner.init(params), jnp.zeros([], bool))
+    return LookaheadMinmaxState(
+      count=zeros_count(), slow=slow, inner_state=inner.init(params), synced=jnp.zeros([], bool)
+    )
 
   def update_fn(updates, state, params=None, **extra_args):
     u, inner_state = inner.update(updates, state.inner_state, params, **extra_args)
@@ -52,7 +54,9 @@ def _former_lookahead(inner, sync_periods, slow_step_sizes, reset_state=False, l
     new_updates = tree_where(synced, tree_sub(slows[0], params), u)
     if reset_state:
       inner_state = jax.lax.cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
-    return new_updates, LookaheadMinmaxState(count, slows, inner_state, synced)
+    return new_updates, LookaheadMinmaxState(
+      count=count, slow=slows, inner_state=inner_state, synced=synced
+    )
 
   return optax.GradientTransformationExtraArgs(init_fn, update_fn)
 
