@@ -61,7 +61,9 @@ def _run(scheme, config, xs, compiled):
   tx = mml.lookahead_minmax(INNERS[scheme](), k, alpha, reset, init)
 
   def helper(p, s, xs):
-    config = mml.transforms.LookaheadConfig(k, alpha, reset, init)
+    config = mml.transforms.LookaheadConfig(
+      sync_period=k, slow_step_size=alpha, reset_state=reset, slow_init=init
+    )
     return mml.lookahead_scan(INNERS[scheme](), _field, p, s, xs, config)
 
   def reference(p, s, xs):
