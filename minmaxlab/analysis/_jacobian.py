@@ -314,4 +314,11 @@ def summarize_jacobian(J) -> JacobianSummary:
   eigs = np.linalg.eigvals(np.asarray(J, np.float64))
   angles = eigenvalue_angles(eigs)
   ratio = a / (s + a) if s + a > 0 else 0.0
-  return JacobianSummary(s, a, ratio, eigs, angles, float(angles.max(initial=0.0)))
+  return JacobianSummary(
+    symmetric_norm=s,
+    antisymmetric_norm=a,
+    rotation_ratio=ratio,
+    eigenvalues=eigs,
+    angles=angles,
+    max_angle=float(angles.max(initial=0.0)),
+  )

@@ -280,7 +280,10 @@ def game_dynamics(
   ritz = arnoldi_eigenvalues(jvp, n, k_eig, eigen_iterations, dtype)  # eigenvalues of J
   by_imag = jnp.lexsort((-jnp.abs(ritz.values), -ritz.values.imag))
   rotation = _rotation(jvp, n, dtype, k_probe, num_probes)
-  step = _Scheme(scheme, step_size, int(max_steps), sync_period, slow_step_size, radius_iterations)
+  step = _Scheme(
+    scheme=scheme, step_size=step_size, max_steps=int(max_steps), sync_period=sync_period,
+    slow_step_size=slow_step_size, radius_iterations=radius_iterations,
+  )  # fmt: skip
   radius = _radius(jvp, params, step, k_op, k, n, dtype, ritz.values.dtype)
   return GameDynamics(
     eigenvalues=ritz.values[:k],
@@ -354,7 +357,13 @@ def _rotation(jvp, n: int, dtype, key, num_probes: int | None) -> _Rotation:
   s_norm = jnp.sqrt(jnp.maximum((frob + trace) / 2, 0))
   total = a_norm + s_norm
   share = jnp.where(total > 0, a_norm / jnp.where(total > 0, total, 1), 0)
-  return _Rotation(share, frob, trace, f_err, t_err)
+  return _Rotation(
+    rotation_share=share,
+    frobenius_sq=frob,
+    trace_jj=trace,
+    frobenius_sq_stderr=f_err,
+    trace_jj_stderr=t_err,
+  )
 
 
 class _Radius(NamedTuple):
@@ -383,7 +392,12 @@ def _radius(jvp, params, step: _Scheme, key, k: int, n: int, dtype, complex_dtyp
   \\tfrac12 \\log(1 + 2\\Re\\delta + |\\delta|^2)`, per step with Lookahead."""
   if step.scheme is None:
     nan = jnp.full((), jnp.nan, dtype)
-    return _Radius(nan, nan, nan, jnp.full((k,), jnp.nan, complex_dtype))
+    return _Radius(
+      spectral_radius=nan,
+      log_spectral_radius=nan,
+      spectral_radius_per_step=nan,
+      operator_eigenvalues=jnp.full((k,), jnp.nan, complex_dtype),
+    )
   eta = _per_coordinate(step.step_size, params, n, dtype)
   n_min = ravel_pytree(params.min)[0].shape[0] if isinstance(params, Players) else n
   min_mask = (jnp.arange(n) < n_min).astype(dtype)
@@ -397,4 +411,9 @@ def _radius(jvp, params, step: _Scheme, key, k: int, n: int, dtype, complex_dtyp
   radius = jnp.exp(log_radius)
   per_step = jnp.exp(log_radius / (1 if sync is None else sync))
   op_eigs = (1 + delta)[jnp.argsort(-log_mod, stable=True)[:k]]
-  return _Radius(radius, log_radius, per_step, op_eigs)
+  return _Radius(
+    spectral_radius=radius,
+    log_spectral_radius=log_radius,
+    spectral_radius_per_step=per_step,
+    operator_eigenvalues=op_eigs,
+  )

@@ -83,4 +83,11 @@ def spectral_radius_grid(
             method, eta, sigma, mu, sync_period=int(k), slow_step_size=a, max_steps=max_steps
           )
         )
-  return RadiusGrid(etas, ks, alphas, cyc, per_step_rate(cyc, ks[None, :, None]), base)
+  return RadiusGrid(
+    step_sizes=etas,
+    sync_periods=ks,
+    slow_step_sizes=alphas,
+    cycle_radius=cyc,
+    per_step=per_step_rate(cyc, ks[None, :, None]),
+    base_radius=base,
+  )

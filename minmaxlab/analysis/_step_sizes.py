@@ -250,13 +250,25 @@ def contractive_step_sizes(
   J, num_min = _square_jacobian(jacobian, method, params, args, num_min)
   max_step_size = _default_max_step_size(J) if max_step_size is None else max_step_size
   rate = _rate_fn(J, method, num_min, int(max_steps), sync_period, slow_step_size, momentum)
+  return StepSizes(
+    method=method,
+    sync_period=None if sync_period is None else int(sync_period),
+    slow_step_size=None if sync_period is None else float(slow_step_size),
+    momentum=float(momentum),
+    **_scan(rate, max_step_size, num, tol),
+  )
+
+
+def _scan(rate, max_step_size, num: int, tol: float) -> dict[str, Any]:
+  """The fields of :class:`StepSizes` that the scan of ``rate`` over ``(0, max_step_size]``
+  gives: the step sizes, their rates, the contractive intervals and the best point."""
   etas = np.linspace(0.0, float(max_step_size), int(num) + 1)[1:]
   rates = np.array([rate(e) for e in etas])
   intervals = _intervals(etas, rates, rate, tol)
   best_eta, best_rate = _best(etas, rates, rate) if intervals else (None, None)
-  k = None if sync_period is None else int(sync_period)
-  alpha = None if k is None else float(slow_step_size)
-  return StepSizes(method, k, alpha, float(momentum), intervals, best_eta, best_rate, etas, rates)
+  return dict(
+    intervals=intervals, best_step_size=best_eta, best_rate=best_rate, step_sizes=etas, rates=rates
+  )
 
 
 def _base_method(method: str) -> str:

@@ -88,7 +88,7 @@ def _run(tx, game, params, num_steps, key, batch_size, point, keep_iterates):
   dists = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), d0, dists)
   if keep_iterates:
     its = jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), it0, its)
-  return Trajectory(dists, None, p_final, s_final, its)
+  return Trajectory(distances=dists, passes=None, params=p_final, opt_state=s_final, iterates=its)
 
 
 def run_game(

@@ -136,7 +136,8 @@ def update_operator(
     phi, w0 = _params_map(tx, run, params, num_steps)
   M = np.asarray(_linear_part(phi, w0, scale, maybe_jit))
   eigs = np.linalg.eigvals(M)
-  return UpdateOperator(M, eigs, float(np.abs(eigs).max()), int(ravel_pytree(params)[0].shape[0]))
+  radius, size = float(np.abs(eigs).max()), int(ravel_pytree(params)[0].shape[0])
+  return UpdateOperator(matrix=M, eigenvalues=eigs, spectral_radius=radius, num_params=size)
 
 
 def _runner(tx, field, args):

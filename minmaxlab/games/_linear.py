@@ -66,7 +66,7 @@ def bilinear(A, b=None, c=None) -> BilinearGame:
       f"b must have shape {(n,)} and c shape {(m,)} for A of shape"
       f" {A.shape}; got {b.shape} and {c.shape}"
     )
-  return BilinearGame(A, b, c)
+  return BilinearGame(A=A, b=b, c=c)
 
 
 def random_bilinear(
@@ -86,7 +86,7 @@ def random_bilinear(
   scale = 1.0 if linear_terms else 0.0
   b = scale * jax.random.normal(kb, (n,), dtype) / jnp.sqrt(n)
   c = scale * jax.random.normal(kc, (m,), dtype) / jnp.sqrt(n)
-  return BilinearGame(A, b, c)
+  return BilinearGame(A=A, b=b, c=c)
 
 
 class QuadraticGame(NamedTuple):
@@ -126,7 +126,7 @@ class QuadraticGame(NamedTuple):
 def quadratic(A, mu, b=None, c=None) -> QuadraticGame:
   """mu-regularised bilinear game; see :class:`QuadraticGame`."""
   g = bilinear(A, b, c)
-  return QuadraticGame(g.A, g.b, g.c, jnp.asarray(mu, g.A.dtype))
+  return QuadraticGame(A=g.A, b=g.b, c=g.c, mu=jnp.asarray(mu, g.A.dtype))
 
 
 class StochasticBilinearGame(NamedTuple):
