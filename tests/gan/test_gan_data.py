@@ -200,7 +200,9 @@ def test_digits():
 
 def _toy_dataset(n=10):
   images = np.arange(n, dtype=np.float32).reshape(n, 1, 1, 1) / n
-  return data.ArrayDataset(images, np.arange(n, dtype=np.int32), n, "toy")
+  return data.ArrayDataset(
+    images=images, labels=np.arange(n, dtype=np.int32), num_classes=n, name="toy"
+  )
 
 
 def test_batches_seeded_shuffled_drop_remainder(key):

@@ -113,7 +113,7 @@ def _point_pair():
   """G(z) = theta (a point mass), D(x) = psi * x: a scalar Dirac-like GAN pair."""
   generator = models.Model(lambda key: jnp.zeros(()), lambda theta, z: theta + 0.0 * z[:, :1])
   discriminator = models.Model(lambda key: jnp.zeros(()), lambda psi, x: psi * x[:, 0])
-  return models.GANPair(generator, discriminator, latent_dim=1)
+  return models.GANPair(generator=generator, discriminator=discriminator, latent_dim=1)
 
 
 @pytest.mark.parametrize("name", sorted(NUMPY))
@@ -185,7 +185,7 @@ def test_wgan_gp_game_loss_adds_the_penalty(key):
     lambda key: {"w": jnp.full((4,), 0.25)}, lambda p, x: x.reshape(x.shape[0], -1) @ p["w"]
   )
   g = models.Model(lambda key: jnp.zeros((2, 2, 1)), lambda p, z: p + z[:, :4].reshape(-1, 2, 2, 1))
-  pair = models.GANPair(g, d, latent_dim=4)
+  pair = models.GANPair(generator=g, discriminator=d, latent_dim=4)
   params = mml.Players(g.init(key), d.init(key))
   real = jnp.ones((3, 2, 2, 1))
   z = jnp.zeros((3, 4))

@@ -51,7 +51,7 @@ def _digits(split: str, native: bool) -> ArrayDataset:
   else:
     raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
   name = "digits8" if native else "digits"
-  return ArrayDataset(images[sl], labels[sl], 10, name)
+  return ArrayDataset(images=images[sl], labels=labels[sl], num_classes=10, name=name)
 
 
 def _idx_dataset(directory: str | os.PathLike, split: str, name: str, num_classes: int | None):
@@ -59,7 +59,9 @@ def _idx_dataset(directory: str | os.PathLike, split: str, name: str, num_classe
   labels = labels.astype(np.int32)
   if num_classes is None:
     num_classes = int(labels.max()) + 1 if labels.size else 0
-  return ArrayDataset(uint8_to_unit_range(images), labels, num_classes, name)
+  return ArrayDataset(
+    images=uint8_to_unit_range(images), labels=labels, num_classes=num_classes, name=name
+  )
 
 
 def load(
@@ -150,4 +152,6 @@ def _cifar10(name: str, split: str, data_dir) -> ArrayDataset:
       f"{name!r}: give the cifar-10-batches-py folder, as 'cifar10:<dir>' or data_dir="
     )
   images, labels = read_cifar10(directory, split)
-  return ArrayDataset(uint8_to_unit_range(images), labels, CIFAR10_CLASSES, name)
+  return ArrayDataset(
+    images=uint8_to_unit_range(images), labels=labels, num_classes=CIFAR10_CLASSES, name=name
+  )

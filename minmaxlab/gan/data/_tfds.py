@@ -157,4 +157,9 @@ def load_tfds(
     raise ValueError(f"tfds data set {name!r}: expected uint8 images, got {images.dtype}")
   label_feature = builder.info.features["label"]
   num_classes = getattr(label_feature, "num_classes", None) or int(labels.max(initial=-1)) + 1
-  return ArrayDataset(uint8_to_unit_range(images), labels, int(num_classes), full_name or name)
+  return ArrayDataset(
+    images=uint8_to_unit_range(images),
+    labels=labels,
+    num_classes=int(num_classes),
+    name=full_name or name,
+  )

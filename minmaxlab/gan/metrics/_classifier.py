@@ -60,7 +60,14 @@ def cnn_classifier(
       x = x[..., None]
     return module.apply({"params": params}, x)
 
-  return ClassifierNet(init, apply, image_shape, int(num_classes), int(width), int(feature_dim))
+  return ClassifierNet(
+    init=init,
+    apply=apply,
+    image_shape=image_shape,
+    num_classes=int(num_classes),
+    width=int(width),
+    feature_dim=int(feature_dim),
+  )
 
 
 def _batched(fn, x, batch_size):
