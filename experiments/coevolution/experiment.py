@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from experiments import _classifier_cache
+from experiments.coevolution import generation_programs as gp
 from minmaxlab import coevolution as co
 from minmaxlab import distributed, runner
 from minmaxlab.games import Players
@@ -246,6 +247,10 @@ class Programs(NamedTuple):
   mixture_samples: Callable  # (key, generators, weights) -> [num_eval_samples, ...], jitted
   backend: distributed.Backend
   mixture: Callable  # (state, cell) -> coev.mixture(state, cell), jitted per cell (a gather)
+  # One device, one process ("single"), else None: (generation_key, g, n, state, data) ->
+  # (state, metrics) and (key, state) -> the rows' read-outs (generation_programs.py)
+  generation: Callable | None = None
+  readouts: Callable | None = None
 
 
 # Fields that change the loop but not the compiled programs.
@@ -270,14 +275,6 @@ def programs(config) -> Programs:
   init, step = backend.jit(coev)
   exp = exp._replace(data=backend.put_data(exp.data))
 
-  def cell_samples(key, state):
-    # Each cell's best local generator (by stored fitness), all on the same latents.
-    best = jax.vmap(jax.vmap(jnp.argmin))(state.fitness.min)
-    pick = lambda x: jax.vmap(jax.vmap(lambda p, i: p[i]))(x, best)  # noqa: E731
-    gens = jax.tree.map(pick, state.params.min)
-    z = jax.random.normal(key, (config.cell_samples, pair.latent_dim))
-    return jax.vmap(jax.vmap(pair.generator.apply, (0, None)), (0, None))(gens, z)
-
   cell_metrics = None
   if exp.mixture is not None:
     mixture = exp.mixture
@@ -288,8 +285,12 @@ def programs(config) -> Programs:
   mixture_samples = jax.jit(
     lambda k, g, w: co.sample_mixture(k, pair.generator.apply, g, w, n_eval, pair.latent_dim, mode)
   )
-  cell_samples = jax.jit(cell_samples)
+  cell_samples = jax.jit(gp.cell_samples(pair, config.cell_samples))
   storing = backend.mesh is None and backend.processes == 1
+  generation = readouts = None
+  if backend.name == "single":
+    generation = gp.make_generation(coev, backend.compiler_options)
+    readouts = gp.make_readouts(coev, config.cell_samples, exp.mixture)
   key, here = runner.program_key(config), Path(__file__).resolve().parent
   sources = (here, *here.parent.glob("*.py"))  # this experiment and experiments/_*.py
 
@@ -321,6 +322,8 @@ def programs(config) -> Programs:
     store(mixture_samples, "mixture_samples"),
     backend,
     mixture_of,
+    store(generation, "generation"),
+    store(readouts, "readouts"),
   )
 
 

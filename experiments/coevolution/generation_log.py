@@ -71,12 +71,40 @@ def weight_distances(params, neighbourhood) -> dict[str, Any]:
   (``Players``, e.g. a host copy of ``state.params``): the grid mean (and every cell's
   value) of the mean L2 distance between the neighbourhood's individuals' weights
   (``minmaxlab.coevolution.net_weights_dist``); it falls to 0 as one lineage takes over."""
-  g, d = jax.device_get(_distances(params, neighbourhood))
+  return _distance_entries(*jax.device_get(_distances(params, neighbourhood)))
+
+
+def _distance_entries(g, d) -> dict[str, Any]:
   out: dict[str, Any] = {}
   for side, v in (("g", g), ("d", d)):
     out[f"net_weights_dist/{side}"] = float(np.mean(v))
     out[f"cells/net_weights_dist_{side}"] = np.asarray(v, np.float64).round(6).tolist()
   return out
+
+
+def readout_entries(reads: dict, cell_samples: int) -> tuple[Any, dict[str, Any]]:
+  """``(per_cell, entries)`` of the read-out program's outputs on the host
+  (``generation_programs.make_readouts``, ``cell_samples`` per cell): the row's entries of
+  :func:`weight_distances` and, on a 2-D mixture, of :func:`cell_modes` (``per_cell`` as
+  there, else ``None``), the same values."""
+  entries = _distance_entries(*reads["net_weights_dist"])
+  per_cell = reads.get("cell")
+  if per_cell is not None:
+    n = np.size(per_cell["modes_covered"]) * cell_samples  # all cells' samples
+    entries.update(_mode_entries(per_cell, reads["pooled_counts"], n))
+  return per_cell, entries
+
+
+def _mode_entries(per_cell, counts, n: int) -> dict[str, Any]:
+  """The row's mode entries: every cell's ``modes_covered`` and, of all cells' samples pooled
+  (their high-quality ``counts`` per mode, of ``n`` samples), ``metrics.mixture_metrics``'s
+  modes covered and high-quality rate (a float32 division, as its eager call's)."""
+  counts = np.asarray(counts)
+  return {
+    "cells/modes_covered": np.asarray(per_cell["modes_covered"]).tolist(),
+    "grid/modes_covered": int(np.sum(counts >= 1)),
+    "grid/high_quality_rate": float(np.float32(np.sum(counts)) / np.float32(n)),
+  }
 
 
 def cell_modes(progs: Programs, config, host) -> tuple[np.ndarray, Any, dict[str, Any]]:
@@ -93,4 +121,23 @@ def cell_modes(progs: Programs, config, host) -> tuple[np.ndarray, Any, dict[str
     pooled = metrics.mixture_metrics(jnp.asarray(samples.reshape(-1, 2)), progs.exp.mixture)
     entries["grid/modes_covered"] = int(pooled["modes_covered"])
     entries["grid/high_quality_rate"] = float(pooled["high_quality_rate"])
+  return samples, per_cell, entries
+
+
+def read_outs(progs: Programs, config, host, params, reads, do_plot: bool):
+  """``(samples, per_cell, entries)`` of one generation (``samples`` when plotting or on 2-D
+  data): from the read-out program's outputs ``reads`` (on the device, on the host), else
+  computed here from the grid ``host`` (``params``: its parameters); the same values."""
+  toy = progs.exp.mixture is not None
+  if reads is not None:
+    per_cell, entries = readout_entries(reads[1], config.cell_samples)
+    samples = None
+    if do_plot:
+      samples = np.asarray(reads[0]["samples"]) if toy else cell_modes(progs, config, host)[0]
+    return samples, per_cell, entries
+  entries = weight_distances(params, progs.exp.coev.config.neighbourhood)
+  samples = per_cell = None
+  if toy or do_plot:
+    samples, per_cell, more = cell_modes(progs, config, host)
+    entries.update(more)
   return samples, per_cell, entries

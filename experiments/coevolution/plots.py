@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
@@ -16,6 +17,16 @@ def _figure(figsize):
   fig = Figure(figsize=figsize)
   FigureCanvasAgg(fig)
   return fig
+
+
+def save_mixture(path: Path, x, *, modes: np.ndarray | None, title: str) -> None:
+  """Samples ``x`` of a mixture: a scatter over the 2-D data's ``modes``, else a grid of
+  (at most 64) images."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  if modes is not None:
+    runner.save_scatter(path, x, modes, title=title)
+  else:
+    runner.save_image_grid(path, x[:64])
 
 
 def save_cell_grid(

@@ -45,6 +45,7 @@ from experiments.coevolution.generation_log import (  # noqa: F401  (here too, a
   CELL_METRICS,
   cell_modes,
   cell_scalars,
+  read_outs,
   summarise,
   weight_distances,
 )
@@ -114,14 +115,6 @@ def evaluate(progs: Programs, config, state, generation: int):
     out = {f"mixture/{k}": float(v) for k, v in exp.image_evaluator(x).items()}
   out["mixture/weights"] = np.asarray(weights, np.float64).round(4).tolist()
   return out, x, cell
-
-
-def _save_mixture(path: Path, x, exp: Experiment, title: str) -> None:
-  path.parent.mkdir(parents=True, exist_ok=True)
-  if exp.mixture is not None:
-    runner.save_scatter(path, x, np.asarray(exp.mixture.modes), title=title)
-  else:
-    runner.save_image_grid(path, x[:64])
 
 
 def train(
@@ -283,25 +276,31 @@ def _progress_bar(run: _Run):
 
 def _generations(run: _Run, state, start, row, writer, bar, on_log, seconds):
   """The generations from ``start`` to the end (``seconds`` gets each one's time):
-  ``(generations taken, last row)``. In one process (no donated state) the next generation
-  is dispatched before this one's host work, so the device computes while the host writes
-  (the same results); across processes the collectives keep one order on every rank."""
-  config, coev = run.config, run.coev
-  generation_key = keys(config)[1]
+  ``(generations taken, last row)``. On one device a generation is one program and its
+  read-outs another (``generation_programs.py``), their outputs fetched in one transfer. In one
+  process (no donated state) the next generation is dispatched before this one's host work, so
+  the device computes while the host writes (the same results); across processes the
+  collectives keep one order on every rank."""
+  config, coev, progs = run.config, run.coev, run.progs
+  generation_key, latents = keys(config)[1], jax.random.fold_in(keys(config)[2], 0)
   ahead = run.backend.processes == 1 and not run.backend.donate
   dispatched = []  # when each generation was dispatched
 
   def dispatch(g, state):
     dispatched.append(time.perf_counter())
-    return run.progs.step(jax.random.fold_in(generation_key, g), state, run.exp.data)
+    if progs.generation is None:
+      return (*progs.step(jax.random.fold_in(generation_key, g), state, run.exp.data), None)
+    state, m = progs.generation(generation_key, np.int32(g), np.int32(1), state, run.exp.data)
+    return state, m, progs.readouts(latents, state)  # the cells' samples: the same latents
 
   g, streak, ready = start, 0, 0.0  # streak: generations in a row in which every cell diverged
   pending = dispatch(g, state) if g < config.generations else None
   while pending is not None:
-    (state, m), pending = pending, None
+    (state, m, reads), pending = pending, None
     if ahead and g + 1 < config.generations:
       pending = dispatch(g + 1, state)
-    m = jax.device_get(run.backend.to_host(m))
+    small = None if reads is None else {k: v for k, v in reads.items() if k != "samples"}
+    m, small = jax.device_get((run.backend.to_host(m), small))  # one transfer
     began, ready = max(dispatched[g - start], ready), time.perf_counter()
     seconds.append(ready - began)
     g = generation = g + 1
@@ -312,7 +311,7 @@ def _generations(run: _Run, state, start, row, writer, bar, on_log, seconds):
     )
     if warning and run.writes:
       print(warning, file=sys.stderr, flush=True)
-    row = _record(run, state, m, generation, row, writer)
+    row = _record(run, state, m, generation, row, writer, None if reads is None else (reads, small))
     if run.writes:
       _shown(row, generation, bar, on_log, seconds[-1])
     if not ahead and g < config.generations:
@@ -332,25 +331,24 @@ def _shown(row: dict, generation: int, bar, on_log, seconds: float) -> None:
     bar.update(generation, shown, seconds=seconds)
 
 
-def _record(run: _Run, state, m, generation: int, row: dict, writer) -> dict:
-  """One generation's read-outs: every process takes part in the host transfers
-  (collectives); the writing process evaluates, plots, writes the row and saves the
-  checkpoint. Returns the row (as written, on the writing process)."""
+def _record(run: _Run, state, m, generation: int, row: dict, writer, reads) -> dict:
+  """One generation's read-outs (``reads``: the read-out program's outputs on the device and
+  on the host, or ``None``): every process takes part in the host transfers (collectives);
+  the writing process evaluates, plots, writes the row and saves the checkpoint. Returns the
+  row (as written, on the writing process)."""
   config, exp = run.config, run.exp
   last = generation == config.generations
   do_eval = generation % config.eval_every == 0 or last
   do_plot = (config.plot_every and generation % config.plot_every == 0) or last
   do_ckpt = generation % config.checkpoint_every == 0 or last
-  toy = exp.mixture is not None  # 2-D data: each cell's modes every generation (cheap)
+  toy = exp.mixture is not None and reads is None  # 2-D data: each cell's modes (cheap)
   host = run.backend.to_host(state) if (do_eval or do_plot or do_ckpt or toy) else None
   # net_weights_dist every generation (to_host is a collective: every process takes part)
-  params = host.params if host is not None else run.backend.to_host(state.params)
+  params = host.params if host is not None else None if reads else run.backend.to_host(state.params)
   if not run.writes:
     return row  # the writer process evaluates, plots and saves the whole grid
-  row.update(weight_distances(params, run.coev.config.neighbourhood))
-  if toy or do_plot:
-    samples, per_cell, entries = cell_modes(run.progs, config, host)
-    row.update(entries)
+  samples, per_cell, entries = read_outs(run.progs, config, host, params, reads, do_plot)
+  row.update(entries)
   if do_eval:
     _evaluate_and_save(run, host, generation, row, writer)
   if do_plot:
@@ -379,7 +377,7 @@ def _evaluate_and_save(run: _Run, host, generation: int, row: dict, writer) -> N
   row.update(evals)
   title = f"generation {generation}: mixture of cell ({cell // cols}, {cell % cols})"
   png = run.workdir / "samples" / f"mixture_gen_{generation}.png"
-  _save_mixture(png, x, run.exp, title)
+  plots.save_mixture(png, x, modes=modes(run.config), title=title)
   writer.image(generation, "samples/mixture", png)
 
 

@@ -41,9 +41,16 @@ class EventFileWriter:
     )
 
   def scalars(self, step: int, values: dict[str, float]) -> None:
-    """Write every ``tag -> number`` of ``values`` at ``step`` (NaN/inf included)."""
-    for tag, value in values.items():
-      self._w.add_scalar(tag, float(value), int(step))
+    """Write every ``tag -> number`` of ``values`` at ``step`` (NaN/inf included) as one
+    event: TensorBoard reads each value as the scalar ``add_scalar`` writes, and one event a
+    step costs a tenth of the host time of one event a tag."""
+    from tensorboardX.proto.summary_pb2 import Summary
+
+    if values:
+      summary = Summary(
+        value=[Summary.Value(tag=t, simple_value=float(v)) for t, v in values.items()]
+      )
+      self._w._get_file_writer().add_summary(summary, int(step))  # what add_scalar calls
 
   def image(self, step: int, tag: str, image) -> None:
     """An image at ``step``: a ``uint8`` or ``[0, 1]`` float array ``[H, W]``/``[H, W, C]``,

@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+import chex
 import jax
 import numpy as np
 import pytest
@@ -82,14 +83,55 @@ def test_smoke_end_to_end_with_exact_resume(tmp_path, monkeypatch, capsys):
     row = train.train(_config(), workdir)
     _check_outputs(workdir, row)
     stored = {p.name.split("-")[1] for p in (cache / "programs").glob("coevolution-*.exe")}
-    assert {"init", "step", "mixture_samples", "cell_samples", "cell_metrics"} <= stored
+    # On one device a generation and its read-outs are one program each (issue 49 item 5).
+    assert {"init", "generation", "readouts", "mixture_samples"} <= stored
     # As a new process would: the resumed run loads the stored executables (nothing traced)
     # and must reproduce the uninterrupted run bit for bit.
     train.programs.cache_clear()
     _check_resume(workdir, tmp_path / "resumed")
     progs = train.programs(_config())
-    assert progs.step.how == progs.init.how == "loaded"
+    assert progs.generation.how == progs.readouts.how == progs.init.how == "loaded"
     _check_pre_lineage_checkpoint(workdir, tmp_path / "old", capsys)
+
+
+def test_the_loops_programs_give_the_numbers_of_the_step_and_the_host_read_outs():
+  # One device (issue 49 item 5): the generation program (fold_in and Coevolution.step in a
+  # loop of one turn) gives the plain step's bits, and the read-out program the row entries,
+  # per-cell metrics and samples of the read-outs computed from the grid (weight_distances,
+  # cell_modes), here on the 25-Gaussian grid (some samples on its modes) with 48 samples a
+  # cell (192 pooled: the high-quality rate a float32 division that is not a power of two's).
+  from experiments.coevolution import generation_log as log
+  from experiments.coevolution import generation_programs as gp
+  from minmaxlab.gan import data, metrics
+
+  config = _config()
+  progs = train.programs(config)
+  init_key, gen_key, eval_key = train.keys(config)
+  state = progs.init(init_key)
+  a = jax.device_get(progs.generation(gen_key, np.int32(3), np.int32(1), state, progs.exp.data))
+  b = jax.device_get(progs.step(jax.random.fold_in(gen_key, 3), state, progs.exp.data))
+  jax.tree.map(np.testing.assert_array_equal, a, b)
+  mixture, n = data.grid25(), 48
+  with config.unlocked():
+    config.cell_samples = n
+  cell = jax.jit(jax.vmap(jax.vmap(lambda x: metrics.mixture_metrics(x, mixture))))
+  host = progs._replace(  # what cell_modes computes on the host, for this mixture and n
+    exp=progs.exp._replace(mixture=mixture),
+    cell_samples=jax.jit(gp.cell_samples(progs.exp.coev.pair, n)),
+    cell_metrics=cell,
+  )
+  state = jax.tree.map(jax.numpy.asarray, a[0])
+  reads = jax.device_get(
+    gp.make_readouts(progs.exp.coev, n, mixture)(jax.random.fold_in(eval_key, 0), state)
+  )
+  per_cell, entries = log.readout_entries(reads, n)
+  want = log.weight_distances(state.params, config.neighbourhood)
+  samples, want_per_cell, modes = log.cell_modes(host, config, state)
+  want.update(modes)
+  assert list(entries.items()) == list(want.items())  # the same keys, order and values
+  assert entries["grid/modes_covered"] > 0 and 0 < entries["grid/high_quality_rate"] < 1
+  np.testing.assert_array_equal(reads["samples"], samples)
+  jax.tree.map(np.testing.assert_array_equal, per_cell, jax.device_get(want_per_cell))
 
 
 def test_on_log_comes_before_the_generation_line(tmp_path, capsys):
@@ -193,7 +235,7 @@ def _check_resume(full_dir, workdir):
   )
   a, _ = _restore(full_dir)
   b, _ = _restore(workdir)
-  jax.tree.map(np.testing.assert_array_equal, a, b)
+  chex.assert_trees_all_equal(a, b)
   # The grid really trained: parameters moved away from the initial ones.
   init, _ = _restore(full_dir, 0)
   g0 = jax.tree.leaves(init["state"].params.min)[0]
@@ -215,11 +257,7 @@ def _check_pre_lineage_checkpoint(full_dir, workdir, capsys):
   assert "step_2 was written before lineage ids" in capsys.readouterr().err
   a, _ = _restore(full_dir)
   b, _ = _restore(workdir)
-  jax.tree.map(
-    np.testing.assert_array_equal,
-    a["state"]._replace(lineage=None),
-    b["state"]._replace(lineage=None),
-  )
+  chex.assert_trees_all_equal(a["state"]._replace(lineage=None), b["state"]._replace(lineage=None))
   cell, born = co.lineage_origin(b["state"].lineage.min)
   assert np.all(born == 2) and set(np.unique(cell)) <= set(range(4))
 
@@ -333,9 +371,7 @@ def test_load_run_opens_a_checkpoint_from_before_lineage_ids(tmp_path, capsys):
   run = runner.load_run(tmp_path)
   assert "step_3 was written before lineage ids" in capsys.readouterr().err
   assert run.step == 3
-  jax.tree.map(
-    np.testing.assert_array_equal, run.state["state"]._replace(lineage=None), old["state"]
-  )
+  chex.assert_trees_all_equal(run.state["state"]._replace(lineage=None), old["state"])
   cell, born = co.lineage_origin(run.state["state"].lineage.min)
   assert np.all(born == 3)
   np.testing.assert_array_equal(
