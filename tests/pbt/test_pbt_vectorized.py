@@ -11,7 +11,7 @@ from minmaxlab import pbt
 
 ADAM = optax.inject_hyperparams(optax.adam)
 TARGETS = {"lr_min": ("min", "learning_rate"), "lr_max": ("max", "learning_rate")}
-SPACE = {"lr_min": pbt.Continuous(1e-4, 0.5), "lr_max": pbt.Continuous(1e-4, 0.5)}
+SPACE = {"lr_min": pbt.Continuous(low=1e-4, high=0.5), "lr_max": pbt.Continuous(low=1e-4, high=0.5)}
 
 
 def test_truncation_size():
@@ -65,8 +65,8 @@ def test_tournament_exploit_hand_made():
 
 def test_explore_bounds_and_moves():
   space = {
-    "lr": pbt.Continuous(1e-3, 1.0),
-    "w": pbt.Continuous(-1.0, 1.0, log=False),
+    "lr": pbt.Continuous(low=1e-3, high=1.0),
+    "w": pbt.Continuous(low=-1.0, high=1.0, log=False),
     "loss": pbt.Categorical(3),
   }
   P = 64
@@ -105,7 +105,7 @@ def test_explore_bounds_and_moves():
 
 def test_explore_values_matches_bounds():
   rng = np.random.default_rng(0)
-  space = {"lr": pbt.Continuous(1e-3, 1.0), "loss": pbt.Categorical(2)}
+  space = {"lr": pbt.Continuous(low=1e-3, high=1.0), "loss": pbt.Categorical(2)}
   v = pbt.sample_values(rng, space)
   for _ in range(200):
     v = pbt.explore_values(rng, v, space)
@@ -244,7 +244,7 @@ def test_vectorized_pbt_validation():
   with pytest.raises(ValueError, match="steps"):
     pbt.vectorized_pbt(f, f, f, SPACE, steps=0)
   with pytest.raises(ValueError, match="low must be"):
-    pbt.vectorized_pbt(f, f, f, {"a": pbt.Continuous(1.0, 0.5)}, steps=1)
+    pbt.vectorized_pbt(f, f, f, {"a": pbt.Continuous(low=1.0, high=0.5)}, steps=1)
 
 
 @pytest.mark.slow
