@@ -21,7 +21,7 @@ from minmaxlab import pbt
 from tests import _procs
 
 ROOT = Path(__file__).resolve().parents[1]
-SPACE = {"lr": pbt.Continuous(1e-3, 0.5)}
+SPACE = {"lr": pbt.Continuous(low=1e-3, high=0.5)}
 
 
 def _init(trial):
@@ -120,7 +120,7 @@ def test_rerun_with_another_config_refuses_naming_the_fields(tmp_path):
   with pytest.raises(pbt.ConfigMismatch, match="space"):
     pbt.Controller(
       tmp_path,
-      {"lr": pbt.Continuous(1e-4, 0.5)},
+      {"lr": pbt.Continuous(low=1e-4, high=0.5)},
       "tests.test_fault_injection:flaky_task",
       config=pbt.ControllerConfig(population_size=3, num_trials=9, steps_per_trial=2),
     )

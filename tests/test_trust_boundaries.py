@@ -415,7 +415,7 @@ def test_the_controller_refuses_a_truncation_fraction_it_would_not_use(tmp_path)
     with pytest.raises(ValueError, match="truncation_fraction must be in"):
       pbt.Controller(
         tmp_path,
-        {"lr": pbt.Continuous(0.1, 0.2)},
+        {"lr": pbt.Continuous(low=0.1, high=0.2)},
         TASK,
         config=pbt.ControllerConfig(
           population_size=2,
@@ -455,7 +455,7 @@ def test_a_parent_id_cycle_in_the_store_is_one_line_not_a_hang(tmp_path):
 def test_an_infinite_or_nan_fitness_is_a_failed_attempt_not_the_best_trial(tmp_path, value):
   c = pbt.Controller(
     tmp_path,
-    {"lr": pbt.Continuous(0.1, 0.2)},
+    {"lr": pbt.Continuous(low=0.1, high=0.2)},
     TASK,
     {"value": value},
     config=pbt.ControllerConfig(
@@ -486,7 +486,7 @@ def test_a_timed_out_trial_ends_the_processes_its_task_started(tmp_path):
   pidfile.touch()
   c = pbt.Controller(
     tmp_path / "run",
-    {"lr": pbt.Continuous(0.1, 0.2)},
+    {"lr": pbt.Continuous(low=0.1, high=0.2)},
     SPAWNING,
     {"pidfile": str(pidfile)},
     config=pbt.ControllerConfig(

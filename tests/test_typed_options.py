@@ -135,7 +135,7 @@ def test_controller_config_is_a_frozen_keyword_record():
 
 
 def test_controller_refuses_a_bad_exploit_in_one_line(tmp_path):
-  space = {"lr": pbt.Continuous(0.1, 0.2)}
+  space = {"lr": pbt.Continuous(low=0.1, high=0.2)}
   config = pbt.ControllerConfig(
     population_size=2, num_trials=2, steps_per_trial=1, exploit="roulette"
   )

@@ -70,7 +70,7 @@ def test_second_pbt_controller_refused_before_it_creates_a_trial(holder):
   workdir, proc = holder
   c = pbt.Controller(
     workdir,
-    {"lr": pbt.Continuous(0.1, 0.2)},
+    {"lr": pbt.Continuous(low=0.1, high=0.2)},
     _init,
     _train,
     config=pbt.ControllerConfig(population_size=2, num_trials=2, steps_per_trial=1),

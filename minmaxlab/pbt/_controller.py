@@ -85,8 +85,8 @@ class Controller:
     ...   return fitness, state
     >>> config = ControllerConfig(population_size=8, num_trials=64, steps_per_trial=100,
     ...                           workers=2)
-    >>> c = Controller("runs/pbt", {"lr": Continuous(1e-4, 1e-1)}, init_fn, train_fn,
-    ...                config=config)
+    >>> space = {"lr": Continuous(low=1e-4, high=1e-1)}
+    >>> c = Controller("runs/pbt", space, init_fn, train_fn, config=config)
     >>> summary = c.run()          # after a kill, the same call resumes
 
   Args:
@@ -148,8 +148,11 @@ class Controller:
     self.max_failed_trials = None if c.max_failed_trials is None else int(c.max_failed_trials)
     self.orphan_s = float(c.orphan_s)
     check_limits(c.population_size, c.num_trials, c.steps_per_trial, c.workers, c.top_k)
-    policy = (c.exploit, c.truncation_fraction, c.resample_probability, tuple(c.perturb_factors))
-    self.policy = Policy(dict(space), *policy, self.ranking).validate(int(c.population_size))
+    self.policy = Policy(
+      space=dict(space), exploit=c.exploit, truncation_fraction=c.truncation_fraction,
+      resample_probability=c.resample_probability, perturb_factors=tuple(c.perturb_factors),
+      ranking=self.ranking,
+    ).validate(int(c.population_size))  # fmt: skip
     self.workdir = Path(workdir).expanduser().resolve()
     self.ckpt_root = self.workdir / "checkpoints"
     self.ckpt_root.mkdir(parents=True, exist_ok=True)

@@ -146,7 +146,7 @@ class Ranking(NamedTuple):
 
 def scalar() -> Ranking:
   """One objective; the score is the fitness (the default)."""
-  return Ranking("scalar")
+  return Ranking(kind="scalar")
 
 
 def weighted_sum(weights: Sequence[float]) -> Ranking:
@@ -154,19 +154,19 @@ def weighted_sum(weights: Sequence[float]) -> Ranking:
   w = tuple(float(v) for v in weights)
   if not w or not all(math.isfinite(v) for v in w):
     raise ValueError(f"weights must be a non-empty sequence of finite numbers, got {weights!r}")
-  return Ranking("weighted", w)
+  return Ranking(kind="weighted", weights=w)
 
 
 def pareto_rank() -> Ranking:
   """Pareto rank: the score is minus the trial's non-dominated front (:func:`pareto_fronts`)."""
-  return Ranking("pareto")
+  return Ranking(kind="pareto")
 
 
 def key_ranking(key: Callable[[tuple[float, ...]], float]) -> Ranking:
   """The score is ``key(objectives)`` (a module-level function, so a rerun can import it)."""
   if not callable(key):
     raise ValueError(f"key must be callable, got {key!r}")
-  return Ranking("key", (), key)
+  return Ranking(kind="key", weights=(), fn=key)
 
 
 def comparator_ranking(cmp: Callable[[tuple, tuple], float]) -> Ranking:
@@ -174,7 +174,7 @@ def comparator_ranking(cmp: Callable[[tuple, tuple], float]) -> Ranking:
   ``b``, ``0`` for a tie (a module-level function, so a rerun can import it)."""
   if not callable(cmp):
     raise ValueError(f"cmp must be callable, got {cmp!r}")
-  return Ranking("comparator", (), cmp)
+  return Ranking(kind="comparator", weights=(), fn=cmp)
 
 
 def trial_objectives(t: Any) -> tuple[float, ...]:

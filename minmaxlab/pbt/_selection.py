@@ -130,7 +130,7 @@ def next_child(
   """The child of a finished ``initiator`` (its decision seeded by ``[seed, initiator.id]``)."""
   rng = np.random.default_rng([seed, initiator.id])
   parent, hparams = choose_parent(rng, initiator, population, policy)
-  return Child(parent, hparams, int(rng.integers(2**31)))
+  return Child(parent=parent, hparams=hparams, seed=int(rng.integers(2**31)))
 
 
 class EarlyStop(NamedTuple):

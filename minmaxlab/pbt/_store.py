@@ -108,21 +108,18 @@ class Trial(NamedTuple):
   objectives: tuple[float, ...] | None = None
 
 
-_COLUMNS = (
-  "id, member, parent_id, parent_ckpt, hparams, start_step, steps, seed, status,"
-  " attempt, worker, fitness, ckpt, ckpt_deleted, processed, failures, error, objectives"
-)
+_COLUMNS = ", ".join(Trial._fields)  # a row of these columns is one Trial's fields
 
 
 def _trial(row, workdir: Path) -> Trial:
-  r = list(row)
-  for i in (3, 12):  # parent_ckpt, ckpt: absolute paths in this workdir
-    rel = relative_ckpt(r[i])
-    r[i] = rel if rel is None or PurePath(rel).is_absolute() else str(workdir / rel)
-  r[4] = json.loads(r[4])
-  r[13], r[14] = bool(r[13]), bool(r[14])
-  r[17] = None if r[17] is None else tuple(json.loads(r[17]))
-  return Trial(*r)
+  t = dict(zip(Trial._fields, row, strict=True))
+  for name in ("parent_ckpt", "ckpt"):  # absolute paths in this workdir
+    rel = relative_ckpt(t[name])
+    t[name] = rel if rel is None or PurePath(rel).is_absolute() else str(workdir / rel)
+  t["hparams"] = json.loads(t["hparams"])
+  t["ckpt_deleted"], t["processed"] = bool(t["ckpt_deleted"]), bool(t["processed"])
+  t["objectives"] = None if t["objectives"] is None else tuple(json.loads(t["objectives"]))
+  return Trial(**t)
 
 
 def _check_store(db: sqlite3.Connection, path: str) -> None:

@@ -175,7 +175,7 @@ def vectorized_pbt(
     ...     min=optax.inject_hyperparams(optax.adam)(1e-3),
     ...     max=optax.inject_hyperparams(optax.adam)(1e-3)))
     >>> pbt = vectorized_pbt(init_member, train_step, evaluate,
-    ...     {"lr_g": Continuous(1e-4, 1e-1), "lr_d": Continuous(1e-4, 1e-1)},
+    ...     {"lr_g": Continuous(low=1e-4, high=1e-1), "lr_d": Continuous(low=1e-4, high=1e-1)},
     ...     targets={"lr_g": ("min", "learning_rate"), "lr_d": ("max", "learning_rate")},
     ...     steps=50)
     >>> state = pbt.init(jax.random.key(0), 16)
@@ -213,8 +213,10 @@ def vectorized_pbt(
   targets = dict(targets or {})
   _check_settings(space, targets, steps, exploit, truncation_fraction, ready, burn_in)
   settings = _Settings(
-    init_member, train_step, evaluate, space, int(steps), targets, exploit,
-    truncation_fraction, resample_probability, perturb_factors, ready, burn_in,
+    init_member=init_member, train_step=train_step, evaluate=evaluate, space=space,
+    steps=int(steps), targets=targets, exploit=exploit, truncation_fraction=truncation_fraction,
+    resample_probability=resample_probability, perturb_factors=perturb_factors, ready=ready,
+    burn_in=burn_in,
   )  # fmt: skip
   shardings = member_shardings(devices) if devices is not None else None
   step = _compiled(functools.partial(_round, settings), jit, shardings)
@@ -380,4 +382,12 @@ def member_shardings(devices: Any) -> tuple[Any, Any]:
 
 def _state_shardings(shardings) -> PBTState:
   members, replicated = shardings
-  return PBTState(members, members, members, members, members, members, replicated)
+  return PBTState(
+    params=members,
+    opt_state=members,
+    hparams=members,
+    fitness=members,
+    steps_since_exploit=members,
+    parent=members,
+    step=replicated,
+  )

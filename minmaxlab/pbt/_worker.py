@@ -301,7 +301,8 @@ def serve_trials(
   process (exit status :data:`TIMEOUT_EXIT`; a local worker is restarted).
   """
   name = name or f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
-  lease = _Lease(name, lease_s, epoch, orphan_s, trial_timeout_s)
+  lease = _Lease(name=name, lease_s=lease_s, epoch=epoch, orphan_s=orphan_s,
+                 trial_timeout_s=trial_timeout_s)  # fmt: skip
   store = open_store()
   watch = _Watch(orphan_s)
   done = 0
@@ -360,7 +361,7 @@ def _train_leased(open_store, lease: _Lease, trial: Trial, ckpt_root, init_fn, t
   thread.start()
   try:
     fitness, ckpt = run_trial(trial, ckpt_root, init_fn, train_fn)
-    return _Outcome(fitness, ckpt)
+    return _Outcome(fitness=fitness, ckpt=ckpt)
   except BrokenCheckpointError:
     return _Outcome(broken=True)
   except Exception as e:  # the task failed: report it, go on with the next trial

@@ -98,12 +98,12 @@ def load_run(workdir: str | os.PathLike, step: int | None = None, module: str | 
   summary_path = workdir / "summary.json"
   summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
   return Run(
-    workdir,
-    config,
-    record,
-    int(meta.get("step", -1)),
-    state,
-    read_jsonl(workdir / "metrics.jsonl"),
-    summary,
-    trainer,
+    workdir=workdir,
+    config=config,
+    record=record,
+    step=int(meta.get("step", -1)),
+    state=state,
+    rows=read_jsonl(workdir / "metrics.jsonl"),
+    summary=summary,
+    module=trainer,
   )

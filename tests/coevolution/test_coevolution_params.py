@@ -65,8 +65,8 @@ def test_default_params_are_the_config_and_trace():
 @pytest.mark.slow
 def test_vectorized_pbt_tunes_mutation_scale_and_mixture_sigma():
   space = {
-    "mutation_scale": pbt.Continuous(1e-6, 1e-2),
-    "mixture_sigma": pbt.Continuous(1e-3, 1.0),
+    "mutation_scale": pbt.Continuous(low=1e-6, high=1e-2),
+    "mixture_sigma": pbt.Continuous(low=1e-3, high=1.0),
   }
   runner = pbt.vectorized_pbt(
     lambda key, h: (COEV.init(key), jnp.zeros(())),

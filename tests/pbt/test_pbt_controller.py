@@ -16,7 +16,10 @@ from hypothesis import strategies as st
 from minmaxlab import pbt
 from tests import _procs
 
-SPACE = {"lr": pbt.Continuous(1e-3, 0.5), "decay": pbt.Continuous(0.9, 1.0, log=False)}
+SPACE = {
+  "lr": pbt.Continuous(low=1e-3, high=0.5),
+  "decay": pbt.Continuous(low=0.9, high=1.0, log=False),
+}
 TARGET = np.array([1.0, -2.0, 3.0, 0.5])
 KILL_ENV = "MINMAXLAB_TEST_PBT_KILL_TRIAL"
 
@@ -453,7 +456,21 @@ def test_synchronous_generations(tmp_path):
 
 def _done_trial(tid, member, fitness, hparams):
   return pbt.Trial(
-    tid, member, None, None, hparams, 0, 3, 0, "done", 1, "w", fitness, "c", False, True
+    id=tid,
+    member=member,
+    parent_id=None,
+    parent_ckpt=None,
+    hparams=hparams,
+    start_step=0,
+    steps=3,
+    seed=0,
+    status="done",
+    attempt=1,
+    worker="w",
+    fitness=fitness,
+    ckpt="c",
+    ckpt_deleted=False,
+    processed=True,
   )
 
 
@@ -500,7 +517,13 @@ def _table(fitnesses, hparams=None):
 
 
 def test_truncation_policy_bottom_copies_top_and_top_keeps_itself():
-  policy = _selection.Policy(SPACE, "truncation", 0.25, 0.0, (0.8, 1.2)).validate(8)
+  policy = _selection.Policy(
+    space=SPACE,
+    exploit="truncation",
+    truncation_fraction=0.25,
+    resample_probability=0.0,
+    perturb_factors=(0.8, 1.2),
+  ).validate(8)
   population = _table([8.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.0, 1.0])
   tops = {population[0].id, population[1].id}  # n = ceil(8 * 0.25) = 2
   for seed in range(10):
@@ -512,7 +535,7 @@ def test_truncation_policy_bottom_copies_top_and_top_keeps_itself():
 
 
 def test_none_policy_continues_every_lineage_unchanged():
-  policy = _selection.Policy(SPACE, "none")
+  policy = _selection.Policy(space=SPACE, exploit="none")
   population = _table([1.0, 5.0, 3.0])
   for t in population.values():
     child = _selection.next_child(0, t, population, policy)
@@ -520,7 +543,7 @@ def test_none_policy_continues_every_lineage_unchanged():
 
 
 def test_next_child_depends_only_on_the_seed_and_the_initiator():
-  policy = _selection.Policy(SPACE, "tournament", resample_probability=0.5)
+  policy = _selection.Policy(space=SPACE, exploit="tournament", resample_probability=0.5)
   population = _table([1.0, 2.0, 3.0, 4.0])
   a = _selection.next_child(7, population[0], population, policy)
   assert a == _selection.next_child(7, population[0], dict(population), policy)
@@ -530,9 +553,9 @@ def test_next_child_depends_only_on_the_seed_and_the_initiator():
 
 def test_policy_validation():
   with pytest.raises(ValueError, match="exploit"):
-    _selection.Policy(SPACE, "roulette").validate(4)
+    _selection.Policy(space=SPACE, exploit="roulette").validate(4)
   with pytest.raises(ValueError, match="truncation"):
-    _selection.Policy(SPACE, "truncation", truncation_fraction=0.9).validate(4)
+    _selection.Policy(space=SPACE, exploit="truncation", truncation_fraction=0.9).validate(4)
 
 
 def _store_with(tmp_path, rows):

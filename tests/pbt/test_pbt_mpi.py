@@ -27,7 +27,7 @@ HAVE_MPI = importlib.util.find_spec("mpi4py") is not None and MPIRUN.exists()
 needs_mpi = pytest.mark.skipif(
   not HAVE_MPI, reason=f"needs mpi4py and {MPIRUN} (python3 dev.py mpi)"
 )
-SPACE = {"lr": pbt.Continuous(1e-3, 0.5)}
+SPACE = {"lr": pbt.Continuous(low=1e-3, high=0.5)}
 TARGET = np.array([1.0, -2.0, 3.0, 0.5])
 NUM_TRIALS = 12
 FAIL_TRIAL, FAIL_SIGNAL = "MINMAXLAB_TEST_MPI_FAIL_TRIAL", "MINMAXLAB_TEST_MPI_FAIL_SIGNAL"

@@ -56,37 +56,59 @@ def test_weighted_key_and_comparator_rankings():
 
 
 def _trial(i, member, objectives):
-  hp = {"lr": 0.1 * i}
-  row = (i, member, None, None, hp, 0, 1, i, "done", 1, None, objectives[0], None, False, True)
-  return pbt.Trial(*row, objectives=tuple(objectives))
+  return pbt.Trial(
+    id=i,
+    member=member,
+    parent_id=None,
+    parent_ckpt=None,
+    hparams={"lr": 0.1 * i},
+    start_step=0,
+    steps=1,
+    seed=i,
+    status="done",
+    attempt=1,
+    worker=None,
+    fitness=objectives[0],
+    ckpt=None,
+    ckpt_deleted=False,
+    processed=True,
+    objectives=tuple(objectives),
+  )
 
 
 def test_selection_uses_the_ranking():
-  space = {"lr": pbt.Continuous(1e-3, 1.0)}
+  space = {"lr": pbt.Continuous(low=1e-3, high=1.0)}
   # c = (2, 2) dominates d = (1, 1): under Pareto d copies c in a tournament; under the
   # weighted sum (1, -1) d (score 0) ties c (score 0) and wins (the initiator wins ties)
   pop = {0: _trial(1, 0, (2.0, 2.0)), 1: _trial(2, 1, (1.0, 1.0))}
   rng = np.random.default_rng(0)
-  pareto = Policy(space, "tournament", ranking=pbt.pareto_rank())
+  pareto = Policy(space=space, exploit="tournament", ranking=pbt.pareto_rank())
   parent, _ = choose_parent(rng, pop[1], pop, pareto)
   assert parent.id == 1
-  weighted = Policy(space, "tournament", ranking=pbt.weighted_sum([1.0, -1.0]))
+  weighted = Policy(space=space, exploit="tournament", ranking=pbt.weighted_sum([1.0, -1.0]))
   parent, _ = choose_parent(np.random.default_rng(0), pop[1], pop, weighted)
   assert parent.id == 2
   # truncation: front 2 (f) is the bottom quarter of 4 and copies from front 0
   pop = {m: _trial(m + 1, m, POINTS[n]) for m, n in enumerate("adef")}
-  trunc = Policy(space, "truncation", 0.25, ranking=pbt.pareto_rank())
+  trunc = Policy(
+    space=space, exploit="truncation", truncation_fraction=0.25, ranking=pbt.pareto_rank()
+  )
   parent, _ = choose_parent(np.random.default_rng(1), pop[3], pop, trunc)
   assert parent.id == 1  # a, the only front-0 member
   # a trial that reported NaN (stored without a fitness) loses every tournament
   nan = _trial(3, 1, (0.0,))._replace(fitness=None, objectives=None)
   pop = {0: _trial(1, 0, (-5.0,)), 1: nan}
-  parent, _ = choose_parent(np.random.default_rng(0), nan, pop, Policy(space, "tournament"))
+  parent, _ = choose_parent(
+    np.random.default_rng(0), nan, pop, Policy(space=space, exploit="tournament")
+  )
   assert parent.id == 1
 
 
 # --- campaigns (inline, in this process) ------------------------------------------------------
-SPACE = {"lr": pbt.Continuous(1e-3, 0.5), "decay": pbt.Continuous(0.9, 1.0, log=False)}
+SPACE = {
+  "lr": pbt.Continuous(low=1e-3, high=0.5),
+  "decay": pbt.Continuous(low=0.9, high=1.0, log=False),
+}
 TARGET = np.array([1.0, -2.0, 3.0, 1 / 3])
 
 
@@ -245,7 +267,9 @@ def test_budget_lets_the_running_trial_finish(tmp_path, monkeypatch):
   def monotonic():  # 20x slower than real time, +2 s (past the budget) once the trial runs
     return (time.monotonic() - t0) / 20 + (2.0 if started.is_set() else 0.0)
 
-  monkeypatch.setattr(_controller, "time", types.SimpleNamespace(monotonic=monotonic, sleep=time.sleep))
+  monkeypatch.setattr(
+    _controller, "time", types.SimpleNamespace(monotonic=monotonic, sleep=time.sleep)
+  )
 
   def slow(hparams, state, trial):
     started.set()

@@ -15,7 +15,7 @@ from minmaxlab.pbt import _gc
 from minmaxlab.pbt._store import StoreError
 from tests import _procs
 
-SPACE = {"lr": pbt.Continuous(1e-3, 0.5)}
+SPACE = {"lr": pbt.Continuous(low=1e-3, high=0.5)}
 
 
 def _init(trial):

@@ -16,7 +16,7 @@ from tests import _procs
 
 ROOT = _procs.ROOT
 LIMIT = round(_procs.scaled(6.0), 1)  # seconds: a normal trial (first imports included) fits
-SPACE = {"lr": pbt.Continuous(1e-3, 0.5)}
+SPACE = {"lr": pbt.Continuous(low=1e-3, high=0.5)}
 
 
 def _init(trial):
