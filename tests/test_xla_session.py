@@ -1,6 +1,6 @@
 """tests/_xla.py: the test session's XLA code generation (flags built from the library's
-"fastest" options with LLVM at -O0, the user's flags kept, both ways out) and the proof that ``DEFAULTS``
-restores XLA's default code inside a session that compiles another way."""
+"fastest" options with LLVM at -O0, the user's flags kept, both ways out) and the proof that
+``DEFAULTS`` restores XLA's default code inside a session that compiles another way."""
 
 from __future__ import annotations
 

@@ -57,8 +57,29 @@ NETWORKS = {
   # G latent -> hidden -> data, D data -> hidden -> 1 (research/lipizzaner.md section 5)
   "four_layer_perceptron": {"architecture": "mlp", "latent_dim": 64, "hidden": (256, 256)},
   "circular_problem_perceptron": {"architecture": "mlp", "latent_dim": 256, "hidden": (128, 128)},
+  # experiments/parity/lipizzaner_ring_entry.py adds it to the reference at run time: the
+  # library ring's MLPs (its RING_LATENT and RING_HIDDEN defaults)
+  "ring_mlp": {"architecture": "mlp", "latent_dim": 16, "hidden": (64, 64)},
 }
-DATASETS = {"mnist": "tfds:mnist", "fashion_mnist": "fashion_mnist", "gaussian_circle": "ring8"}
+DATASETS = {
+  "mnist": "tfds:mnist",
+  "fashion_mnist": "fashion_mnist",
+  "gaussian_circle": "ring8",
+  "ring8": "ring8",  # lipizzaner_ring_entry.py's: batch_size * n_batches records of the ring
+}
+SCORES = ("fid", "gaussian_toy_distances", "ring_tvd")  # ring_tvd: lipizzaner_ring_entry.py's
+# read(coupling="reference"): the reference's training phase and the behaviours of its code
+# that the library names (CoevolutionConfig's docstring; tests/parity/ checks each against
+# the reference's own output): one opponent drawn per batch and side, the discriminator's
+# phase, _adjacent_cells' transposed neighbourhoods, get_heuristic_seed's one seed for every
+# client. Opponents: with selection the selected individuals, else the neighbourhood's.
+REFERENCE_COUPLING = {
+  "schedule": "reference",
+  "d_phase": "first",
+  "neighbourhood_layout": "transposed",
+  "cell_seeds": "shared",
+  "generator_selection": "tournament",
+}
 LOSSES = {"bceloss": "ns_bce", "mseloss": "lsgan", "heuristicloss": "heuristic"}
 FITNESS_MODES = {"average": "average", "best": "best", "worse": "worst"}
 SAMPLES_MODES = {"exact_proportion": "exact_proportion", "independent_probability": "independent"}
@@ -252,12 +273,19 @@ def _require_fitness_section(flat: dict) -> None:
     )
 
 
-def read(path) -> dict:
+def read(path, coupling: str = "library") -> dict:
   """The config overrides of the Lipizzaner configuration at ``path``: a dict of
   ``configs/base.py`` field -> value. :class:`UnsupportedField` names the first field or
-  value it cannot map."""
+  value it cannot map.
+
+  ``coupling="library"`` (default): the file's settings in the library's own operators
+  (``schedule="lipizzaner"``); ``"reference"``: also :data:`REFERENCE_COUPLING`, the
+  reference's training phase and its named behaviours (how the ring outcome study's library
+  arms run: tests/parity/test_ring_outcome_join.py)."""
   import yaml
 
+  if coupling not in ("library", "reference"):
+    raise UnsupportedField(f"coupling: {coupling!r} is not 'library' or 'reference'")
   path = Path(path)
   tree = yaml.load(path.read_text(), _loader(path.parent)) or {}
   flat = _flatten(tree)
@@ -286,7 +314,10 @@ def read(path) -> dict:
   dataset = _choice(DATASETS)(get("dataloader.dataset_name", "mnist"), "dataloader.dataset_name")
   out["dataset"] = dataset
   records = 60000
-  if dataset == "ring8":
+  if get("dataloader.dataset_name") == "ring8":  # lipizzaner_ring_entry.py's data set
+    records = int(get("dataloader.batch_size", 100)) * int(get("dataloader.n_batches", 0))
+    out["dataset_size"] = records
+  elif dataset == "ring8":
     modes = get("dataloader.number_of_modes", 8)
     if modes != 8:
       raise UnsupportedField(f"dataloader.number_of_modes: only 8 is supported, got {modes!r}")
@@ -305,7 +336,7 @@ def read(path) -> dict:
   if mode is not None:
     out["mixture_sampling"] = _choice(SAMPLES_MODES)(mode, "trainer.mixture_generator_samples_mode")
   score = get(p + "score.type", "fid")
-  _choice({"fid": 1, "gaussian_toy_distances": 1})(score, p + "score.type")
+  _choice(dict.fromkeys(SCORES))(score, p + "score.type")
   members = 5  # von Neumann: the cell and 4 neighbours
   if p + "score.score_sample_size" in flat:
     out["mixture_samples"] = math.ceil(int(flat[p + "score.score_sample_size"]) / members)
@@ -319,6 +350,8 @@ def read(path) -> dict:
         f"general.distribution.client_nodes: {clients} clients is not a square grid"
       )
     out["rows"] = out["cols"] = side
+  if coupling == "reference":
+    out.update(REFERENCE_COUPLING, opponents="selected" if out["selection"] else "neighbourhood")
   return out
 
 
