@@ -250,7 +250,7 @@ class Coevolution:
     """The config's operator parameters as float32 leaves (vmap or tune them)."""
     c = self.config
     # The same names as the config's fields.
-    return CoevolutionParams(*(jnp.asarray(getattr(c, f), jnp.float32) for f in _PARAMS))
+    return CoevolutionParams(**{f: jnp.asarray(getattr(c, f), jnp.float32) for f in _PARAMS})
 
   # ----------------------------------------------------------------- init
   def _init_params(self, key):
@@ -342,8 +342,10 @@ class Coevolution:
     keys = jax.vmap(jax.vmap(lambda i: jax.random.fold_in(key, i.astype(jnp.uint32))))(seeds)
     mask = jax.lax.dynamic_slice(jnp.asarray(self._mask), (r0, c0, 0), (lr, lc, c.num_members))
     if params is None:
-      params = CoevolutionParams(*(getattr(c, f) for f in _PARAMS))
-    setup = CellSetup(self._spec, self.phases, self.cell_data, self.mustangs)
+      params = CoevolutionParams(**{f: getattr(c, f) for f in _PARAMS})
+    setup = CellSetup(
+      spec=self._spec, phases=self.phases, cell_data=self.cell_data, mustangs=self.mustangs
+    )
     cell = lambda args: cell_generation(setup, *args, data, params, state.generation)
     if self.cell_strategy == "vmap":
       neighbourhood = ex.gather(individuals, c.neighbourhood)

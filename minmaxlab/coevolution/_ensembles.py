@@ -102,7 +102,7 @@ def optimize_mixture(
     return carry, (carry[1], keep)
 
   (w, s), (scores, accepted) = jax.lax.scan(step, (w0, s0), jax.random.split(k_steps, generations))
-  return MixtureOptimization(w, s, s0, scores, accepted)
+  return MixtureOptimization(weights=w, score=s, initial_score=s0, scores=scores, accepted=accepted)
 
 
 # ------------------------------------------------------------ ensemble search
@@ -218,5 +218,9 @@ def greedy_ensemble(
     best_w = np.eye(n, dtype=np.float32)[candidates[0]]
   w = best_w.astype(np.float64)
   return EnsembleSearch(
-    w, best, tuple(int(i) for i in np.flatnonzero(w)), evaluations, tuple(history)
+    weights=w,
+    score=best,
+    members=tuple(int(i) for i in np.flatnonzero(w)),
+    evaluations=evaluations,
+    history=tuple(history),
   )

@@ -96,7 +96,7 @@ def pair_with_matmuls(pair: GANPair, matmuls: str) -> GANPair:
   if matmuls == "float32":
     return pair
   g, d = (with_matmuls(m, matmuls) for m in (pair.generator, pair.discriminator))
-  return GANPair(g, d, pair.latent_dim)
+  return GANPair(generator=g, discriminator=d, latent_dim=pair.latent_dim)
 
 
 def d_logits(config, D: Model, params, real: jax.Array, fake: jax.Array):

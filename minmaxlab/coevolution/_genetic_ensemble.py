@@ -121,8 +121,9 @@ def ga_ensemble(
   )  # fmt: skip
   hi_size = min(max_size, num_generators)
   ga = _GA(
-    score, num_generators, population_size, min(min_size, hi_size), hi_size, tournament_size,
-    crossover_probability, mutation_probability, precision,
+    score=score, n=num_generators, k=population_size, lo_size=min(min_size, hi_size),
+    hi_size=hi_size, tournament_size=tournament_size, crossover_probability=crossover_probability,
+    mutation_probability=mutation_probability, precision=precision,
   )  # fmt: skip
   return _run_ga(ga, key, generations)
 
@@ -174,7 +175,7 @@ def _initial(ga: _GA, key):
   perm = jnp.argsort(u[:, :n], axis=1).astype(jnp.int32)  # uniform random permutations
   units = _below(u[:, n : 2 * n], ga.precision + 1)
   size = ga.lo_size + _below(u[:, 2 * n], ga.hi_size - ga.lo_size + 1)
-  return _scored(ga, _Genomes(perm, units, size))
+  return _scored(ga, _Genomes(perm=perm, units=units, size=size))
 
 
 def _cross(ga: _GA, u, a, b):
@@ -186,18 +187,17 @@ def _cross(ga: _GA, u, a, b):
   do = u[2] < ga.crossover_probability
   pa, ua = _crossover_one(a.perm, a.units, b.perm, b.units, lo, hi)
   pb, ub = _crossover_one(b.perm, b.units, a.perm, a.units, lo, hi)
-  new_a = _Genomes(jnp.where(do, pa, a.perm), jnp.where(do, ua, a.units), a.size)
-  new_b = _Genomes(jnp.where(do, pb, b.perm), jnp.where(do, ub, b.units), b.size)
+  new_a = _Genomes(perm=jnp.where(do, pa, a.perm), units=jnp.where(do, ua, a.units), size=a.size)
+  new_b = _Genomes(perm=jnp.where(do, pb, b.perm), units=jnp.where(do, ub, b.units), size=b.size)
   return new_a, new_b
 
 
 def _mutate(ga: _GA, u, g):
-  out = _mutate_one(u[1:], g.perm, g.units, g.size, ga.precision, ga.lo_size, ga.hi_size)
-  return _Genomes(
-    *jax.tree.map(
-      lambda new, old: jnp.where(u[0] < ga.mutation_probability, new, old), out, tuple(g)
-    )
+  perm, units, size = _mutate_one(
+    u[1:], g.perm, g.units, g.size, ga.precision, ga.lo_size, ga.hi_size
   )
+  out = _Genomes(perm=perm, units=units, size=size)
+  return jax.tree.map(lambda new, old: jnp.where(u[0] < ga.mutation_probability, new, old), out, g)
 
 
 def _ga_generation(ga: _GA, key, genomes, fitness):
@@ -250,4 +250,6 @@ def _run_ga(ga: _GA, key, generations: int) -> EnsembleSearch:
     history.append(best)
   w = np.asarray(best_w, np.float64)
   members = tuple(int(i) for i in np.flatnonzero(w))
-  return EnsembleSearch(w, best, members, evaluations, tuple(history))
+  return EnsembleSearch(
+    weights=w, score=best, members=members, evaluations=evaluations, history=tuple(history)
+  )

@@ -161,7 +161,7 @@ def fitness(
     lg, ld = pair_losses[0].T, pair_losses[1]  # lg: [Ng, Nd]; ld: [Nd, Ng]
   fit_g = jnp.where(valid_g, aggregate_fitness(lg, valid_d, mode), INF)
   fit_d = jnp.where(valid_d, aggregate_fitness(ld, valid_g, mode), INF)
-  return Players(fit_g, fit_d), FitnessBatch(real, z, fakes, d_real)
+  return Players(fit_g, fit_d), FitnessBatch(real=real, z=z, fakes=fakes, d_real=d_real)
 
 
 def rescore(

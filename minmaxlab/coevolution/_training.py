@@ -160,14 +160,14 @@ def train(
   c = spec.config
   always = loss_index is not None and c.mustangs_mode == "always"
   t = _Trainer(
-    spec,
-    per_logit,
-    data,
-    pools,
-    neighbours,
-    with_neighbours,
-    always,
-    over_population(c.population_size),
+    spec=spec,
+    per_logit=per_logit,
+    data=data,
+    pools=pools,
+    neighbours=neighbours,
+    with_neighbours=with_neighbours,
+    always=always,
+    batched=over_population(c.population_size),
   )
   indices = (None, None) if loss_index is None else tuple(loss_index)
   draws = jax.vmap(lambda k: _step_draws(t, indices, k))(
@@ -189,7 +189,16 @@ def train_on_draws(
   system's recorded random numbers (the parity tests feed Lipizzaner's). The other
   arguments and the result are :func:`train`'s (no Mustangs ``always``)."""
   P = spec.config.population_size
-  t = _Trainer(spec, per_logit, data, pools, neighbours, with_neighbours, False, over_population(P))
+  t = _Trainer(
+    spec=spec,
+    per_logit=per_logit,
+    data=data,
+    pools=pools,
+    neighbours=neighbours,
+    with_neighbours=with_neighbours,
+    always=False,
+    batched=over_population(P),
+  )
   return _train_on(t, draws, params, opt, per_update)
 
 
@@ -237,7 +246,9 @@ def _pair_draws(t: _Trainer, k, g_index, d_index) -> PairDraws:
     g_index = jax.random.randint(jax.random.fold_in(kk, 3), (), 0, len(spec.losses))
   real_key, z0 = jax.random.fold_in(kk, 0), z(0)
   z_fresh = None if c.schedule == "simultaneous" else z(1)
-  return PairDraws(k, real_key, z0, z_fresh, g_index, d_index)
+  return PairDraws(
+    key=k, real_key=real_key, z=z0, z_fresh=z_fresh, g_index=g_index, d_index=d_index
+  )
 
 
 def _draw(P, k, pool):
@@ -252,7 +263,9 @@ def _step_draws(t: _Trainer, indices, k) -> StepDraws:
   pairs = jax.vmap(lambda kp, gi, di: _pair_draws(t, kp, gi, di))(
     jax.random.split(k_b, P), *indices
   )
-  return StepDraws(_draw(P, k_g, pool_g), _draw(P, k_d, pool_d), pairs)
+  return StepDraws(
+    generators=_draw(P, k_g, pool_g), discriminators=_draw(P, k_d, pool_d), pairs=pairs
+  )
 
 
 # ------------------------------------------------------------------- opponents

@@ -25,7 +25,7 @@ def _pool(w, v):
   lrs = jnp.full(len(w), 0.1, jnp.float32)
   opt = jax.vmap(set_learning_rates)(jax.vmap(SCHEME.init)(params), lrs, lrs)
   ok = jnp.ones(len(w), bool)
-  return ph.Pool(params, opt, Players(lrs, lrs), Players(ok, ok))
+  return ph.Pool(params=params, opt=opt, learning_rates=Players(lrs, lrs), valid=Players(ok, ok))
 
 
 @pytest.mark.parametrize("population", [1, 2])
@@ -40,7 +40,9 @@ def test_lineage_keeps_own_generators_and_selects_discriminators(population):
   fit = Players(fit_g, fit_d)
   usable = Players(jnp.ones(n, bool), jnp.ones(n, bool))
   keys = tuple(jax.random.split(jax.random.key(0), 3))
-  params = co.CoevolutionParams(0.0, 0.0, 1e-7, 0.0)  # no mutation: learning rates kept
+  params = co.CoevolutionParams(
+    mutation_probability=0.0, mutation_scale=0.0, min_learning_rate=1e-7, mixture_sigma=0.0
+  )  # no mutation: learning rates kept
 
   def select(mode):
     config = co.CoevolutionConfig(

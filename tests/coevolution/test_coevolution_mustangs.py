@@ -91,19 +91,19 @@ def test_phases_use_and_carry_each_individuals_loss():
   # Replacement: the generator slot 1 takes trained 1 and its loss; the discriminators stay.
   params, opt, lrs = toy._individuals([1.0, 2.0], [1.0, 2.0])
   local = ph.Individuals(
-    params,
-    opt,
-    lrs,
-    Players(jnp.array([1.0, 5.0]), jnp.array([2.0, 1.0])),
-    Players(jnp.array([0, 0]), jnp.array([0, 0])),
+    params=params,
+    opt=opt,
+    learning_rates=lrs,
+    fitness=Players(jnp.array([1.0, 5.0]), jnp.array([2.0, 1.0])),
+    loss_index=Players(jnp.array([0, 0]), jnp.array([0, 0])),
   )
   params, opt, lrs = toy._individuals([10.0, 20.0], [10.0, 20.0], lr=0.3)
   trained = ph.Individuals(
-    params,
-    opt,
-    lrs,
-    Players(jnp.array([4.0, 0.5]), jnp.array([3.0, 3.0])),
-    Players(jnp.array([2, 1]), jnp.array([1, 2])),
+    params=params,
+    opt=opt,
+    learning_rates=lrs,
+    fitness=Players(jnp.array([4.0, 0.5]), jnp.array([3.0, 3.0])),
+    loss_index=Players(jnp.array([2, 1]), jnp.array([1, 2])),
   )
   new, src = ph.replace(local, trained, 1, True, labels)
   assert src.min.tolist() == [-1, 1] and src.max.tolist() == [-1, -1]
@@ -113,10 +113,13 @@ def test_phases_use_and_carry_each_individuals_loss():
   pool = toy._pool([np.nan, 2.0, 3.0], [1.0, 2.0, 3.0], valid_g=[False, True, True])
   pool = pool._replace(loss_index=Players(jnp.array([0, 1, 2]), jnp.array([1, 2, 0])))
   one = lambda t: jax.tree.map(lambda x: x[:1], t)
+  params, opt, lrs = one((pool.params, pool.opt, pool.learning_rates))
   fresh = ph.Individuals(
-    *one((pool.params, pool.opt, pool.learning_rates)),
-    Players(jnp.zeros(1), jnp.zeros(1)),
-    Players(jnp.array([1]), jnp.array([1])),
+    params=params,
+    opt=opt,
+    learning_rates=lrs,
+    fitness=Players(jnp.zeros(1), jnp.zeros(1)),
+    loss_index=Players(jnp.array([1]), jnp.array([1])),
   )
   fitness = Players(jnp.array([0.0, 5.0, 4.0]), jnp.array([1.0, 2.0, 3.0]))
   out = ph.repair(jnp.asarray(True), fresh, pool, fitness, fresh, 3)

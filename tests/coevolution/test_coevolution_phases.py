@@ -51,7 +51,7 @@ def _pool(w, v, valid_g=None, valid_d=None):
   valid = Players(
     ok if valid_g is None else jnp.asarray(valid_g), ok if valid_d is None else jnp.asarray(valid_d)
   )
-  return ph.Pool(params, opt, lrs, valid)
+  return ph.Pool(params=params, opt=opt, learning_rates=lrs, valid=valid)
 
 
 def test_pool_flattens_members_and_marks_invalid():
@@ -150,7 +150,9 @@ def _config(**kw):
 
 
 def _params(p=1.0, scale=0.0, min_lr=0.2, sigma=0.0):
-  return co.CoevolutionParams(p, scale, min_lr, sigma)
+  return co.CoevolutionParams(
+    mutation_probability=p, mutation_scale=scale, min_learning_rate=min_lr, mixture_sigma=sigma
+  )
 
 
 def test_select_and_mutate_by_hand():
@@ -186,9 +188,19 @@ def test_select_and_mutate_by_hand():
 
 def test_replace_by_hand():
   params, opt, lrs = _individuals([1.0, 2.0], [1.0, 2.0])
-  local = ph.Individuals(params, opt, lrs, Players(jnp.array([1.0, 5.0]), jnp.array([2.0, 1.0])))
+  local = ph.Individuals(
+    params=params,
+    opt=opt,
+    learning_rates=lrs,
+    fitness=Players(jnp.array([1.0, 5.0]), jnp.array([2.0, 1.0])),
+  )
   params, opt, lrs = _individuals([10.0, 20.0], [10.0, 20.0], lr=0.3)
-  trained = ph.Individuals(params, opt, lrs, Players(jnp.array([4.0, 0.5]), jnp.array([3.0, 3.0])))
+  trained = ph.Individuals(
+    params=params,
+    opt=opt,
+    learning_rates=lrs,
+    fitness=Players(jnp.array([4.0, 0.5]), jnp.array([3.0, 3.0])),
+  )
   labels = player_labels(jax.tree.map(lambda x: x[0], opt))
   # Generators: the worst local (5.0, slot 1) <- the best trained (0.5, index 1).
   # Discriminators: the worst local (2.0) vs the best trained (3.0): kept.
@@ -241,7 +253,9 @@ def test_diverged_and_repair_by_hand():
   # M = 3 members x P = 1; the cell's own generator arrived NaN.
   pool = _pool([np.nan, 2.0, 3.0], [1.0, 2.0, 3.0], valid_g=[False, True, True])
   params, opt, lrs = _individuals([7.0], [7.0])
-  new = ph.Individuals(params, opt, lrs, Players(jnp.array([0.0]), jnp.array([0.0])))
+  new = ph.Individuals(
+    params=params, opt=opt, learning_rates=lrs, fitness=Players(jnp.array([0.0]), jnp.array([0.0]))
+  )
   assert ph.diverged(pool, 1, new, jnp.asarray(True))
   healthy = _pool([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
   assert not ph.diverged(healthy, 1, new, jnp.asarray(True))
@@ -251,7 +265,9 @@ def test_diverged_and_repair_by_hand():
 
   fresh_params, fresh_opt, fresh_lr = _individuals([-1.0], [-1.0])
   inf = jnp.full(1, np.inf)
-  fresh = ph.Individuals(fresh_params, fresh_opt, fresh_lr, Players(inf, inf))
+  fresh = ph.Individuals(
+    params=fresh_params, opt=fresh_opt, learning_rates=fresh_lr, fitness=Players(inf, inf)
+  )
   # The donor is the member (other than the cell) with the lowest generator fitness: 2.
   fitness = Players(jnp.array([0.0, 5.0, 4.0]), jnp.array([1.0, 2.0, 3.0]))
   out = ph.repair(jnp.asarray(True), new, pool, fitness, fresh, 3)
@@ -273,14 +289,14 @@ def test_train_one_sgd_step_by_hand(d_every):
   params, opt, _ = _individuals([2.0], [3.0])
   r = 0.5
   spec = CellSpec(
-    config,
-    PAIR,
-    SCHEME,
-    player_labels(jax.tree.map(lambda x: x[0], opt)),
-    lambda data, key, n: jnp.full((n, 1), r),
-    None,
-    (loss,),
-    None,
+    config=config,
+    pair=PAIR,
+    scheme=SCHEME,
+    labels=player_labels(jax.tree.map(lambda x: x[0], opt)),
+    sample_real=lambda data, key, n: jnp.full((n, 1), r),
+    score_fn=None,
+    losses=(loss,),
+    init_individual=None,
   )
   pools = (jnp.ones(5, bool), jnp.ones(5, bool))
   nbrs = jax.tree.map(lambda x: jnp.zeros((4,) + x.shape[1:]), params)

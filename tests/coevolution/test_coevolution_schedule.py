@@ -30,8 +30,8 @@ def _d_apply(p, x):
 
 
 PAIR = GANPair(
-  Model(lambda k: {"b": jnp.array([-0.3])}, _g_apply),
-  Model(lambda k: {"w": jnp.array([[0.2]]), "c": jnp.array(0.1)}, _d_apply),
+  generator=Model(lambda k: {"b": jnp.array([-0.3])}, _g_apply),
+  discriminator=Model(lambda k: {"w": jnp.array([[0.2]]), "c": jnp.array(0.1)}, _d_apply),
   latent_dim=2,
 )
 

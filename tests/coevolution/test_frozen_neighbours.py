@@ -33,7 +33,16 @@ def test_own_opponents_live_neighbours_frozen():
   params, opt, _ = toy._individuals([2.0], [3.0])
   labels = player_labels(jax.tree.map(lambda x: x[0], opt))
   sample = lambda data, key, n: jnp.full((n, 1), R)
-  spec = CellSpec(config, toy.PAIR, toy.SCHEME, labels, sample, None, (toy.loss,), None)
+  spec = CellSpec(
+    config=config,
+    pair=toy.PAIR,
+    scheme=toy.SCHEME,
+    labels=labels,
+    sample_real=sample,
+    score_fn=None,
+    losses=(toy.loss,),
+    init_individual=None,
+  )
   nbr_w, nbr_v = -1.0, 0.5  # the neighbour's generator and discriminator (pool slot 1)
   nbrs, _, _ = toy._individuals([nbr_w], [nbr_v])
   pools = (jnp.ones(2, bool), jnp.ones(2, bool))

@@ -55,12 +55,24 @@ def test_phases_move_each_individuals_lineage():
   params, opt, lrs = toy._individuals([1.0, 2.0], [1.0, 2.0])
   fit_local = Players(jnp.array([1.0, 5.0]), jnp.array([2.0, 1.0]))
   local = ph.Individuals(
-    params, opt, lrs, fit_local, None, Players(jnp.array([1, 2]), jnp.array([3, 4]))
+    params=params,
+    opt=opt,
+    learning_rates=lrs,
+    fitness=fit_local,
+    loss_index=None,
+    lineage=Players(jnp.array([1, 2]), jnp.array([3, 4])),
   )
   params, opt, lrs = toy._individuals([10.0, 20.0], [10.0, 20.0], lr=0.3)
   fit_trained = Players(jnp.array([4.0, 0.5]), jnp.array([3.0, 3.0]))
   lineage = Players(jnp.array([7, 8]), jnp.array([9, 6]))
-  trained = ph.Individuals(params, opt, lrs, fit_trained, None, lineage)
+  trained = ph.Individuals(
+    params=params,
+    opt=opt,
+    learning_rates=lrs,
+    fitness=fit_trained,
+    loss_index=None,
+    lineage=lineage,
+  )
   new, src = ph.replace(local, trained, 1, True, labels)
   assert src.min.tolist() == [-1, 1] and src.max.tolist() == [-1, -1]
   assert new.lineage.min.tolist() == [1, 8] and new.lineage.max.tolist() == [3, 4]
@@ -73,11 +85,14 @@ def test_phases_move_each_individuals_lineage():
   pool = pool._replace(lineage=Players(jnp.array([30, 31, 32]), jnp.array([40, 41, 42])))
   one = lambda t: jax.tree.map(lambda x: x[:1], t)
   born = Players(jnp.array([99]), jnp.array([99]))
+  params, opt, lrs = one((pool.params, pool.opt, pool.learning_rates))
   fresh = ph.Individuals(
-    *one((pool.params, pool.opt, pool.learning_rates)),
-    Players(jnp.zeros(1), jnp.zeros(1)),
-    None,
-    born,
+    params=params,
+    opt=opt,
+    learning_rates=lrs,
+    fitness=Players(jnp.zeros(1), jnp.zeros(1)),
+    loss_index=None,
+    lineage=born,
   )
   fitness = Players(jnp.array([0.0, 5.0, 4.0]), jnp.array([1.0, 2.0, 3.0]))
   out = ph.repair(jnp.asarray(True), fresh, pool, fitness, fresh, 3)

@@ -55,7 +55,7 @@ def pair(meta):
   s = meta["settings"]
   L, H = s["latent_dim"], (s["hidden"],)
   g = mlp_generator((2,), latent_dim=L, hidden=H, output_activation=None)
-  return GANPair(g, mlp_discriminator((2,), hidden=H), L)
+  return GANPair(generator=g, discriminator=mlp_discriminator((2,), hidden=H), latent_dim=L)
 
 
 def params(ws, k=None):
@@ -265,8 +265,17 @@ def draws(z, meta, n):
   key = jax.vmap(jax.vmap(jax.random.wrap_key_data))(
     jnp.asarray([[[0, b]] * P for b in range(n)], jnp.uint32)
   )
-  pairs = PairDraws(key, key, jnp.asarray(noise_z), jnp.asarray(noise_d), None, None)
-  return StepDraws(jnp.asarray(gen), jnp.asarray(dis), pairs), jnp.asarray(real)
+  pairs = PairDraws(
+    key=key,
+    real_key=key,
+    z=jnp.asarray(noise_z),
+    z_fresh=jnp.asarray(noise_d),
+    g_index=None,
+    d_index=None,
+  )
+  return StepDraws(
+    generators=jnp.asarray(gen), discriminators=jnp.asarray(dis), pairs=pairs
+  ), jnp.asarray(real)
 
 
 def selected(z, meta):
@@ -353,7 +362,7 @@ def individuals(coev, z, prefix_g, prefix_d, fit_g, fit_d):
   lr = jnp.full(P, coev.config.learning_rate, jnp.float32)
   opt = jax.vmap(set_learning_rates)(jax.vmap(coev.scheme.init)(p), lr, lr)
   fit = Players(jnp.asarray(fit_g, jnp.float32), jnp.asarray(fit_d, jnp.float32))
-  return ph.Individuals(p, opt, Players(lr, lr), fit)
+  return ph.Individuals(params=p, opt=opt, learning_rates=Players(lr, lr), fitness=fit)
 
 
 def by_fitness(tree, fit):
