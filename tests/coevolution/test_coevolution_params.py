@@ -3,6 +3,7 @@
 tunes them. Fitness convention: coevolution scores are lower-is-better losses,
 PBT fitness is higher-is-better, so PBT maximises ``-score``."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -97,9 +98,7 @@ def test_vectorized_pbt_tunes_mutation_scale_and_mixture_sigma():
   source = np.asarray(m["source"])
   for i in range(P):
     got = jax.tree.map(lambda x: x[i], new.params)
-    jax.tree.map(
-      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6), got, direct[source[i]]
-    )
+    chex.assert_trees_all_close(got, direct[source[i]], rtol=1e-4, atol=1e-6)
   # The members' learning-rate mutations scale with their own mutation_scale.
   lr0 = COEV.config.learning_rate
   spread = [float(np.max(np.abs(np.asarray(s.learning_rates.min) - lr0))) for s in direct]

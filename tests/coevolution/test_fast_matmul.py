@@ -4,6 +4,7 @@ float32 parameters, gradients and results; ``"float32"`` is the model itself."""
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -94,11 +95,9 @@ def _step(mlp_pair, **options):
 @pytest.mark.slow  # three compiles of a 1x1 generation step
 def test_joined_discriminator_forward_is_the_default_step_to_float_rounding(mlp_pair):
   ref, joined = _step(mlp_pair), _step(mlp_pair, d_forward="joined")
-  for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(joined), strict=True):
-    np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+  chex.assert_trees_all_close(joined, ref, rtol=1e-5, atol=1e-6)
   fast = _step(mlp_pair, matmuls="bfloat16")  # runs through the whole step; float32 state
-  for a, b in zip(jax.tree.leaves(ref), jax.tree.leaves(fast), strict=True):
-    assert a.dtype == b.dtype and a.shape == b.shape
+  chex.assert_trees_all_equal_shapes_and_dtypes(ref, fast)
 
 
 def test_config_rejects_unknown_options():
