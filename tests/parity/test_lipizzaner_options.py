@@ -82,14 +82,14 @@ def generator_steps(schedule):
   lr = jnp.ones(P)
   opt = jax.vmap(set_learning_rates)(opt, lr, jnp.zeros(P))
   spec = CellSpec(
-    cfg,
-    PAIR,
-    SCHEME,
-    player_labels(SCHEME.init(jax.tree.map(lambda x: x[0], params))),
-    lambda data, k, n: jnp.zeros((n, 1)),
-    None,
-    (loss,),
-    None,
+    config=cfg,
+    pair=PAIR,
+    scheme=SCHEME,
+    labels=player_labels(SCHEME.init(jax.tree.map(lambda x: x[0], params))),
+    sample_real=lambda data, k, n: jnp.zeros((n, 1)),
+    score_fn=None,
+    losses=(loss,),
+    init_individual=None,
   )
   pools = (jnp.arange(P) < P, jnp.arange(P) < P)
   steps = []
@@ -131,7 +131,11 @@ def tiny(rows, **over):
     cell_strategy="vmap",
     **over,
   )
-  pair = GANPair(mlp_generator((2,), 2, (3,), None), mlp_discriminator((2,), (3,)), 2)
+  pair = GANPair(
+    generator=mlp_generator((2,), 2, (3,), None),
+    discriminator=mlp_discriminator((2,), (3,)),
+    latent_dim=2,
+  )
   sample = lambda data, k, n: data[jax.random.randint(k, (n,), 0, data.shape[0])]
   score = lambda data, samples, w: jnp.mean(jnp.abs(samples))
   return co.Coevolution(
@@ -174,7 +178,7 @@ def test_rescore_own_trained_plays_the_cells_trained_individuals():
   # P = 1, two members: own (w 1, v 1), a neighbour (w 2, v 2); trained own: w 0.5, v 3.
   params = Players({"w": jnp.asarray([1.0, 2.0])}, {"v": jnp.asarray([1.0, 2.0])})
   ok = jnp.ones(2, bool)
-  pool = ph.Pool(params, None, Players(ok, ok), Players(ok, ok))
+  pool = ph.Pool(params=params, opt=None, learning_rates=Players(ok, ok), valid=Players(ok, ok))
   real, z = jnp.ones((4, 1)), jnp.zeros((4, 1))
   _, batch = ph.fitness(PAIR, loss, real, z, pool, "average")
   trained = Players({"w": jnp.asarray([0.5])}, {"v": jnp.asarray([3.0])})
