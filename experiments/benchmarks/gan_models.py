@@ -70,7 +70,7 @@ def nnx_pair():
   d_def, d_state = nnx.split(NnxDiscriminator(nnx.Rngs(1)))
   generator = models.Model(lambda key: g_state, lambda s, z: nnx.merge(g_def, s)(z))
   discriminator = models.Model(lambda key: d_state, lambda s, x: nnx.merge(d_def, s)(x))
-  return models.GANPair(generator, discriminator, 64)
+  return models.GANPair(generator=generator, discriminator=discriminator, latent_dim=64)
 
 
 def make_runner(pair, steps, batch):

@@ -233,14 +233,14 @@ def make_backend(
 def _single_backend(config: CoevolutionConfig, opts) -> Backend:
   # The state is already whole and readable here: no round trip through the host.
   return Backend(
-    "single",
-    config,
-    None,
-    True,
-    1,
-    lambda t: t,
-    lambda t: jax.tree.map(jnp.asarray, t),
-    _no_wait,
+    name="single",
+    config=config,
+    exchange=None,
+    writer=True,
+    processes=1,
+    to_host=lambda t: t,
+    from_host=lambda t: jax.tree.map(jnp.asarray, t),
+    barrier=_no_wait,
     compiler_options=opts,
   )
 
@@ -276,15 +276,15 @@ def _mesh_backend(config: CoevolutionConfig, mesh_shape, mesh_exchange, opts) ->
 
   writer = jax.process_index() == 0
   return Backend(
-    "mesh",
-    config,
-    exchange,
-    writer,
-    jax.process_count(),
-    to_host,
-    from_host,
-    barrier,
-    mesh,
+    name="mesh",
+    config=config,
+    exchange=exchange,
+    writer=writer,
+    processes=jax.process_count(),
+    to_host=to_host,
+    from_host=from_host,
+    barrier=barrier,
+    mesh=mesh,
     compiler_options=opts,
   )
 
@@ -295,14 +295,14 @@ def _mpi_backend(config: CoevolutionConfig, mpi_blocks, opts) -> Backend:
   # MPIExchange checks the ranks' tiling against the grid (mpi_blocks).
   exchange = MPIExchange(config.rows, config.cols, blocks=tuple(mpi_blocks) if mpi_blocks else None)
   return Backend(
-    "mpi",
-    config,
-    exchange,
-    exchange.rank == 0,
-    exchange.size,
-    lambda t: exchange.gather_blocks(jax.device_get(t)),
-    lambda t: jax.tree.map(jnp.asarray, exchange.local(t)),
-    exchange.comm.Barrier,
+    name="mpi",
+    config=config,
+    exchange=exchange,
+    writer=exchange.rank == 0,
+    processes=exchange.size,
+    to_host=lambda t: exchange.gather_blocks(jax.device_get(t)),
+    from_host=lambda t: jax.tree.map(jnp.asarray, exchange.local(t)),
+    barrier=exchange.comm.Barrier,
     compiler_options=opts,
   )
 

@@ -143,7 +143,11 @@ def flat(model: Model) -> Model:
 
 def flat_pair(pair: GANPair) -> GANPair:
   """Both networks of ``pair`` with flat parameter vectors (:func:`flat`)."""
-  return GANPair(flat(pair.generator), flat(pair.discriminator), pair.latent_dim)
+  return GANPair(
+    generator=flat(pair.generator),
+    discriminator=flat(pair.discriminator),
+    latent_dim=pair.latent_dim,
+  )
 
 
 def _leaf_name(path) -> str:

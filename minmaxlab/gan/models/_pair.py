@@ -94,7 +94,7 @@ def make_pair(
     _no_extra(kw, architecture)
     generator = dcgan_generator(data_shape, latent_dim, width, g_norm, **conv)
     discriminator = dcgan_discriminator(data_shape, spectral_norm, width, d_norm, **power, **conv)
-  return GANPair(generator, discriminator, latent_dim)
+  return GANPair(generator=generator, discriminator=discriminator, latent_dim=latent_dim)
 
 
 def _no_extra(kw, architecture):
