@@ -3,8 +3,8 @@ is deleted by the call) and computes the same bits as without donation."""
 
 from __future__ import annotations
 
+import chex
 import jax
-import numpy as np
 import pytest
 
 from minmaxlab import distributed
@@ -28,5 +28,4 @@ def test_donated_step_gives_the_same_bits_and_consumes_its_input():
       state, _ = step(jax.random.key(g), state, case.RING)
     assert first.is_deleted() is donate  # a donated input is gone
     results[donate] = jax.device_get(state)
-  for a, b in zip(jax.tree.leaves(results[False]), jax.tree.leaves(results[True]), strict=True):
-    np.testing.assert_array_equal(a, b)
+  chex.assert_trees_all_equal(results[False], results[True])
