@@ -247,10 +247,12 @@ class Programs(NamedTuple):
   mixture_samples: Callable  # (key, generators, weights) -> [num_eval_samples, ...], jitted
   backend: distributed.Backend
   mixture: Callable  # (state, cell) -> coev.mixture(state, cell), jitted per cell (a gather)
-  # One device, one process ("single"), else None: (generation_key, g, n, state, data) ->
-  # (state, metrics) and (key, state) -> the rows' read-outs (generation_programs.py)
+  # One device, one process ("single"), else None (generation_programs.py): (generation_key,
+  # g, n, state, data) -> (state, metrics); (key, state, metrics) -> the metrics and the rows'
+  # read-outs packed; (key, state, metrics) -> unpack(packed) -> (metrics, read-outs)
   generation: Callable | None = None
   readouts: Callable | None = None
+  readout_layout: Callable | None = None
 
 
 # Fields that change the loop but not the compiled programs.
@@ -287,10 +289,10 @@ def programs(config) -> Programs:
   )
   cell_samples = jax.jit(gp.cell_samples(pair, config.cell_samples))
   storing = backend.mesh is None and backend.processes == 1
-  generation = readouts = None
+  generation = readouts = layout = None
   if backend.name == "single":
     generation = gp.make_generation(coev, backend.compiler_options)
-    readouts = gp.make_readouts(coev, config.cell_samples, exp.mixture)
+    readouts, layout = gp.make_readouts(coev, config.cell_samples, exp.mixture)
   key, here = runner.program_key(config), Path(__file__).resolve().parent
   sources = (here, *here.parent.glob("*.py"))  # this experiment and experiments/_*.py
 
@@ -324,6 +326,7 @@ def programs(config) -> Programs:
     mixture_of,
     store(generation, "generation"),
     store(readouts, "readouts"),
+    layout,
   )
 
 

@@ -13,7 +13,10 @@ device-to-host transfer, dispatching the next generation first.
 * :func:`make_readouts`: what every row reads of the new state, at XLA's default compile
   options as before: each cell's ``net_weights_dist`` of both players and, on a 2-D mixture,
   every cell's best generator's samples on the same latents, each cell's mixture metrics and
-  the mode counts of all cells' samples pooled (the sum of the cells' counts).
+  the mode counts of all cells' samples pooled (the sum of the cells' counts); with the
+  generation's metrics, packed in one vector: one transfer (``jax.device_get`` of a tree
+  converts each leaf on its own: 23 leaves cost 0.64 ms of host time a generation there,
+  one vector 0.03 ms).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from minmaxlab import coevolution as co
 from minmaxlab.gan import metrics
@@ -62,14 +66,18 @@ def cell_samples(pair, n: int):
 
 
 def make_readouts(coev: co.Coevolution, n: int, mixture: Any = None):
-  """``readouts(key, state) -> dict``, jitted (XLA's default options): ``net_weights_dist``
-  ``(g, d)`` (``[rows, cols]`` each) and, with a 2-D ``mixture``, ``samples`` (``n`` per cell,
-  on the latents of ``key``), ``cell`` (each cell's ``metrics.mixture_metrics``) and
-  ``pooled_counts`` (``[K]``: the high-quality samples of all cells per mode)."""
+  """``(readouts, layout)``. ``readouts(key, state, step_metrics) -> dict``, jitted (XLA's
+  default options): ``packed``, one ``uint32`` vector holding ``step_metrics`` and the
+  read-outs bit for bit (one transfer to the host), and with a 2-D ``mixture`` ``samples``
+  (``n`` per cell on the latents of ``key``; fetched only for pictures). The read-outs:
+  ``net_weights_dist`` ``(g, d)`` (``[rows, cols]`` each) and, with the mixture, ``cell``
+  (each cell's ``metrics.mixture_metrics``) and ``pooled_counts`` (``[K]``: the high-quality
+  samples of all cells per mode). ``layout(key, state, step_metrics)`` (shapes suffice) gives
+  ``unpack(packed) -> (step_metrics, read-outs)``, numpy arrays."""
   sample = cell_samples(coev.pair, n)
   kind = coev.config.neighbourhood
 
-  def readouts(key, state):
+  def reads(key, state):
     params = state.params
     out = {"net_weights_dist": (co.net_weights_dist(params.min, kind),
                                 co.net_weights_dist(params.max, kind))}  # fmt: skip
@@ -81,4 +89,48 @@ def make_readouts(coev: co.Coevolution, n: int, mixture: Any = None):
       out["pooled_counts"] = jnp.sum(counts, axis=(0, 1))
     return out
 
-  return jax.jit(readouts)
+  def readouts(key, state, step_metrics):
+    out = reads(key, state)
+    samples = out.pop("samples", None)
+    packed = {"packed": jnp.concatenate([_words(x) for x in jax.tree.leaves((step_metrics, out))])}
+    return packed if samples is None else {**packed, "samples": samples}
+
+  def layout(key, state, step_metrics):
+    def tree(k, s, m):
+      out = reads(k, s)
+      out.pop("samples", None)
+      return m, out
+
+    shapes = jax.eval_shape(tree, key, state, step_metrics)
+    return lambda packed: _unpack(np.asarray(packed), shapes)
+
+  return jax.jit(readouts), layout
+
+
+def _words(x) -> jax.Array:
+  """``x`` flat as ``uint32`` words, bit for bit (booleans 0/1; narrower types widened to
+  float32 or int32, exactly; 64-bit types two words each)."""
+  if x.dtype == jnp.bool_ or jnp.dtype(x.dtype).itemsize < 4:
+    x = x.astype(jnp.float32 if jnp.issubdtype(x.dtype, jnp.floating) else jnp.int32)
+  return jax.lax.bitcast_convert_type(x, jnp.uint32).reshape(-1)
+
+
+def _unpack(packed: np.ndarray, shapes):
+  """The tree of ``shapes`` from the words of :func:`_words` (numpy arrays)."""
+  leaves, treedef = jax.tree.flatten(shapes)
+  sizes = [int(np.prod(a.shape, dtype=np.int64)) * max(1, a.dtype.itemsize // 4) for a in leaves]
+  if sum(sizes) != packed.size:
+    raise ValueError(f"packed read-outs hold {packed.size} words, the layout {sum(sizes)}")
+  out, i = [], 0
+  for a, words in zip(leaves, sizes, strict=True):
+    dtype = np.dtype(a.dtype)
+    v = packed[i : i + words]
+    if dtype == np.bool_:
+      v = v != 0
+    elif dtype.itemsize < 4:
+      v = v.view(np.float32 if jnp.issubdtype(dtype, jnp.floating) else np.int32).astype(dtype)
+    else:
+      v = v.view(dtype)
+    out.append(v.reshape(a.shape))
+    i += words
+  return jax.tree.unflatten(treedef, out)

@@ -277,10 +277,9 @@ def _progress_bar(run: _Run):
 def _generations(run: _Run, state, start, row, writer, bar, on_log, seconds):
   """The generations from ``start`` to the end (``seconds`` gets each one's time):
   ``(generations taken, last row)``. On one device a generation is one program and its
-  read-outs another (``generation_programs.py``), their outputs fetched in one transfer. In one
-  process (no donated state) the next generation is dispatched before this one's host work, so
-  the device computes while the host writes (the same results); across processes the
-  collectives keep one order on every rank."""
+  read-outs another (``generation_programs.py``), fetched in one transfer. In one process (no
+  donated state) the next generation is dispatched before this one's host work, so the device
+  computes while the host writes; across processes the collectives keep one order."""
   config, coev, progs = run.config, run.coev, run.progs
   generation_key, latents = keys(config)[1], jax.random.fold_in(keys(config)[2], 0)
   ahead = run.backend.processes == 1 and not run.backend.donate
@@ -291,16 +290,19 @@ def _generations(run: _Run, state, start, row, writer, bar, on_log, seconds):
     if progs.generation is None:
       return (*progs.step(jax.random.fold_in(generation_key, g), state, run.exp.data), None)
     state, m = progs.generation(generation_key, np.int32(g), np.int32(1), state, run.exp.data)
-    return state, m, progs.readouts(latents, state)  # the cells' samples: the same latents
+    return state, m, progs.readouts(latents, state, m)  # the cells' samples: the same latents
 
-  g, streak, ready = start, 0, 0.0  # streak: generations in a row in which every cell diverged
+  g, streak, ready, unpack = start, 0, 0.0, None  # streak: generations in a row, all diverged
   pending = dispatch(g, state) if g < config.generations else None
   while pending is not None:
     (state, m, reads), pending = pending, None
     if ahead and g + 1 < config.generations:
       pending = dispatch(g + 1, state)
-    small = None if reads is None else {k: v for k, v in reads.items() if k != "samples"}
-    m, small = jax.device_get((run.backend.to_host(m), small))  # one transfer
+    if reads is None:
+      m, small = jax.device_get(run.backend.to_host(m)), None
+    else:  # the metrics and the read-outs in one vector: one transfer
+      unpack = unpack or progs.readout_layout(latents, state, m)
+      m, small = unpack(jax.device_get(reads["packed"]))
     began, ready = max(dispatched[g - start], ready), time.perf_counter()
     seconds.append(ready - began)
     g = generation = g + 1

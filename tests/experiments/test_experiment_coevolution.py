@@ -120,18 +120,44 @@ def test_the_loops_programs_give_the_numbers_of_the_step_and_the_host_read_outs(
     cell_samples=jax.jit(gp.cell_samples(progs.exp.coev.pair, n)),
     cell_metrics=cell,
   )
-  state = jax.tree.map(jax.numpy.asarray, a[0])
-  reads = jax.device_get(
-    gp.make_readouts(progs.exp.coev, n, mixture)(jax.random.fold_in(eval_key, 0), state)
-  )
+  state, step_metrics = jax.tree.map(jax.numpy.asarray, a)
+  key = jax.random.fold_in(eval_key, 0)
+  readouts, layout = gp.make_readouts(progs.exp.coev, n, mixture)
+  out = readouts(key, state, step_metrics)
+  assert set(out) == {"packed", "samples"} and out["packed"].ndim == 1  # one vector: one transfer
+  got_metrics, reads = layout(key, state, step_metrics)(jax.device_get(out["packed"]))
+  for k, v in b[1].items():  # the step's metrics through the vector: same dtypes, shapes, bits
+    assert got_metrics[k].dtype == v.dtype and got_metrics[k].shape == v.shape, k
+    np.testing.assert_array_equal(got_metrics[k], v)
   per_cell, entries = log.readout_entries(reads, n)
   want = log.weight_distances(state.params, config.neighbourhood)
   samples, want_per_cell, modes = log.cell_modes(host, config, state)
   want.update(modes)
   assert list(entries.items()) == list(want.items())  # the same keys, order and values
   assert entries["grid/modes_covered"] > 0 and 0 < entries["grid/high_quality_rate"] < 1
-  np.testing.assert_array_equal(reads["samples"], samples)
+  np.testing.assert_array_equal(out["samples"], samples)
   jax.tree.map(np.testing.assert_array_equal, per_cell, jax.device_get(want_per_cell))
+
+
+def test_the_packed_read_outs_unpack_bit_for_bit_whatever_their_types():
+  from experiments.coevolution import generation_programs as gp
+
+  jnp = jax.numpy
+  tree = {
+    "flag": jnp.array([True, False, True]),
+    "nan": jnp.array([np.nan, -0.0, np.inf, 1e-45], jnp.float32),
+    "count": jnp.array(-7, jnp.int32),
+    "id": jnp.array([[2**32 - 1, 5]], jnp.uint32),
+    "half": jnp.array([0.1, 65504.0], jnp.bfloat16),
+    "small": jnp.array([-128, 127], jnp.int8),
+  }
+  packed = jax.jit(lambda t: jnp.concatenate([gp._words(x) for x in jax.tree.leaves(t)]))(tree)
+  back = gp._unpack(np.asarray(packed), jax.eval_shape(lambda: tree))
+  for k, v in jax.device_get(tree).items():
+    assert back[k].dtype == v.dtype and back[k].shape == v.shape, k
+    assert back[k].tobytes() == np.asarray(v).tobytes(), k  # bit for bit (NaN, -0.0 too)
+  with pytest.raises(ValueError, match="words"):
+    gp._unpack(np.asarray(packed)[:-1], jax.eval_shape(lambda: tree))
 
 
 def test_on_log_comes_before_the_generation_line(tmp_path, capsys):
