@@ -165,6 +165,7 @@ STUDY_MODULES = (
   "experiments.benchmarks.cluster_model",
   "experiments.benchmarks.past_the_floor",
   "experiments.benchmarks.host_overhead",
+  "experiments.benchmarks.dcgan_cpu",
   "experiments.benchmarks.bf16_parity",
   "experiments.study_record",  # docs/results.md: every version of every study
   "experiments.parity.page",  # docs/parity.md: the golden files and the outcome table
