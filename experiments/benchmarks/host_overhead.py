@@ -53,6 +53,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 RESULT_FILES = (  # a run per line
   "2026-12-05_host_overhead_amd_epyc_zen3.jsonl",  # load 24: read the CPU ratio
   "2026-12-05_host_overhead_amd_epyc_zen3_quiet.jsonl",  # the same host, quiet
+  # the same host, load 6-7: the coevolution loop's generation and read-outs as two programs,
+  # one transfer (experiments/coevolution/generation_programs.py), TensorBoard an event a step
+  "2026-12-05_host_overhead_amd_epyc_zen3_readouts.jsonl",
 )
 README = "docs/benchmarks.md"
 
@@ -300,11 +303,12 @@ def results_table() -> str:
       ]
       for case, c in r["cases"].items():
         every = ", ".join(f"{x:.2f}" for x in c["ratio_per_round"])
-        verdict = "met" if c["passed"] else "**not met**"
+        wall = "met" if c["passed"] else "**not met**"
+        cpu = "met" if c["cpu_ratio"] >= c["target"] else "**not met**"
         lines.append(
           f"| {case} | {r['work'][case]} | {c['loop_steps_per_s']:.0f} | "
           f"{c['scan_steps_per_s']:.0f} | {c['ratio']:.3f} ({every}) | {c['cpu_ratio']:.3f} |"
-          f" >= {c['target']:g}: {verdict} |"
+          f" >= {c['target']:g}: wall {wall}, CPU {cpu} |"
         )
       lines.append("")
   return "\n".join(lines).rstrip() + "\n" if lines else "No run is committed yet.\n"
