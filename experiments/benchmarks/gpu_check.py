@@ -259,7 +259,7 @@ def pbt_workload(size: dict, steps: int, repeats: int, members: int = 16) -> dic
     del opt_state, hparams
     return -vaf(params, *batch(key, images))[0][1]
 
-  space = {"lr_g": pbt.Continuous(1e-5, 1e-3), "lr_d": pbt.Continuous(1e-5, 1e-3)}
+  space = {"lr_g": pbt.Continuous(low=1e-5, high=1e-3), "lr_d": pbt.Continuous(low=1e-5, high=1e-3)}
   runner = pbt.vectorized_pbt(
     init_member,
     train_step,

@@ -128,7 +128,7 @@ def compiled_scan_run(make_inner, params, field, steps, sync_period=5, slow_step
     p, s, (l_min, _) = mml.lookahead_scan(make_inner(), field, p, s, batches, config)
     return p, s, l_min
 
-  config = mml.transforms.LookaheadConfig(sync_period, slow_step_size)
+  config = mml.transforms.LookaheadConfig(sync_period=sync_period, slow_step_size=slow_step_size)
   return run, mml.lookahead_minmax(make_inner(), *config).init(params)
 
 

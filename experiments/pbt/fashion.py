@@ -144,9 +144,11 @@ class FashionLAGANTask:
     cfg["classifier_cache_dir"] = config.classifier.cache_dir
     self.cfg = {k: (list(v) if isinstance(v, tuple) else v) for k, v in cfg.items()}
     self.space = {
-      "lr_G": pbt.Continuous(*config.lr_G_bounds),
-      "lr_D": pbt.Continuous(*config.lr_D_bounds),
-      "slow_step_size": pbt.Continuous(*config.slow_step_size_bounds, log=False),
+      "lr_G": pbt.Continuous(low=config.lr_G_bounds[0], high=config.lr_G_bounds[1]),
+      "lr_D": pbt.Continuous(low=config.lr_D_bounds[0], high=config.lr_D_bounds[1]),
+      "slow_step_size": pbt.Continuous(
+        low=config.slow_step_size_bounds[0], high=config.slow_step_size_bounds[1], log=False
+      ),
       "sync_period_index": pbt.Categorical(len(config.sync_period_choices)),
     }
 

@@ -197,9 +197,11 @@ class RingGANTask:
     )
     self.cfg = {k: (list(config[k]) if isinstance(config[k], tuple) else config[k]) for k in keys}
     self.space = {
-      "lr_min": pbt.Continuous(*config.lr_min_bounds),
-      "lr_max": pbt.Continuous(*config.lr_max_bounds),
-      "lr_decay": pbt.Continuous(*config.lr_decay_bounds, log=False),
+      "lr_min": pbt.Continuous(low=config.lr_min_bounds[0], high=config.lr_min_bounds[1]),
+      "lr_max": pbt.Continuous(low=config.lr_max_bounds[0], high=config.lr_max_bounds[1]),
+      "lr_decay": pbt.Continuous(
+        low=config.lr_decay_bounds[0], high=config.lr_decay_bounds[1], log=False
+      ),
     }
 
   def prepare(self) -> None:
