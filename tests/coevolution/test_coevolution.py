@@ -1,5 +1,6 @@
 """The jitted coevolution generation end to end on the 8-Gaussian ring."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -56,7 +57,7 @@ def test_generation_traced_once_and_deterministic(coev_map):
   s1, m1 = _run(coev, step, 3)
   s2, m2 = _run(coev, step, 3)
   assert len(traces) == 1
-  jax.tree.map(np.testing.assert_array_equal, s1, s2)
+  chex.assert_trees_all_equal(s1, s2)
   assert int(s1.generation) == 3
   for m in m1:
     assert m["g_loss"].shape == (2, 4) and m["mixture_score"].shape == (2, 4)
@@ -115,7 +116,7 @@ def test_sharded_vmap_matches_single_device_map(coev_map, mesh_shape):
   fastest = distributed.compiler_options("fastest")
   got, got_m = _run(coev_v, distributed.sharded_step(coev_v, mesh, state, fastest), 2, state=state)
   assert len(jax.tree.leaves(got.params)[0].sharding.device_set) == n
-  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=2e-4, atol=2e-5), got, want)
+  chex.assert_trees_all_close(got, want, rtol=2e-4, atol=2e-5)
   np.testing.assert_array_equal(got_m[-1]["best_cell"], want_m[-1]["best_cell"])
 
 

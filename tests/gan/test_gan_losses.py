@@ -2,6 +2,7 @@
 
 import math
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -219,11 +220,10 @@ def test_game_loss_on_real_models_under_jit_and_vmap(name, key):
   single = jax.jit(member)
   for i in range(2):
     one = single(jax.tree.map(lambda a, i=i: a[i], params))
-    leaves_b = jax.tree.leaves(jax.tree.map(lambda a, i=i: a[i], batched))
-    for x, y in zip(leaves_b, jax.tree.leaves(one), strict=True):
-      np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
-    for x, y in zip(jax.tree.leaves(one[2].max), jax.tree.leaves(one[3]), strict=True):
-      np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+    chex.assert_trees_all_close(
+      jax.tree.map(lambda a, i=i: a[i], batched), one, rtol=1e-4, atol=1e-6
+    )
+    chex.assert_trees_all_close(one[2].max, one[3], rtol=1e-6, atol=1e-7)
 
 
 def test_bad_loss_name():

@@ -3,7 +3,7 @@
 must not, and their one-line errors. Their match with the original's output is in
 ``test_lagan_golden.py``."""
 
-import jax
+import chex
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -77,7 +77,7 @@ def test_last_iterate_is_kept_in_the_state():
   tx = mml.extragradient(optax.sgd(0.1), extrapolate_from="last_iterate")
   params = mml.Players(jnp.ones(2), jnp.zeros(2))
   state = tx.init(params)
-  assert jax.tree.all(jax.tree.map(jnp.array_equal, state.last_iterate, params))
+  chex.assert_trees_all_equal(state.last_iterate, params)
   assert mml.extragradient(optax.sgd(0.1)).init(params).last_iterate is None
 
 

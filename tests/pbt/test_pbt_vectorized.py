@@ -1,5 +1,6 @@
 """minmaxlab.pbt vectorized mode: operators on hand-made values, end-to-end runs."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -153,8 +154,8 @@ def test_gather_copies_params_and_optimizer_state():
   params, opt_state = jax.vmap(step)(params, opt_state)
   source = jnp.array([2, 1, 2, 0])
   gp, go = pbt.gather_members((params, opt_state), source)
-  for a, b in zip(jax.tree.leaves((params, opt_state)), jax.tree.leaves((gp, go))):
-    np.testing.assert_array_equal(np.asarray(b), np.asarray(a)[np.asarray(source)])
+  want = jax.tree.map(lambda a: np.asarray(a)[np.asarray(source)], (params, opt_state))
+  chex.assert_trees_all_equal((gp, go), want)
   slow = minmaxlab.lookahead_slow_params(go)
   np.testing.assert_array_equal(slow.min[0], minmaxlab.lookahead_slow_params(opt_state).min[2])
 
@@ -199,8 +200,7 @@ def test_end_to_end_improves_deterministic_no_retrace():
   n_traces = len(traces)
   s2, h2 = _run(p, 12)
   assert len(traces) == n_traces  # second run: no retrace at all
-  for a, b in zip(jax.tree.leaves((s1, h1)), jax.tree.leaves((s2, h2))):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  chex.assert_trees_all_equal((s1, h1), (s2, h2))
   # the same members without exploitation (burn-in never reached)
   q, _ = _quadratic_pbt(burn_in=10**9)
   s0, h0 = _run(q, 12)
@@ -261,8 +261,7 @@ def test_members_sharded_across_devices_give_the_one_device_numbers():
   for a, b in zip(h1, h4):
     for k in ("source", "copied", "best_member", "num_copied"):  # every discrete choice
       np.testing.assert_array_equal(np.asarray(a[k]), np.asarray(b[k]), err_msg=k)
-  for a, b in zip(jax.tree.leaves((s1, h1)), jax.tree.leaves((s4, h4)), strict=True):
-    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)
+  chex.assert_trees_all_close((s1, h1), (s4, h4), rtol=1e-6, atol=1e-7)
   with pytest.raises(ValueError, match="multiple of the 4 devices"):
     four.init(jax.random.key(0), 6)
   with pytest.raises(ValueError, match="devices"):

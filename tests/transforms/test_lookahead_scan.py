@@ -1,6 +1,7 @@
 """`lookahead_scan` (issue 11 item 4): blocks of k plain inner steps then the sync give the
 params, states and values of a `lax.scan` of `game_step` with `lookahead_minmax`, bit for bit."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -48,13 +49,6 @@ def _reference(tx, params, state, xs):
   return params, state, values
 
 
-def _assert_bitwise(a, b):
-  assert jax.tree.structure(a) == jax.tree.structure(b)
-  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
-    assert x.dtype == y.dtype and x.shape == y.shape
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-
-
 def _run(scheme, config, xs, compiled):
   """(helper, reference) over xs from init, then over xs reversed from where they ended."""
   k, alpha, reset, init = CONFIGS[config]
@@ -87,7 +81,7 @@ def test_bit_for_bit_the_transform_op_by_op(scheme, config):
   k = CONFIGS[config][0]
   with jax.disable_jit():
     got, want = _run(scheme, config, _scales(3 * k), compiled=False)
-  _assert_bitwise(got, want)
+  chex.assert_trees_all_equal(got, want, strict=True)  # strict: dtypes and shapes too
   # Not a vacuous match: the slow weights moved, and the params sit on them after a sync
   # (one rounding of params + (slow - params)); one value (both losses) per step.
   params, state, (l_min, l_max) = got[0]
@@ -104,9 +98,7 @@ def test_compiled_matches_the_transform_to_rounding(scheme):
   """Compiled, XLA may contract a multiply and an add of a plain step into one FMA where
   the transform's `cond` keeps the update apart: the last bits may differ."""
   got, want = _run(scheme, "k3", _scales(12), compiled=True)
-  for x, y in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-    assert x.dtype == y.dtype and x.shape == y.shape
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=1e-6)
+  chex.assert_trees_all_close(got, want, rtol=1e-5, atol=1e-6, strict=True)
 
 
 def test_field_alone_gives_no_values_and_one_step_per_slice():
@@ -121,7 +113,7 @@ def test_field_alone_gives_no_values_and_one_step_per_slice():
     p, s, value = mml.game_step(tx, lambda q, i, x=x: field(q, x, i), p, s)
     assert value is None
   assert got[2] is None
-  _assert_bitwise(got[:2], (p, s))
+  chex.assert_trees_all_equal(got[:2], (p, s), strict=True)
 
 
 def test_errors_name_the_precondition():

@@ -1,5 +1,6 @@
 """game_step / apply_game_step equal the hand-written update, apply_updates idiom."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -38,8 +39,7 @@ def test_game_step_is_the_idiom(make):
     p1, s1, l1 = step(p1, s1)
     p2, s2, l2 = by_hand(tx, p2, s2)
     np.testing.assert_allclose(np.asarray(l1), np.asarray(l2), rtol=1e-6)
-  for a, b in zip(jax.tree.leaves((p1, s1)), jax.tree.leaves((p2, s2))):
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  chex.assert_trees_all_close((p1, s1), (p2, s2), rtol=1e-5, atol=1e-7)
 
 
 def test_game_step_with_a_field_only_returns_no_value():
@@ -94,12 +94,9 @@ def test_game_step_with_one_player_moves_that_player_alone(player):
     np.testing.assert_allclose(np.asarray(losses), np.asarray(want_losses), rtol=1e-6)
     by_side = (s_all, s) if player == "min" else (s, s_all)
     want_s = mml.transforms.merge_by_player(labels, *by_side, s_all)
-    for a, b in zip(jax.tree.leaves(s_new), jax.tree.leaves(want_s), strict=True):
-      np.testing.assert_allclose(a, b, rtol=1e-6)
-    for a, b in zip(
-      jax.tree.leaves(getattr(s_new.slow[0], other)), jax.tree.leaves(getattr(s.slow[0], other))
-    ):
-      np.testing.assert_array_equal(a, b)  # the other player's slow weights kept
+    chex.assert_trees_all_close(s_new, want_s, rtol=1e-6, atol=0.0)
+    # the other player's slow weights kept
+    chex.assert_trees_all_equal(getattr(s_new.slow[0], other), getattr(s.slow[0], other))
     assert int(s_new.count) == t + 1 and bool(s_new.synced) == (t == 1)
     if t == 1:  # the sync: exactly onto the slow weights
       np.testing.assert_array_equal(getattr(p_new, player), getattr(s_new.slow[0], player))

@@ -1,5 +1,6 @@
 """Unrolled GAN (Metz et al. 2017) against closed forms and an independent numpy computation."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,8 +43,7 @@ def test_zero_unroll_steps_is_simultaneous_gda(x64):
     field = mml.vector_field(lambda z: loss(z, 0))(q)
     u, t = gda.update(field, t, q)
     q = optax.apply_updates(q, u)
-  for got, want in zip(jax.tree.leaves(p), jax.tree.leaves(q), strict=True):
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+  chex.assert_trees_all_close(p, q, rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])

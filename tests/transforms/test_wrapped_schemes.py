@@ -6,6 +6,7 @@ values as bare, bit for bit (what a scheme needs it finds in its state, by type:
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -90,10 +91,7 @@ def test_wrapping_never_changes_game_step(scheme, wrapper):
   make, kw = SCHEMES[scheme]
   bare = _run(make(**kw))
   wrapped = _run(WRAPPERS[wrapper](make, kw))
-  assert len(bare) == len(wrapped)
-  for (p_bare, v_bare), (p_wrapped, v_wrapped) in zip(bare, wrapped):
-    for a, b in zip(jax.tree.leaves((p_bare, v_bare)), jax.tree.leaves((p_wrapped, v_wrapped))):
-      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  chex.assert_trees_all_equal(bare, wrapped)
   # The run moved the params (so the comparison is not of two untouched starts).
   assert not np.allclose(np.concatenate(bare[-1][0]), np.concatenate(P))
 
@@ -106,8 +104,7 @@ def test_a_lookahead_sync_lands_on_the_slow_weights_when_wrapped():
   for _ in range(2):
     p, s, _ = jax.jit(lambda p, s: mml.game_step(tx, _VAF, p, s))(p, s)
   slow = mml.lookahead_slow_params(s)
-  for a, b in zip(jax.tree.leaves(p), jax.tree.leaves(slow)):
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  chex.assert_trees_all_equal(p, slow)
 
 
 def test_per_player_is_optax_pair():
