@@ -2,6 +2,7 @@
 inherited (``at_creation``, the reference's default), or the generator's drawn anew for
 every training batch (``always``); populations of 1 and 2 per cell."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -15,7 +16,7 @@ from minmaxlab.games import Players
 from minmaxlab.gan import data, models
 from minmaxlab.transforms import player_labels, set_learning_rates
 from tests._coevolution_case import ring_coevolution
-from tests.coevolution import test_coevolution_phases as toy
+from tests.coevolution import _toy_cell as toy
 
 RING = data.ring8()
 PAIR = models.make_pair("mlp", (2,), latent_dim=4, hidden=(8, 8))
@@ -63,7 +64,7 @@ def _per_logit(r, f, gi, di):
 def test_phases_use_and_carry_each_individuals_loss():
   # Toy pair (test_coevolution_phases): loss_min(g, d) = -v w, loss_max(d, g) = v w - v;
   # loss 1 is loss 0 with the generator's part x2 and the discriminator's x3.
-  pool = toy._pool([1.0, 2.0], [1.0, 3.0])
+  pool = toy.pool([1.0, 2.0], [1.0, 3.0])
   pool = pool._replace(loss_index=Players(jnp.array([0, 1]), jnp.array([1, 0])))
   real, z = jnp.ones((2, 1)), jnp.zeros((2, 1))
   fit, batch = ph.fitness(toy.PAIR, _per_logit, real, z, pool, "average")
@@ -78,18 +79,18 @@ def test_phases_use_and_carry_each_individuals_loss():
     np.testing.assert_allclose(re.max, [d * ((2 - 2) + (4 - 2)) / 2])
 
   # Selection takes each selected individual's loss with it.
-  pool = toy._pool([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+  pool = toy.pool([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
   pool = pool._replace(loss_index=Players(jnp.array([0, 2, 1]), jnp.array([2, 0, 1])))
   labels = player_labels(jax.tree.map(lambda x: x[0], pool.opt))
   fit = Players(jnp.array([3.0, 1.0, 2.0]), jnp.array([9.0, 9.0, 0.5]))
   usable = Players(jnp.ones(3, bool), jnp.ones(3, bool))
   keys = tuple(jax.random.split(jax.random.key(0), 3))
-  sel, idx = ph.select_and_mutate(keys, fit, usable, pool, labels, toy._config(), toy._params())
+  sel, idx = ph.select_and_mutate(keys, fit, usable, pool, labels, toy.config(), toy.params())
   assert idx.min.tolist() == [1, 1] and idx.max.tolist() == [2, 2]
   assert sel.loss_index.min.tolist() == [2, 2] and sel.loss_index.max.tolist() == [1, 1]
 
   # Replacement: the generator slot 1 takes trained 1 and its loss; the discriminators stay.
-  params, opt, lrs = toy._individuals([1.0, 2.0], [1.0, 2.0])
+  params, opt, lrs = toy.individuals([1.0, 2.0], [1.0, 2.0])
   local = ph.Individuals(
     params=params,
     opt=opt,
@@ -97,7 +98,7 @@ def test_phases_use_and_carry_each_individuals_loss():
     fitness=Players(jnp.array([1.0, 5.0]), jnp.array([2.0, 1.0])),
     loss_index=Players(jnp.array([0, 0]), jnp.array([0, 0])),
   )
-  params, opt, lrs = toy._individuals([10.0, 20.0], [10.0, 20.0], lr=0.3)
+  params, opt, lrs = toy.individuals([10.0, 20.0], [10.0, 20.0], lr=0.3)
   trained = ph.Individuals(
     params=params,
     opt=opt,
@@ -110,7 +111,7 @@ def test_phases_use_and_carry_each_individuals_loss():
   assert new.loss_index.min.tolist() == [0, 1] and new.loss_index.max.tolist() == [0, 0]
 
   # Repair: a diverged cell copies its donor's losses too (donor: member 2 of 3, P = 1).
-  pool = toy._pool([np.nan, 2.0, 3.0], [1.0, 2.0, 3.0], valid_g=[False, True, True])
+  pool = toy.pool([np.nan, 2.0, 3.0], [1.0, 2.0, 3.0], valid_g=[False, True, True])
   pool = pool._replace(loss_index=Players(jnp.array([0, 1, 2]), jnp.array([1, 2, 0])))
   one = lambda t: jax.tree.map(lambda x: x[:1], t)
   params, opt, lrs = one((pool.params, pool.opt, pool.learning_rates))
@@ -133,13 +134,13 @@ def test_init_draws_each_individuals_loss_from_the_key():
   li = np.stack([np.asarray(s1.loss_index.min), np.asarray(s1.loss_index.max)])
   assert li.shape == (2, 3, 3, 2) and li.dtype == np.int32
   assert set(np.unique(li)) == {0, 1, 2}  # 36 draws of 3 losses
-  jax.tree.map(np.testing.assert_array_equal, s1.loss_index, s2.loss_index)
+  chex.assert_trees_all_equal(s1.loss_index, s2.loss_index)
   other = coev.init(jax.random.key(1)).loss_index.min
   assert not np.array_equal(other, s1.loss_index.min)
   # The networks are those of a plain-loss grid of the same key (the draws have their own key).
   plain = _coev(rows=3, cols=3, loss="ns_bce").init(jax.random.key(0))
   assert plain.loss_index is None
-  jax.tree.map(np.testing.assert_array_equal, plain.params, s1.params)
+  chex.assert_trees_all_equal(plain.params, s1.params)
 
 
 # ------------------------------------------------------- whole generations

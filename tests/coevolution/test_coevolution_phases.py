@@ -1,7 +1,7 @@
 """Each phase of a cell's generation alone, on tiny hand-checkable cases.
 
-A toy pair: the generator is ``G(w, z) = w`` (one number per sample, whatever the
-noise), the discriminator ``D(v, x) = v * x``; the "loss" is
+A toy pair (``tests/coevolution/_toy_cell.py``): the generator is ``G(w, z) = w`` (one number
+per sample, whatever the noise), the discriminator ``D(v, x) = v * x``; the "loss" is
 ``loss_min = -mean(D(fake))`` and ``loss_max = mean(D(fake)) - mean(D(real))``,
 so every fitness, gradient and update is a product of the hand-set numbers.
 """
@@ -11,53 +11,21 @@ from types import SimpleNamespace
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 import pytest
 
 from minmaxlab import coevolution as co
 from minmaxlab.coevolution import _phases as ph
 from minmaxlab.coevolution._training import CellSpec, train
 from minmaxlab.games import Players
-from minmaxlab.transforms import per_player, player_labels, set_learning_rates
-
-G = SimpleNamespace(apply=lambda p, z: jnp.broadcast_to(p["w"], z.shape[:1] + (1,)))
-D = SimpleNamespace(apply=lambda p, x: p["v"] * x[..., 0])
-PAIR = SimpleNamespace(generator=G, discriminator=D, latent_dim=1)
-
-
-def loss(real_logits, fake_logits):
-  return -jnp.mean(fake_logits), jnp.mean(fake_logits) - jnp.mean(real_logits)
-
-
-SCHEME = optax.with_extra_args_support(
-  per_player(
-    min=optax.inject_hyperparams(optax.sgd)(learning_rate=0.1),
-    max=optax.inject_hyperparams(optax.sgd)(learning_rate=0.1),
-  )
-)
-
-
-def _individuals(w, v, lr=0.1):
-  """A pool/individuals of ``len(w)`` pairs with scheme states and learning rates."""
-  params = Players({"w": jnp.asarray(w, jnp.float32)}, {"v": jnp.asarray(v, jnp.float32)})
-  opt = jax.vmap(SCHEME.init)(params)
-  lrs = jnp.full(len(w), lr, jnp.float32)
-  return params, jax.vmap(set_learning_rates)(opt, lrs, lrs), Players(lrs, lrs)
-
-
-def _pool(w, v, valid_g=None, valid_d=None):
-  params, opt, lrs = _individuals(w, v)
-  ok = jnp.ones(len(w), bool)
-  valid = Players(
-    ok if valid_g is None else jnp.asarray(valid_g), ok if valid_d is None else jnp.asarray(valid_d)
-  )
-  return ph.Pool(params=params, opt=opt, learning_rates=lrs, valid=valid)
+from minmaxlab.transforms import player_labels
+from tests.coevolution import _toy_cell as toy
+from tests.coevolution._toy_cell import PAIR, SCHEME, D, G, loss
 
 
 def test_pool_flattens_members_and_marks_invalid():
   # M = 2 members x P = 2: member-major order; member 1 is a duplicate (mask False);
   # the cell's second generator is NaN.
-  params, opt, lrs = _individuals([1.0, np.nan, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
+  params, opt, lrs = toy.individuals([1.0, np.nan, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0])
   flat = ph.Individuals(params=params, opt=opt, learning_rates=lrs, fitness=lrs)
   nb = jax.tree.map(lambda x: x.reshape((2, 2) + x.shape[1:]), flat)
   pool = ph.pool(nb, jnp.array([True, False]), 2)
@@ -68,20 +36,20 @@ def test_pool_flattens_members_and_marks_invalid():
 
 def test_fitness_by_hand():
   # D(v, G(w)) = v * w; loss_min(g, d) = -v w; loss_max(d, g) = v w - v (real = 1).
-  pool = _pool([1.0, 2.0], [1.0, 3.0])
+  pool = toy.pool([1.0, 2.0], [1.0, 3.0])
   real, z = jnp.ones((2, 1)), jnp.zeros((2, 1))
   fit, batch = ph.fitness(PAIR, loss, real, z, pool, "average")
   np.testing.assert_allclose(fit.min, [-(1 + 3) / 2, -(2 + 6) / 2])
   np.testing.assert_allclose(fit.max, [((1 - 1) + (2 - 1)) / 2, ((3 - 3) + (6 - 3)) / 2])
   assert batch.fakes.shape == (2, 2, 1) and batch.d_real.shape == (2, 2)
   # An invalid discriminator is no opponent and has fitness +inf; "worst" is the max loss.
-  pool = _pool([1.0, 2.0], [1.0, 3.0], valid_d=[True, False])
+  pool = toy.pool([1.0, 2.0], [1.0, 3.0], valid_d=[True, False])
   fit, _ = ph.fitness(PAIR, loss, real, z, pool, "worst")
   np.testing.assert_allclose(fit.min, [-1.0, -2.0])
   assert fit.max[1] == np.inf
   # The trained individuals are scored on the same batch against the same pool.
   trained = Players({"w": jnp.array([5.0])}, {"v": jnp.array([2.0])})
-  re = ph.rescore(PAIR, loss, batch, trained, _pool([1.0, 2.0], [1.0, 3.0]), "average")
+  re = ph.rescore(PAIR, loss, batch, trained, toy.pool([1.0, 2.0], [1.0, 3.0]), "average")
   np.testing.assert_allclose(re.min, [-(5 + 15) / 2])
   np.testing.assert_allclose(re.max, [((2 - 2) + (4 - 2)) / 2])
 
@@ -95,7 +63,7 @@ def test_fresh_fitness_noise_against_a_loop_over_the_pairs():
     generator=SimpleNamespace(apply=lambda p, z: p["w"] + z), discriminator=D, latent_dim=1
   )
   w, v, F = [1.0, 2.0, -1.0], [1.0, 3.0, 0.5], 4
-  pool = _pool(w, v, valid_d=[True, True, False])
+  pool = toy.pool(w, v, valid_d=[True, True, False])
   real, key = jnp.ones((F, 1)), jax.random.key(7)
   fit, batch = ph.fitness(noisy, loss, real, key, pool, "average")
   zg, zd = (np.asarray(jax.random.normal(k, (3, 3, F, 1))) for k in jax.random.split(key))
@@ -143,27 +111,15 @@ def test_fresh_fitness_noise_runs_a_generation_and_is_validated():
     co.CoevolutionConfig(fitness_noise="sometimes")
 
 
-def _config(**kw):
-  base = dict(rows=1, cols=1, population_size=2, tournament_size=64, mutation_probability=1.0)
-  base.update(kw)
-  return co.CoevolutionConfig(**base)
-
-
-def _params(p=1.0, scale=0.0, min_lr=0.2, sigma=0.0):
-  return co.CoevolutionParams(
-    mutation_probability=p, mutation_scale=scale, min_learning_rate=min_lr, mixture_sigma=sigma
-  )
-
-
 def test_select_and_mutate_by_hand():
-  pool = _pool([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+  pool = toy.pool([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
   labels = player_labels(jax.tree.map(lambda x: x[0], pool.opt))
   fit = Players(jnp.array([3.0, 1.0, 2.0]), jnp.array([0.5, 9.0, 9.0]))
   usable = Players(jnp.array([True, True, True]), jnp.array([True, True, False]))
   keys = tuple(jax.random.split(jax.random.key(0), 3))
   # Large tournaments find the best usable individual; scale 0 with probability 1 clips
   # every learning rate to min_learning_rate = 0.2 (from 0.1), in the scheme's state too.
-  sel, idx = ph.select_and_mutate(keys, fit, usable, pool, labels, _config(), _params())
+  sel, idx = ph.select_and_mutate(keys, fit, usable, pool, labels, toy.config(), toy.params())
   assert idx.min.tolist() == [1, 1] and idx.max.tolist() == [0, 0]
   np.testing.assert_array_equal(sel.params.min["w"], [2.0, 2.0])
   np.testing.assert_array_equal(sel.params.max["v"], [4.0, 4.0])
@@ -172,7 +128,7 @@ def test_select_and_mutate_by_hand():
   np.testing.assert_allclose(sel.opt.max.hyperparams["learning_rate"], [0.2, 0.2])
   # Probability 0: learning rates untouched; no selection: the cell's own, in place.
   sel, idx = ph.select_and_mutate(
-    keys, fit, usable, pool, labels, _config(selection=False), _params(p=0.0)
+    keys, fit, usable, pool, labels, toy.config(selection=False), toy.params(p=0.0)
   )
   assert idx.min.tolist() == [0, 1] and idx.max.tolist() == [0, 1]
   np.testing.assert_allclose(sel.learning_rates.max, [0.1, 0.1])
@@ -182,19 +138,19 @@ def test_select_and_mutate_by_hand():
     assert individuals["w" if "w" in individuals else "v"].shape == (3,)
     return jnp.full(n, fitness.shape[0] - 1)
 
-  _, idx = ph.select_and_mutate(keys, fit, usable, pool, labels, _config(), _params(), last)
+  _, idx = ph.select_and_mutate(keys, fit, usable, pool, labels, toy.config(), toy.params(), last)
   assert idx.min.tolist() == [2, 2] and idx.max.tolist() == [2, 2]
 
 
 def test_replace_by_hand():
-  params, opt, lrs = _individuals([1.0, 2.0], [1.0, 2.0])
+  params, opt, lrs = toy.individuals([1.0, 2.0], [1.0, 2.0])
   local = ph.Individuals(
     params=params,
     opt=opt,
     learning_rates=lrs,
     fitness=Players(jnp.array([1.0, 5.0]), jnp.array([2.0, 1.0])),
   )
-  params, opt, lrs = _individuals([10.0, 20.0], [10.0, 20.0], lr=0.3)
+  params, opt, lrs = toy.individuals([10.0, 20.0], [10.0, 20.0], lr=0.3)
   trained = ph.Individuals(
     params=params,
     opt=opt,
@@ -220,7 +176,7 @@ def test_replace_by_hand():
 
 def test_mixture_members_and_es():
   # M = 3 members x P = 2; member 2 is not distinct, member 1's generators both diverged.
-  pool = _pool([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.0] * 6)
+  pool = toy.pool([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], [0.0] * 6)
   fit_g = jnp.array([0.0, 0.0, np.inf, np.inf, 2.0, 1.0])
   gens, usable = ph.mixture_members(pool, fit_g, {"w": jnp.array(9.0)}, jnp.array([1, 1, 0], bool))
   np.testing.assert_array_equal(gens["w"], [9.0, 3.0, 6.0])  # own best first; best per member
@@ -251,19 +207,19 @@ def test_mixture_members_and_es():
 
 def test_diverged_and_repair_by_hand():
   # M = 3 members x P = 1; the cell's own generator arrived NaN.
-  pool = _pool([np.nan, 2.0, 3.0], [1.0, 2.0, 3.0], valid_g=[False, True, True])
-  params, opt, lrs = _individuals([7.0], [7.0])
+  pool = toy.pool([np.nan, 2.0, 3.0], [1.0, 2.0, 3.0], valid_g=[False, True, True])
+  params, opt, lrs = toy.individuals([7.0], [7.0])
   new = ph.Individuals(
     params=params, opt=opt, learning_rates=lrs, fitness=Players(jnp.array([0.0]), jnp.array([0.0]))
   )
   assert ph.diverged(pool, 1, new, jnp.asarray(True))
-  healthy = _pool([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
+  healthy = toy.pool([1.0, 2.0, 3.0], [1.0, 2.0, 3.0])
   assert not ph.diverged(healthy, 1, new, jnp.asarray(True))
   assert ph.diverged(healthy, 1, new, jnp.asarray(False))  # e.g. a non-finite loss
   bad = new._replace(params=Players({"w": jnp.array([np.inf])}, new.params.max))
   assert ph.diverged(healthy, 1, bad, jnp.asarray(True))
 
-  fresh_params, fresh_opt, fresh_lr = _individuals([-1.0], [-1.0])
+  fresh_params, fresh_opt, fresh_lr = toy.individuals([-1.0], [-1.0])
   inf = jnp.full(1, np.inf)
   fresh = ph.Individuals(
     params=fresh_params, opt=fresh_opt, learning_rates=fresh_lr, fitness=Players(inf, inf)
@@ -286,7 +242,7 @@ def test_train_one_sgd_step_by_hand(d_every):
   config = co.CoevolutionConfig(
     rows=1, cols=1, batch_size=3, steps_per_generation=2, d_every=d_every
   )
-  params, opt, _ = _individuals([2.0], [3.0])
+  params, opt, _ = toy.individuals([2.0], [3.0])
   r = 0.5
   spec = CellSpec(
     config=config,

@@ -21,7 +21,7 @@ from minmaxlab import coevolution as co
 from minmaxlab import distributed
 from minmaxlab.coevolution._training import CellSpec, train
 from minmaxlab.transforms import player_labels
-from tests.coevolution import test_coevolution_phases as toy
+from tests.coevolution import _toy_cell as toy
 
 STEPS, LR, R = 6, 0.1, 0.5
 
@@ -30,7 +30,7 @@ def test_own_opponents_live_neighbours_frozen():
   config = co.CoevolutionConfig(
     rows=1, cols=2, selection=False, batch_size=2, steps_per_generation=STEPS
   )
-  params, opt, _ = toy._individuals([2.0], [3.0])
+  params, opt, _ = toy.individuals([2.0], [3.0])
   labels = player_labels(jax.tree.map(lambda x: x[0], opt))
   sample = lambda data, key, n: jnp.full((n, 1), R)
   spec = CellSpec(
@@ -44,7 +44,7 @@ def test_own_opponents_live_neighbours_frozen():
     init_individual=None,
   )
   nbr_w, nbr_v = -1.0, 0.5  # the neighbour's generator and discriminator (pool slot 1)
-  nbrs, _, _ = toy._individuals([nbr_w], [nbr_v])
+  nbrs, _, _ = toy.individuals([nbr_w], [nbr_v])
   pools = (jnp.ones(2, bool), jnp.ones(2, bool))
   key = jax.random.key(7)
   fast = distributed.compiler_options("fastest")

@@ -22,7 +22,7 @@ from minmaxlab import coevolution as co
 from minmaxlab.coevolution import _phases as ph
 from minmaxlab.games import Players
 from minmaxlab.transforms import player_labels
-from tests.coevolution import test_coevolution_phases as toy
+from tests.coevolution import _toy_cell as toy
 
 STRONG = 4  # the centre cell of the 3x3 torus holds the strong generator
 
@@ -36,23 +36,23 @@ def test_ids_encode_cell_and_generation():
 
 def test_phases_move_each_individuals_lineage():
   # Selection: tournament winners take their ids (pool 3 x P=1, as in the Mustangs test).
-  pool = toy._pool([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+  pool = toy.pool([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
   pool = pool._replace(lineage=Players(jnp.array([10, 11, 12]), jnp.array([20, 21, 22])))
   labels = player_labels(jax.tree.map(lambda x: x[0], pool.opt))
   fit = Players(jnp.array([3.0, 1.0, 2.0]), jnp.array([9.0, 9.0, 0.5]))
   usable = Players(jnp.ones(3, bool), jnp.ones(3, bool))
   keys = tuple(jax.random.split(jax.random.key(0), 3))
-  sel, idx = ph.select_and_mutate(keys, fit, usable, pool, labels, toy._config(), toy._params())
+  sel, idx = ph.select_and_mutate(keys, fit, usable, pool, labels, toy.config(), toy.params())
   assert idx.min.tolist() == [1, 1] and idx.max.tolist() == [2, 2]
   assert sel.lineage.min.tolist() == [11, 11] and sel.lineage.max.tolist() == [22, 22]
   # Without selection the cell's own individuals stay where they are, ids included.
   own, _ = ph.select_and_mutate(
-    keys, fit, usable, pool, labels, toy._config(selection=False), toy._params()
+    keys, fit, usable, pool, labels, toy.config(selection=False), toy.params()
   )
   assert own.lineage.min.tolist() == [10, 11] and own.lineage.max.tolist() == [20, 21]
 
   # Replacement: local generator slot 1 (fitness 5) takes trained 1 (0.5) and its id.
-  params, opt, lrs = toy._individuals([1.0, 2.0], [1.0, 2.0])
+  params, opt, lrs = toy.individuals([1.0, 2.0], [1.0, 2.0])
   fit_local = Players(jnp.array([1.0, 5.0]), jnp.array([2.0, 1.0]))
   local = ph.Individuals(
     params=params,
@@ -62,7 +62,7 @@ def test_phases_move_each_individuals_lineage():
     loss_index=None,
     lineage=Players(jnp.array([1, 2]), jnp.array([3, 4])),
   )
-  params, opt, lrs = toy._individuals([10.0, 20.0], [10.0, 20.0], lr=0.3)
+  params, opt, lrs = toy.individuals([10.0, 20.0], [10.0, 20.0], lr=0.3)
   fit_trained = Players(jnp.array([4.0, 0.5]), jnp.array([3.0, 3.0]))
   lineage = Players(jnp.array([7, 8]), jnp.array([9, 6]))
   trained = ph.Individuals(
@@ -81,7 +81,7 @@ def test_phases_move_each_individuals_lineage():
 
   # Repair: a diverged cell copies its best neighbour (member 2 of 3) with its ids;
   # without a finite neighbour it takes the fresh individuals and their new ids.
-  pool = toy._pool([np.nan, 2.0, 3.0], [1.0, 2.0, 3.0], valid_g=[False, True, True])
+  pool = toy.pool([np.nan, 2.0, 3.0], [1.0, 2.0, 3.0], valid_g=[False, True, True])
   pool = pool._replace(lineage=Players(jnp.array([30, 31, 32]), jnp.array([40, 41, 42])))
   one = lambda t: jax.tree.map(lambda x: x[:1], t)
   born = Players(jnp.array([99]), jnp.array([99]))
