@@ -2,6 +2,7 @@
 the discriminator against the UPDATED generator with fresh fakes) and the simultaneous one,
 each against a hand-written loop on a tiny deterministic game."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -135,7 +136,7 @@ def test_lookahead_counts_batches_and_syncs_both_players_together():
   (params, opt), _, _ = _train(coev)
   assert _counts(opt) == {0: {4}, 1: {4}, 2: {4}}  # batch counter 4 (not 8); Adam 4 each
   slow = opt.slow[0]
-  jax.tree.map(np.testing.assert_array_equal, params, slow)
+  chex.assert_trees_all_equal(params, slow)
   init = PAIR.generator.init(None), PAIR.discriminator.init(None)
   assert not np.allclose(np.asarray(slow.min["b"])[0], init[0]["b"])
   assert not np.allclose(np.asarray(slow.max["w"])[0], init[1]["w"])

@@ -16,6 +16,7 @@ import json
 import math
 from pathlib import Path
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -321,10 +322,6 @@ def after(z, side, u_side):
   )
 
 
-def assert_close(a, b, meta):
-  jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, **tol(meta)), a, b)
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_training_phase(case):
   z, meta = golden(case)
@@ -333,11 +330,11 @@ def test_training_phase(case):
   assert np.all(z["upd_g_lr"][0] == z["upd_g_adam_lr"][0])
   n = len(batches(z))
   got = train_reference(case, n)
-  assert_close(got.min, after(z, "g", -1), meta)
-  assert_close(got.max, after(z, "d", -1), meta)
+  chex.assert_trees_all_close(got.min, after(z, "g", -1), **tol(meta))
+  chex.assert_trees_all_close(got.max, after(z, "d", -1), **tol(meta))
   first = train_reference(case, 1)  # after the first batch (both players updated)
-  assert_close(first.min, after(z, "g", 0), meta)
-  assert_close(first.max, after(z, "d", 0), meta)
+  chex.assert_trees_all_close(first.min, after(z, "g", 0), **tol(meta))
+  chex.assert_trees_all_close(first.max, after(z, "d", 0), **tol(meta))
 
 
 @pytest.mark.parametrize(
@@ -349,7 +346,9 @@ def test_training_phase_catches_perturbations(over):
   z, meta = golden("selection")
   got = train_reference("selection", len(batches(z)), **over)
   with pytest.raises(AssertionError):
-    assert_close(Players(got.min, got.max), Players(after(z, "g", -1), after(z, "d", -1)), meta)
+    chex.assert_trees_all_close(
+      Players(got.min, got.max), Players(after(z, "g", -1), after(z, "d", -1)), **tol(meta)
+    )
 
 
 # -------------------------------------------------------------------- replacement
@@ -389,7 +388,7 @@ def matches(out, z, meta):
     ):
       want = stack([params(weights(z, f"final_{side}_"), i) for i in range(len(fit))])
       np.testing.assert_allclose(np.sort(np.asarray(fit)), z[f"final_{side}_fit"], rtol=1e-6)
-      assert_close(by_fitness(got, fit), want, meta)
+      chex.assert_trees_all_close(by_fitness(got, fit), want, **tol(meta))
   except AssertionError:
     return False
   return True
