@@ -62,7 +62,7 @@ def _per_logit(r, f, gi, di):
 
 
 def test_phases_use_and_carry_each_individuals_loss():
-  # Toy pair (test_coevolution_phases): loss_min(g, d) = -v w, loss_max(d, g) = v w - v;
+  # Toy pair (_toy_cell): loss_min(g, d) = -v w, loss_max(d, g) = v w - v;
   # loss 1 is loss 0 with the generator's part x2 and the discriminator's x3.
   pool = toy.pool([1.0, 2.0], [1.0, 3.0])
   pool = pool._replace(loss_index=Players(jnp.array([0, 1]), jnp.array([1, 0])))

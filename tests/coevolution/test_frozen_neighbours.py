@@ -4,7 +4,7 @@ and the neighbours' are the copies gathered at the start of the generation, froz
 next exchange, as Lipizzaner's ``all_discriminators`` (neighbours' individuals fetched once per
 iteration, plus the local population trained in place).
 
-The toy pair of ``test_coevolution_phases`` (``G(w) = w``, ``D(v, x) = v x``, SGD 0.1): the
+The toy pair of ``_toy_cell`` (``G(w) = w``, ``D(v, x) = v x``, SGD 0.1): the
 generator's step is ``w += lr v_opp``, the discriminator's ``v -= lr (w_opp - r)``. A
 hand-written loop draws the same opponents from the same keys (``_training._step_draws``:
 ``k_g, k_d = split(batch key, 3)[:2]``, one categorical draw each over the usable pool) and

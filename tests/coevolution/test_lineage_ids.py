@@ -2,7 +2,7 @@
 its birth, and every operator that moves an individual moves its id (selection, the
 replacement test, the repair from a neighbour; fresh networks start a new lineage).
 
-The takeover test uses the toy pair of ``test_coevolution_phases`` (``G(w, z) = w``,
+The takeover test uses the toy pair of ``_toy_cell`` (``G(w, z) = w``,
 ``D(v, x) = v x``) with a learning rate so small that no number moves: one cell's
 generator (``w = 8``, every other ``w = 0``, every ``v = 1``) has by construction a far
 lower non-saturating loss against every discriminator, so on a 3x3 von Neumann torus a
