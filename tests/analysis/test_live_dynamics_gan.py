@@ -13,7 +13,7 @@ import pytest
 import minmaxlab as mml
 from minmaxlab import analysis
 from tests.analysis._linear_games import FAST, top_by_modulus
-from tests.analysis.test_analysis import tiny_gan
+from tests.analysis._tiny_gan import tiny_gan
 
 STEPS = mml.Players(0.3, 0.6)  # per-player step sizes (generator, discriminator)
 
