@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import chex
 import jax
 import jax.numpy as jnp
 import pytest
@@ -341,7 +342,7 @@ def test_docs_load_run_example_samples_the_best_mixture(tmp_path, monkeypatch):
   run = runner.load_run(workdir)
   assert run.step == config.generations and run.module is train
   assert run.config.rows == 2 and "run" not in run.config
-  jax.tree.map(np.testing.assert_array_equal, run.state["state"], jax.device_get(state))
+  chex.assert_trees_all_equal(run.state["state"], jax.device_get(state))
   x = train.sample_best_mixture(run, 300, seed=1)
   assert x.shape == (300, 2) and np.all(np.isfinite(x))
   np.testing.assert_array_equal(x, train.sample_best_mixture(run, 300, seed=1))
