@@ -2,6 +2,7 @@
 
 import pickle
 
+import chex
 import jax
 import numpy as np
 import pytest
@@ -78,13 +79,12 @@ def test_smoke_two_steps_on_a_fake_cifar_folder(tmp_path):
   assert int(averaging[0].num_averaged) == 2  # the initial point and one sync
   slow = minmaxlab.lookahead_slow_params(state.opt_state)
   start = init().params.min
-  for a, b in zip(jax.tree.leaves(slow.min), jax.tree.leaves(state.params.min), strict=True):
-    # Right after a sync fast == slow (up to rounding: the fused update computes them apart).
-    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-10)
+  # Right after a sync fast == slow (up to rounding: the fused update computes them apart).
+  chex.assert_trees_all_close(slow.min, state.params.min, rtol=1e-5, atol=1e-10)
   # The evaluated generator: EMA (decay 0.5) of the initial and the synced slow weights.
   ema = minmaxlab.transforms.averaged_params(state.opt_state).min
-  for e, s0, s1 in zip(*(jax.tree.leaves(t) for t in (ema, start, slow.min)), strict=True):
-    np.testing.assert_allclose(e, 0.5 * s0 + 0.5 * s1, rtol=1e-6, atol=1e-7)
+  want = jax.tree.map(lambda s0, s1: 0.5 * s0 + 0.5 * s1, start, slow.min)
+  chex.assert_trees_all_close(ema, want, rtol=1e-6, atol=1e-7)
 
 
 def test_unrolled_scheme_runs_in_the_trainer(tmp_path):
