@@ -119,10 +119,8 @@ def test_every_scheme_with_lookahead_trains(scheme):
   # After 4 steps with sync_period 2 the fast weights sit on the slow ones.
   import minmaxlab
 
-  for a, b in zip(
-    jax.tree.leaves(minmaxlab.lookahead_slow_params(new.opt_state)), jax.tree.leaves(new.params)
-  ):
-    np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-9)
+  slow = minmaxlab.lookahead_slow_params(new.opt_state)
+  chex.assert_trees_all_close(slow, new.params, rtol=1e-6, atol=1e-9)
 
 
 def test_config_checks():
