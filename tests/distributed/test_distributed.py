@@ -8,10 +8,8 @@ processes that exchange halos with ``mpi4jax`` inside the jitted step.
 
 import dataclasses
 import os
-import shutil
-import sys
-from pathlib import Path
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -19,25 +17,10 @@ import pytest
 
 from minmaxlab import coevolution as co
 from minmaxlab import distributed
-from tests import _procs
 from tests._coevolution_case import PAIR, RING, coevolution, run
+from tests.distributed._mpi import assert_same, load_mpi, mpirun, needs_mpi
 
 RING_DATA = RING
-
-ROOT = Path(__file__).resolve().parents[2]
-MPIRUN = Path(sys.executable).parent / "mpirun"
-
-
-def _have_mpi() -> bool:
-  try:
-    import mpi4jax  # noqa: F401
-    import mpi4py  # noqa: F401
-  except ImportError:
-    return False
-  return MPIRUN.exists() or shutil.which("mpirun") is not None
-
-
-needs_mpi = pytest.mark.skipif(not _have_mpi(), reason="mpi4py/mpi4jax/mpirun not installed")
 
 
 @pytest.fixture(scope="module")
@@ -52,33 +35,6 @@ def reference_moore():
   """The Moore run on one device, compiled in the "fastest" mode (as its MPI ranks are)."""
   coev = coevolution("moore")
   return run(coev, jax.jit(coev.step, compiler_options=distributed.compiler_options("fastest")))
-
-
-DISCRETE = (
-  "best_cell",
-  "lineage_g",  # every individual's lineage id (issue 33): the same on every backend
-  "lineage_d",
-  "loss_index",
-  "replaced_g",
-  "replaced_d",
-  "mixture_accepted",
-  "diverged",
-  "divergences",
-)
-
-
-def _assert_same(got_state, got_metrics, want_state, want_metrics, exact):
-  """Bitwise, or to 1e-6 where XLA compiles the same per-cell code differently
-  inside another program (float rounding only: every discrete choice equal)."""
-  for a, b in zip(jax.tree.leaves(got_state), jax.tree.leaves(want_state), strict=True):
-    if exact:
-      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    else:
-      np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
-  for gm, wm in zip(got_metrics, want_metrics, strict=True):
-    assert set(gm) == set(wm)
-    for k in DISCRETE:
-      np.testing.assert_array_equal(np.asarray(gm[k]), np.asarray(wm[k]), err_msg=k)
 
 
 # ---------------------------------------------------------------- halo exchange
@@ -104,7 +60,7 @@ def test_shard_map_halos_equal_rolls(kind, grid, mesh_shape):
     jax.shard_map(lambda t: ex.gather(t, kind), mesh=mesh, in_specs=spec, out_specs=spec)
   )(tree)
   want = co.gather_neighbours(tree, kind)
-  jax.tree.map(np.testing.assert_array_equal, gathered, want)
+  chex.assert_trees_all_equal(gathered, want)
   # The flat cell ids say it independently: member m of (r, c) is neighbour_indices[r, c, m].
   np.testing.assert_array_equal(np.asarray(gathered["i"]), co.neighbour_indices(rows, cols, kind))
 
@@ -114,7 +70,7 @@ def test_shard_map_halos_equal_rolls(kind, grid, mesh_shape):
     return jax.tree.map(lambda x: x[jnp.asarray(index)], source)
 
   picked = jax.jit(jax.shard_map(members, mesh=mesh, in_specs=spec, out_specs=spec))(tree)
-  jax.tree.map(np.testing.assert_array_equal, picked, want)
+  chex.assert_trees_all_equal(picked, want)
 
 
 def test_bad_blocks_raise_before_work():
@@ -169,7 +125,7 @@ def test_backend_factory_builds_each_placement():
   whole = {"x": np.arange(2.0 * n).reshape(n, 2), "s": np.float32(1.0)}
   placed = roll.from_host(whole)
   assert len(placed["x"].sharding.device_set) == n
-  jax.tree.map(np.testing.assert_array_equal, roll.to_host(placed), whole)
+  chex.assert_trees_all_equal(roll.to_host(placed), whole)
 
 
 # ----------------------------------------------------------------- device mesh
@@ -193,26 +149,10 @@ def test_shard_map_mesh_matches_single_device(reference, mesh_shape):
     del coev.step
   assert len(traces) <= 2  # one abstract evaluation (metric specs) + one compile, then none
   assert len(jax.tree.leaves(got.params)[0].sharding.device_set) == n
-  _assert_same(got, got_m, *reference, exact=False)
+  assert_same(got, got_m, *reference, exact=False)
 
 
 # ---------------------------------------------------------------- MPI ranks
-def _mpirun(n, *args, timeout=300):
-  cmd = [str(MPIRUN), "-n", str(n), sys.executable, *args]
-  env = dict(os.environ, PYTHONPATH=str(ROOT))
-  return _procs.run(cmd, cwd=ROOT, env=env, timeout=timeout)
-
-
-def _load_mpi(path, like):
-  z = np.load(path)
-  leaves = [z[f"state_{i}"] for i in range(len(jax.tree.leaves(like)))]
-  metrics = [
-    {k.split("_", 2)[2]: z[k] for k in z.files if k.startswith(f"metric_{g}_")}
-    for g in range(int(z["generations"]))
-  ]
-  return jax.tree.unflatten(jax.tree.structure(like), leaves), metrics, int(z["traces"])
-
-
 @pytest.mark.slow  # mpirun: each rank starts JAX and compiles a generation
 @needs_mpi
 @pytest.mark.parametrize(
@@ -230,11 +170,11 @@ def test_mpi_ranks_match_single_device_bitwise(request, tmp_path, n, kind, block
   )
   out = tmp_path / "out.npz"
   args = [f"--compile={mode}", str(out), kind, *map(str, blocks)]
-  r = _mpirun(n, "-m", "tests._mpi_coevolution", *args)
+  r = mpirun(n, "-m", "tests._mpi_coevolution", *args)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-  got, got_m, traces = _load_mpi(out, want_state)
+  got, got_m, traces = load_mpi(out, want_state)
   assert traces == 1
-  _assert_same(got, got_m, want_state, want_m, exact=True)
+  assert_same(got, got_m, want_state, want_m, exact=True)
   if kind == "von_neumann":  # the lineage ids compared have moved between cells (and ranks)
     assert len(np.unique(want_state.lineage.min)) < 16
   assert not np.allclose(np.asarray(got.learning_rates.min), 2e-3)  # mutation happened
@@ -278,4 +218,4 @@ def test_fast_compile_modes_reach_xla_and_agree_to_rounding(reference, mode, tmp
     # (a test session's own flags name it: tests/_xla.py)
     assert not any("fusion_emitters" in text for text in records.values())
   want_state, want_metrics = reference
-  _assert_same(state, metrics, want_state, want_metrics, exact=False)
+  assert_same(state, metrics, want_state, want_metrics, exact=False)

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import chex
 import jax
 import numpy as np
 import psutil
@@ -24,7 +25,7 @@ from experiments.coevolution import train
 from experiments.coevolution.configs import smoke
 from minmaxlab import runner
 from tests import _procs
-from tests.distributed.test_distributed import MPIRUN, needs_mpi
+from tests.distributed._mpi import MPIRUN, needs_mpi
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATIONS = 6
@@ -57,14 +58,6 @@ def _state(workdir, step):
   target = {"state": progs.init(jax.random.key(0)), "key": np.zeros(2, np.uint32)}
   tree, _ = ck.restore(jax.eval_shape(lambda: target), step)
   return tree["state"]
-
-
-def _assert_same(a, b, exact=True):
-  for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
-    if exact:
-      np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    else:
-      np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-6, atol=1e-6)
 
 
 def _command(workdir, *flags, generations=GENERATIONS):
@@ -136,7 +129,7 @@ def test_killed_rank_fails_fast_and_resumes_on_one_device(tmp_path, reference):
   assert done is not None and done < GENERATIONS
   # Resume on a single device, in this process.
   train.train(_config(generations=GENERATIONS), workdir, resume=True)
-  _assert_same(_state(workdir, GENERATIONS), _state(reference, GENERATIONS))
+  chex.assert_trees_all_equal(_state(workdir, GENERATIONS), _state(reference, GENERATIONS))
 
 
 @needs_mpi
@@ -157,7 +150,7 @@ def test_single_device_checkpoint_resumes_on_mpi_ranks(tmp_path, reference):
   # the first line says where it runs (issue 49); two ranks: no fallback warning
   assert r.stdout.count(" [backend mpi: 2 cpu devices, 2 ranks] -> ") == 1, r.stdout[:2000]
   assert "warning: backend" not in r.stderr
-  _assert_same(_state(workdir, 3), _state(reference, 3))
+  chex.assert_trees_all_equal(_state(workdir, 3), _state(reference, 3))
 
 
 def _free_port():
@@ -204,4 +197,4 @@ def test_two_process_jax_distributed_matches_single_device(tmp_path, reference):
   assert " [backend mesh: 4 cpu devices, 2 processes] -> " in outs[0], outs[0][:2000]
   summary = (workdir / "summary.json").read_text()
   assert '"backend": "mesh"' in summary and '"processes": 2' in summary
-  _assert_same(_state(workdir, 3), _state(reference, 3), exact=False)
+  chex.assert_trees_all_close(_state(workdir, 3), _state(reference, 3), rtol=1e-6, atol=1e-6)

@@ -4,6 +4,7 @@ several hops when a block is narrower than the halo, and a generation with
 a user-given radius-2 shape gives the single-device numbers on a 4-device mesh
 and on 2 MPI ranks."""
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,7 +14,7 @@ from minmaxlab import coevolution as co
 from minmaxlab import distributed
 from minmaxlab.distributed._blocks import halo_widths
 from tests._coevolution_case import coevolution, run
-from tests.distributed.test_distributed import _assert_same, _load_mpi, _mpirun, needs_mpi
+from tests.distributed._mpi import assert_same, load_mpi, mpirun, needs_mpi
 
 CUSTOM = "custom:0,0;1,1;-2,0;0,3"
 # Radius 2 with a corner (1, 2) and, on a 4x4 torus, a masked copy ((2, 0) is (-2, 0)):
@@ -56,7 +57,7 @@ def test_wide_halos_equal_the_whole_grid_gather(kind, grid, mesh_shape):
   gathered = jax.jit(
     jax.shard_map(lambda t: ex.gather(t, kind), mesh=mesh, in_specs=spec, out_specs=spec)
   )(tree)
-  jax.tree.map(np.testing.assert_array_equal, gathered, co.gather_neighbours(tree, kind))
+  chex.assert_trees_all_equal(gathered, co.gather_neighbours(tree, kind))
   np.testing.assert_array_equal(np.asarray(gathered["i"]), co.neighbour_indices(rows, cols, kind))
 
 
@@ -76,7 +77,7 @@ def test_radius_2_on_a_4_device_mesh_matches_one_device(reference_wide):
   state = distributed.shard_grid(coev.init(jax.random.key(0)), mesh, 4, 4)
   step = distributed.sharded_step(coev, mesh, state, distributed.compiler_options(FASTEST))
   got, got_m = run(coev, step, state)
-  _assert_same(got, got_m, *reference_wide, exact=False)
+  assert_same(got, got_m, *reference_wide, exact=False)
 
 
 @pytest.mark.slow  # 2 MPI ranks start JAX and compile a generation each
@@ -86,8 +87,8 @@ def test_radius_2_on_2_mpi_ranks_matches_one_device_bitwise(reference_wide, tmp_
   and corners crossing ranks; bit for bit, as the radius-1 MPI runs."""
   want_state, want_m = reference_wide
   out = tmp_path / "out.npz"
-  r = _mpirun(2, "-m", "tests._mpi_coevolution", f"--compile={FASTEST}", str(out), WIDE)
+  r = mpirun(2, "-m", "tests._mpi_coevolution", f"--compile={FASTEST}", str(out), WIDE)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-  got, got_m, traces = _load_mpi(out, want_state)
+  got, got_m, traces = load_mpi(out, want_state)
   assert traces == 1
-  _assert_same(got, got_m, want_state, want_m, exact=True)
+  assert_same(got, got_m, want_state, want_m, exact=True)
