@@ -250,10 +250,12 @@ def test_budget_lets_the_running_trial_finish(tmp_path, monkeypatch):
   """A worker (a thread here, same protocol as a process) is inside a trial when the
   budget ends: the controller waits for it, processes it and stops.
 
-  The controller's clock is the test's: it stands still until the trial has started and
-  then jumps past the budget, and the trial returns only once the controller has set the
-  drain flag. So the order (trial running -> budget spent -> trial finishes) holds however
-  slowly a loaded machine schedules the threads."""
+  The controller's clock is the test's: it runs at a twentieth of real time until the trial
+  has started and then jumps past the budget, and the trial returns only once the controller
+  has set the drain flag; the worker starts from the run's first progress call, after the run
+  began its epoch (a trial claimed before that is re-queued as a previous controller's). So
+  the order (trial running -> budget spent -> trial finishes) holds however slowly a loaded
+  machine schedules the threads."""
   import threading
   import time
   import types
@@ -296,11 +298,16 @@ def test_budget_lets_the_running_trial_finish(tmp_path, monkeypatch):
   worker = threading.Thread(
     target=pbt.worker_loop, args=(c.store_path, str(c.ckpt_root), init64, slow, "t", 60.0, 0.01)
   )
-  worker.start()
+
+  def start_worker(status):  # once the run has begun its epoch: a trial claimed before it
+    if worker.ident is None:  # would be re-queued as a previous controller's
+      worker.start()
+
   try:
-    summary = c.run(timeout=30, budget_s=1.0)
+    summary = c.run(timeout=30, budget_s=1.0, on_progress=start_worker)
   finally:
-    worker.join(timeout=60)
+    if worker.ident is not None:
+      worker.join(timeout=60)
   assert drained_while_running == [True]  # the budget ended while the trial ran
   assert summary["budget_ended"] and summary["done"] == 1 and summary["running"] == 0
   t = c.store.trial(1)
