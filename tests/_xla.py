@@ -1,12 +1,11 @@
 """The XLA code generation of a test session.
 
 The suite compiles hundreds of programs and runs most of them for a few steps, so XLA's
-compile time is most of its time. A test session therefore compiles with XLA's quickest CPU
-code generation, ``SESSION``: the library's ``compile="fastest"``
-(``minmaxlab.distributed.compiler_options``: XLA's classic elemental emitters) with LLVM at
--O0 instead of -O1 (no LLVM optimisation at all: the suite's programs run a few steps each,
-so the compile time LLVM saves is worth more than the run time its code loses; measured on
-tests/transforms and a coevolution file, in process CPU seconds, before it was chosen). It is
+compile time is most of its time. A test session therefore compiles with XLA's quicker CPU
+code generation, ``SESSION`` (LLVM at -O1 and XLA's classic elemental emitters: the library's
+``compile="fastest"``, ``minmaxlab.distributed.compiler_options``; LLVM at -O0 was tried and
+cost several times the CPU in the tests that train for a while, e.g. 207 vs 28 CPU-s for the
+shrunk Fashion-MNIST LAGAN run). It is
 put in ``XLA_FLAGS`` by tests/conftest.py before JAX starts, so that every xdist worker and
 every process a test starts compiles the same way. The code is as deterministic as XLA's
 default code and computes the same operations, but its floats may round differently.
@@ -27,7 +26,7 @@ import os
 from collections.abc import Mapping
 
 CODEGEN = "MINMAXLAB_TEST_CODEGEN"  # "fastest" (the default: SESSION) or "default"
-SESSION = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+SESSION = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
 # XLA's own values of the same options (xla/debug_options_flags.cc): compiling with them gives
 # the code (and the bits) of a process without XLA_FLAGS
 DEFAULTS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
