@@ -97,6 +97,14 @@ def host() -> dict:
   }
 
 
+def thread_settings() -> dict:
+  """What sets the process's compute threads (XLA sizes its pool by the CPU affinity)."""
+  names = ("XLA_FLAGS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+  out = {n: os.environ.get(n, "") for n in names}
+  out["affinity_cpus"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+  return out
+
+
 def block(x: Any) -> Any:
   """``x`` once every array in it is computed (``jax.block_until_ready`` when JAX is loaded)."""
   if "jax" in sys.modules:

@@ -33,7 +33,6 @@ average), the JAX version and the thread settings.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 from pathlib import Path
@@ -58,14 +57,6 @@ SHAPE, BATCH = (28, 28, 1), 50
 RESULTS = Path(__file__).resolve().parent / "results"
 RESULT_FILES = ("2026-12-05_dcgan_cpu_amd_epyc_zen3.jsonl",)  # a run per line
 README = "docs/benchmarks.md"
-
-
-def thread_settings() -> dict:
-  """What sets the process's compute threads (XLA sizes its pool by the CPU affinity)."""
-  names = ("XLA_FLAGS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-  out = {n: os.environ.get(n, "") for n in names}
-  out["affinity_cpus"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-  return out
 
 
 def program(arch: str, impl: str, seeds: int, steps: int):
@@ -196,7 +187,7 @@ def main(argv=None) -> dict:
     "optimizer": "alternating(adam(1e-3, b1=0.05, b2=0.999)), ns_bce",
     "repeats": args.repeats,
     "host": h.host(),
-    "thread_settings": thread_settings(),
+    "thread_settings": h.thread_settings(),
     "configs": configs,
   }
   record["note"] = h.note_load(record["host"]["load_average"][0], record["host"]["cpus"])

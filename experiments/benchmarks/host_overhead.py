@@ -60,14 +60,6 @@ RESULT_FILES = (  # a run per line
 README = "docs/benchmarks.md"
 
 
-def thread_settings() -> dict:
-  """What sets the process's compute threads (XLA sizes its pool by the CPU affinity)."""
-  names = ("XLA_FLAGS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-  out = {n: os.environ.get(n, "") for n in names}
-  out["affinity_cpus"] = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-  return out
-
-
 # ------------------------------------------------------------------ the GAN trainer
 def gan_config(chunks: int, log_every: int, hidden: tuple[int, ...], batch_size: int):
   """The ring's MLP GAN (``configs/ring8.py``), tiny; evaluation and checkpoints at the end."""
@@ -271,7 +263,7 @@ def run_cases(cases, work: dict, repeats: int, warmup: int = 1, log=lambda s: No
     "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     "machine": {**h.host(), **cpu_identity()},
     "jax": jax.__version__,
-    "threads": thread_settings(),
+    "threads": h.thread_settings(),
     "repeats": repeats,
     "work": work,
   }
