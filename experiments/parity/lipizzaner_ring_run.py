@@ -104,6 +104,13 @@ def _start_all(group, python, src, config, work, env, timeout):
   return clients, group.start(cmd, src, env, work / "master.log")
 
 
+def _raise_on_traceback(log: Path, i: int) -> None:
+  """A client whose server thread died keeps its process alive and the master waits for ever
+  (seen once: ``FileExistsError`` in the reference's ``_load_output_dir``); its log shows it."""
+  if log.exists() and "Traceback (most recent call last)" in log.read_text(errors="replace"):
+    raise RuntimeError(f"Lipizzaner's client {i} raised; see {log}")
+
+
 def run_processes(python: str, src: Path, config: Path, work: Path, timeout: float) -> dict:
   """Start the 9 clients and the master; wait for the master to exit; stop every group.
   Returns the wall and CPU seconds (the children's, reaped by ``Group.stop``)."""
@@ -119,6 +126,7 @@ def run_processes(python: str, src: Path, config: Path, work: Path, timeout: flo
       for i, c in enumerate(clients):
         if c.poll() is not None:
           raise RuntimeError(f"Lipizzaner's client {i} exited ({c.returncode}) before the end")
+        _raise_on_traceback(work / f"client{i}.log", i)
       if time.monotonic() > deadline:
         raise RuntimeError(f"Lipizzaner did not finish in {timeout:.0f} s")
       time.sleep(1.0)
@@ -179,5 +187,8 @@ def reference_run(
     iterations=iterations,
     eval_samples=eval_samples,
   )
+  # the reference's ``_load_output_dir`` (``output_dir/<trainer name>``, here lipizzaner_gan)
+  # tests, then creates, in every client at once: made here first, no client races on it
+  (work / "output" / "lipizzaner_gan").mkdir(parents=True)
   cost = run_processes(python, src, config, work, timeout)
   return {**cost, **final_mixture(work)}

@@ -69,3 +69,13 @@ def test_block_regenerates_from_the_committed_json_and_says_incomplete(tmp_path)
   n_off = len(protocol["arms"]["reference_off"]["seeds"])
   assert f"incomplete: 1 of {n_off}" in text and "**Incomplete:**" in text
   assert "| Lipizzaner's code, selection off | 1 of" in text
+
+
+def test_a_client_whose_log_shows_a_traceback_stops_the_run(tmp_path):
+  log = tmp_path / "client1.log"
+  log.write_text("INFO started\n")
+  lrr._raise_on_traceback(log, 1)  # a quiet log, and a missing one, pass
+  lrr._raise_on_traceback(tmp_path / "client2.log", 2)
+  log.write_text("INFO started\nTraceback (most recent call last):\n  ...\nFileExistsError: x\n")
+  with pytest.raises(RuntimeError, match="client 1 raised"):
+    lrr._raise_on_traceback(log, 1)
