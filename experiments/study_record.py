@@ -39,6 +39,7 @@ STUDIES = (
     "Lookahead-minmax vs its base method",
     f"{_GAN}/README.md",
     (
+      Version("v4", f"{_GAN}/protocols/lookahead.v4.json", "lookahead_v4"),
       Version("v3", f"{_GAN}/protocols/lookahead.v3.json", "lookahead_v3"),
       Version("v2", f"{_GAN}/protocols/lookahead.v2.json", "lookahead_v2"),
       Version("v1", f"{_GAN}/protocols/lookahead.v1.json", None),
@@ -48,7 +49,12 @@ STUDIES = (
   Study(
     "Lookahead-minmax outcome parity: the library vs the MNIST notebook's own code",
     "docs/parity.md",
-    (Version("v1", "experiments/parity/protocols/lagan_outcome.v1.json", "parity_lagan_outcome"),),
+    (
+      Version(
+        "v2", "experiments/parity/protocols/lagan_outcome.v2.json", "parity_lagan_outcome_v2"
+      ),
+      Version("v1", "experiments/parity/protocols/lagan_outcome.v1.json", "parity_lagan_outcome"),
+    ),
   ),
   Study(
     "Lipizzaner grids",
@@ -107,7 +113,24 @@ STUDIES = (
 )
 
 # (study title, version) -> (the version that replaces it, why). A version not here is current.
+_NOTEBOOK_OPS = (
+  "the notebook's own networks (make_pair('dcgan_notebook'), commit 8a4e834) and its fresh latent "
+  "batch per player's field (latent_draws='per_player', commit 8624a76), found by the parity work "
+  "after its registration"
+)
 SUPERSEDED = {
+  ("Lookahead-minmax vs its base method", "v3"): (
+    "v4",
+    "it trained the library's DCGAN pair (1-3-7-14-28, biases, the library's initialisation) "
+    f"with one latent batch for both players' fields; v4 is the same study on {_NOTEBOOK_OPS}. "
+    "Its one start reached no evaluation: nothing of it is reported",
+  ),
+  ("Lookahead-minmax outcome parity: the library vs the MNIST notebook's own code", "v1"): (
+    "v2",
+    "its library side trained the library's DCGAN pair with one latent batch for both "
+    "players' fields while the reference side runs the notebook's; v2 runs the library side "
+    f"on {_NOTEBOOK_OPS} (margin, test, seeds and horizon unchanged). No run of it finished",
+  ),
   ("Lookahead-minmax vs its base method", "v1"): (
     "v2",
     "its runs on one H200 stopped when the session's device time ran out, every arm between "

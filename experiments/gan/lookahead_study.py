@@ -261,7 +261,9 @@ def run_arm(
   if done.exists():
     return json.loads(done.read_text())
   arm = _open_arm(config, seeds, run_dir, ema_horizon)
-  state = arm.run.restore_or_init(_init(arm), resume=True, step_of=lambda s: int(s.step[0]))
+  state = arm.run.restore_or_init(
+    initial_states(arm), resume=True, step_of=lambda s: int(s.step[0])
+  )
   rows_file = run_dir / "evals.jsonl"
   rows: list[dict] = []  # one row per evaluation step: per-seed lists
   if arm.run.start:
@@ -294,21 +296,30 @@ def run_arm(
 
 
 def _open_arm(config, seeds: list[int], run_dir: Path, ema_horizon: float) -> _Arm:
-  import jax
-
   from experiments.gan import train
   from minmaxlab import runner
 
   run = runner.TrainingRun(run_dir, config, config.num_steps, keep_checkpoints=1)
   train.check_config(config)
+  return arm_program(config, seeds, ema_horizon)._replace(run=run)
+
+
+def arm_program(config, seeds: list[int], ema_horizon: float) -> _Arm:
+  """What :func:`run_arm` trains, without its checkpoints (``run`` is ``None``): the data,
+  networks and optimizer of ``config``, every seed's keys and the vmapped chunk of
+  ``config.log_every`` steps (``experiments/gan/lookahead_cost.py`` times it)."""
+  import jax
+
+  from experiments.gan import train
+
   exp = train.build(config)
   exp = exp._replace(tx=_tx(config, ema_horizon))
   keys = [jax.random.split(jax.random.key(s), 3) for s in seeds]  # (init, train, eval) per seed
   generate = jax.jit(exp.pair.generator.apply)
-  return _Arm(config, list(seeds), exp, keys, _chunk(exp, config), generate, run)
+  return _Arm(config, list(seeds), exp, keys, _chunk(exp, config), generate, None)
 
 
-def _init(arm: _Arm):
+def initial_states(arm: _Arm):
   """Every seed's state at step 0 (one vmapped program)."""
   import jax
 

@@ -1,9 +1,11 @@
-"""Version 3 of the lookahead study (``protocols/lookahead.v3.json``, pre-registered): the
-reference's MNIST-notebook protocol (its DCGAN pair, Adam(1e-3, b1 0.05), batch 50, EMA
+"""Versions 3 and 4 of the lookahead study (``protocols/lookahead.v3.json``, ``.v4.json``,
+pre-registered): the reference's MNIST-notebook protocol (Adam(1e-3, b1 0.05), batch 50, EMA
 0.9999, k = 1000, alpha 0.5, the notebook's optimizer composition), 100k generator steps.
-Its README block: while the runs go, every arm's progress and the CPU-hours left; at the
-endpoint, the registered verdicts. The figure is the study's own ``results/v3/lookahead.png``
-(drawn at every write of the JSON)."""
+Version 3 ran the library's DCGAN pair with shared latent draws; version 4, which supersedes
+it, the notebook's own networks (``make_pair('dcgan_notebook')``) and a fresh latent batch per
+player's field (``latent_draws='per_player'``). Each version's README block: while the runs
+go, every arm's progress and the CPU-hours left; at the endpoint, the registered verdicts. The
+figure is the version's own ``results/v<N>/lookahead.png`` (drawn at every write of the JSON)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,18 @@ import json
 from experiments.gan.lookahead_curves import POINT_LABELS, ROOT, at_steps
 from experiments.gan.lookahead_v2 import secondary_at_points
 
-PROTOCOL_FILE = "experiments/gan/protocols/lookahead.v3.json"
-RESULTS = ROOT / "results" / "v3" / "lookahead.json"
+# version -> (its protocol, its results JSON)
+VERSIONS = {
+  3: ("experiments/gan/protocols/lookahead.v3.json", ROOT / "results" / "v3" / "lookahead.json"),
+  4: ("experiments/gan/protocols/lookahead.v4.json", ROOT / "results" / "v4" / "lookahead.json"),
+}
+PROTOCOL_FILE, RESULTS = VERSIONS[3]
+# Why a version is not run to its end (None: it runs), its block's first line.
+STATUS = {
+  3: "superseded by v4 (the notebook's own networks and its per-player latent draws, from the "
+  "parity work registered after v3) and not run to the end: its one start reached no evaluation",
+  4: None,
+}
 # the study's settings a result JSON must share with the protocol (its "protocol" record)
 SETTINGS = {
   "steps": "num_steps",
@@ -24,12 +36,15 @@ SETTINGS = {
 }
 
 
-def v3_runs(path=RESULTS) -> tuple[dict, list[dict], dict | None]:
-  """The protocol, its runs in ``path`` (finished or not; none before the study starts)
-  and the JSON's registration record; ``ValueError`` for runs of other settings."""
+def version_runs(
+  path=RESULTS, protocol_file: str = PROTOCOL_FILE
+) -> tuple[dict, list[dict], dict | None]:
+  """The protocol (``protocol_file``, v3's by default), its runs in ``path`` (finished or
+  not; none before the study starts) and the JSON's registration record; ``ValueError`` for
+  runs of other settings."""
   from experiments import _report
 
-  protocol = _report.load_protocol(_report.REPO / PROTOCOL_FILE)
+  protocol = _report.load_protocol(_report.REPO / protocol_file)
   if not path.exists():
     return protocol, [], None
   data = json.loads(path.read_text())
@@ -37,7 +52,8 @@ def v3_runs(path=RESULTS) -> tuple[dict, list[dict], dict | None]:
   differ = [k for k, v in SETTINGS.items() if ran.get(v) != protocol["settings"][k]]
   differ += [k for k, v in protocol["settings"]["config_fields"].items() if ran.get(k) != v]
   if differ or ran.get("overrides"):
-    raise ValueError(f"lookahead v3: runs with other settings ({differ or ran['overrides']})")
+    name = f"lookahead v{protocol['version']}"
+    raise ValueError(f"{name}: runs with other settings ({differ or ran['overrides']})")
   runs = [r for r in data["runs"] if r["arm"] in protocol["arms"]]
   _report.one_scorer(runs, lambda r: f"{r['arm']} s{r['seed']}")
   return protocol, runs, data.get("registration")
@@ -46,7 +62,7 @@ def v3_runs(path=RESULTS) -> tuple[dict, list[dict], dict | None]:
 def cpu_left(protocol: dict, by_arm: dict) -> dict[str, float]:
   """Per arm, the CPU-seconds its seeds still need to reach the horizon: the arm's own
   rate so far (CPU-s per step, every seed together), or, before it has one, the rate
-  measured before registration (the protocol's ``cpu_estimate``, per scheme)."""
+  measured before registration (the protocol's ``cpu_estimate``: per arm, or per scheme)."""
   horizon = protocol["settings"]["steps"]
   measured = protocol["cpu_estimate"]["cpu_s_per_1000_steps_all_seeds"]
   left = {}
@@ -54,9 +70,17 @@ def cpu_left(protocol: dict, by_arm: dict) -> dict[str, float]:
     runs = by_arm.get(arm, [])
     step = min((r["steps"] for r in runs), default=0)
     cpu = max((r["cpu_s_all_seeds"] for r in runs), default=0.0)
-    rate = cpu / step if step else measured[spec["scheme"]] / 1000
+    before = measured[arm] if arm in measured else measured[spec["scheme"]]  # v4: per arm
+    rate = cpu / step if step else before / 1000
     left[arm] = rate * (horizon - step)
   return left
+
+
+# How each version's CPU estimate was made, as its block says it ("at least": a lower bound).
+ESTIMATE = {
+  3: ("at least ", "the protocol's estimate, a lower bound that included compilation"),
+  4: ("", "the rate measured before registration, compilation and evaluations excluded"),
+}
 
 
 def progress_lines(protocol: dict, by_arm: dict) -> list[str]:
@@ -67,12 +91,15 @@ def progress_lines(protocol: dict, by_arm: dict) -> list[str]:
   left = cpu_left(protocol, by_arm)
   if all(len(by_arm.get(a, [])) == n and not left[a] for a in protocol["arms"]):
     return []
+  bound, how = ESTIMATE[protocol["version"]]
+  status = STATUS[protocol["version"]]
+  if status is None:
+    started = "started" if any(by_arm.values()) else "not started"
+    status = f"{started} and resumable (one arm at a time, its {n} seeds vmapped)"
   lines = [
-    f"**Incomplete:** started and resumable (one arm at a time, its {n} seeds vmapped), "
-    f"not running to the end here; no verdict is drawn until every arm's seeds reach step "
+    f"**Incomplete:** {status}; no verdict is drawn until every arm's seeds reach step "
     f"{horizon}. CPU-hours left, estimated from each arm's rate so far (before its first "
-    f"evaluation: the protocol's estimate, a lower bound that included compilation): "
-    f"**at least {sum(left.values()) / 3600:.0f}**.",
+    f"evaluation: {how}): **{bound}{sum(left.values()) / 3600:.0f}**.",
     "",
     "| arm | seeds | step reached (of " + f"{horizon}) | CPU-hours so far | CPU-hours left |",
     "|---|---|---|---|---|",
@@ -96,12 +123,13 @@ def _slow_point(spec: dict) -> str:
   return "slow_ema" if spec.get("lookahead") else "ema"
 
 
-def readme_table_v3() -> str:
-  """The README block ``lookahead_v3``: progress while the runs go; every finished seed's
-  endpoint FID; the registered verdicts (Mann-Whitney, Holm over the two comparisons)."""
+def readme_table(version: int) -> str:
+  """The README block ``lookahead_v<version>``: progress while the runs go; every finished
+  seed's endpoint FID; the registered verdicts (Mann-Whitney, Holm over the two comparisons)."""
   from experiments import _report, stats
 
-  protocol, runs, record = v3_runs()
+  protocol_file, results = VERSIONS[version]
+  protocol, runs, record = version_runs(results, protocol_file)
   steps, prim, arms = protocol["endpoint_steps"], protocol["primary"], protocol["arms"]
   labels = {a: spec["label"] for a, spec in arms.items()}
   all_runs = {a: sorted((r for r in runs if r["arm"] == a), key=lambda r: r["seed"]) for a in arms}
@@ -164,11 +192,19 @@ def readme_table_v3() -> str:
     "above (raw points)",
     "above (FID at the last step; IS analogue, class TVD)",
     "above (spread across seeds)",
-    "the figure `experiments/gan/results/v3/lookahead.png`",
+    f"the figure `experiments/gan/results/v{version}/lookahead.png`",
   ]
-  ends = _report.endpoint_lines(PROTOCOL_FILE, where if finished else [], record)
+  ends = _report.endpoint_lines(protocol_file, where if finished else [], record)
   if not runs:  # no result JSON yet: nothing predates the registration
     from experiments import registration
 
     ends[1] = ends[1].replace(registration.describe(None), "No result JSON is committed yet.")
   return "\n".join(lines + ends)
+
+
+def readme_table_v3() -> str:
+  return readme_table(3)
+
+
+def readme_table_v4() -> str:
+  return readme_table(4)

@@ -19,7 +19,8 @@ an interrupted one resumes from its checkpoint with identical numbers (every dra
 a function of ``(seed, step)``, as in ``train.py``). The study writes
 ``<out>/<study>.json`` (every run's curves) and ``<out>/<study>.png``. The arms and
 the training of one arm are in ``lookahead_study.py``; this file runs the study and
-reports it (JSON, figure, table); version 2 (pre-registered) is ``lookahead_v2.py``.
+reports it (JSON, figure, table); version 2 (pre-registered) is ``lookahead_v2.py``, versions 3
+and 4 ``lookahead_v3.py``.
 """
 
 from __future__ import annotations
@@ -259,6 +260,7 @@ def _register() -> None:
   from experiments import _report
 
   readme = "experiments/gan/README.md"
+  _report.register("lookahead_v4", readme, "experiments.gan.lookahead_v3:readme_table_v4")
   _report.register("lookahead_v3", readme, "experiments.gan.lookahead_v3:readme_table_v3")
   _report.register("lookahead_v2", readme, "experiments.gan.lookahead_v2:readme_table_v2")
   _report.register("lookahead_v0_3k", readme, f"{__name__}:readme_table_v0_3k")

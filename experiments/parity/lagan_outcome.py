@@ -1,4 +1,4 @@
-r"""Outcome parity of Lookahead-minmax (``protocols/lagan_outcome.v1.json``, pre-registered):
+r"""Outcome parity of Lookahead-minmax (``protocols/lagan_outcome.v<N>.json``, pre-registered):
 the reference's MNIST-notebook protocol on Fashion-MNIST through both systems, AltGAN and
 LA-AltGAN (k = 1000), the same seeds on each side, both sides' generator samples scored by
 ONE classifier (the library's evaluation classifier), the endpoint classifier-FID of the
@@ -6,7 +6,12 @@ EMA generator compared with two one-sided tests (``experiments.stats.tost``) at 
 protocol's margin.
 
   python -m experiments.parity.lagan_outcome run --lagan PATH --python /work/refvenv/bin/python
-  python -m experiments._report          # the block parity_lagan_outcome of docs/parity.md
+  python -m experiments._report          # the blocks parity_lagan_outcome[_v2] of docs/parity.md
+
+Version 2 (the current one, ``run``'s default ``--version``) runs the library side on the
+notebook's own networks (``make_pair('dcgan_notebook')``) and draws (``latent_draws=
+'per_player'``); version 1, which ran it on the library's DCGAN pair with shared latent
+draws, is superseded and not run (:data:`STATUS`).
 
 ``run`` starts only through the registration tool (``experiments.registration``) and runs
 the reference's runs first (one torch thread, little memory), then the library's. It is
@@ -14,7 +19,8 @@ resumable: the library's arms resume from their checkpoint at the last evaluatio
 (``lookahead_study.run_arm``), a reference run is one process that writes its samples
 atomically at the end (``lagan_outcome_driver.py``), so a finished run is never redone and
 an interrupted one starts again. Every finished run is scored at once and written to
-``results/lagan_outcome.v1.json`` with the library side's progress.
+``results/lagan_outcome.v<N>.json`` with the library side's progress; the block says, while
+runs are missing, every arm's progress on each side and the CPU-hours left.
 """
 
 from __future__ import annotations
@@ -31,8 +37,27 @@ import numpy as np
 
 from experiments import _report  # the report needs neither jax nor torch
 
-PROTOCOL_FILE = "experiments/parity/protocols/lagan_outcome.v1.json"
-RESULTS = _report.REPO / "experiments" / "parity" / "results" / "lagan_outcome.v1.json"
+VERSIONS = (1, 2)
+CURRENT = 2
+# Why a version is not run (None: it runs); its block's **Incomplete:** line says it.
+STATUS = {
+  1: "superseded by v2 and not run: its library side trained the library's DCGAN pair with "
+  "one latent batch shared by both players' fields, not the notebook's networks and draws",
+  2: None,
+}
+
+
+def protocol_file(version: int = CURRENT) -> str:
+  """The protocol of ``version``, relative to the repository."""
+  return f"experiments/parity/protocols/lagan_outcome.v{version}.json"
+
+
+def results_file(version: int = CURRENT) -> Path:
+  """The results JSON of ``version``."""
+  return _report.REPO / "experiments" / "parity" / "results" / f"lagan_outcome.v{version}.json"
+
+
+PROTOCOL_FILE, RESULTS = protocol_file(), results_file()
 DRIVER = Path(__file__).with_name("lagan_outcome_driver.py")
 SYSTEMS = ("library", "reference")
 
@@ -128,15 +153,21 @@ def run(argv=None) -> None:
   p = argparse.ArgumentParser(description="run (or resume) the LAGAN outcome-parity study")
   p.add_argument("--lagan", required=True, help="a checkout of the reference (bb7c80e)")
   p.add_argument("--python", required=True, help="an interpreter with PyTorch")
-  p.add_argument("--runs", default="runs/lagan_outcome")
-  p.add_argument("--out", default=str(RESULTS), help="the results JSON (from a worktree: main's)")
+  p.add_argument("--version", type=int, default=CURRENT, choices=VERSIONS)
+  p.add_argument("--runs", help="default: runs/lagan_outcome_v<version>")
+  p.add_argument("--out", help="the results JSON (default: the version's; from a worktree: main's)")
   p.add_argument("--trial", action="store_true", help="a smoke run: registration not checked")
   a = p.parse_args(argv)
-  reg = registration.start(_report.REPO / PROTOCOL_FILE, trial=a.trial)
-  protocol = _report.load_protocol(_report.REPO / PROTOCOL_FILE)
+  if STATUS[a.version] is not None and not a.trial:
+    raise SystemExit(f"error: --version {a.version} is not run: {STATUS[a.version]}")
+  a.runs = a.runs or f"runs/lagan_outcome_v{a.version}"
+  a.out = a.out or str(results_file(a.version))
+  reg = registration.start(_report.REPO / protocol_file(a.version), trial=a.trial)
+  protocol = _report.load_protocol(_report.REPO / protocol_file(a.version))
   data = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {"runs": {}}
   data.update(
-    protocol=PROTOCOL_FILE, registration=registration.merge(data.get("registration"), reg)
+    protocol=protocol_file(a.version),
+    registration=registration.merge(data.get("registration"), reg),
   )
   data["_out"] = a.out
   log = lambda s: print(s, flush=True)  # noqa: E731
@@ -183,8 +214,9 @@ def verdicts(protocol: dict, runs: list[dict]) -> list[dict]:
   return out
 
 
-def outcome_lines(protocol: dict, data: dict | None) -> list[str]:
-  """The block's lines from the protocol and the results JSON (``None``: no runs yet)."""
+def outcome_lines(protocol: dict, data: dict | None, path: str = PROTOCOL_FILE) -> list[str]:
+  """The block's lines from the protocol (its file ``path``) and the results JSON (``None``:
+  no runs yet)."""
   from experiments import stats
 
   runs = list((data or {}).get("runs", {}).values())
@@ -192,7 +224,7 @@ def outcome_lines(protocol: dict, data: dict | None) -> list[str]:
   labels = {a: spec["label"] for a, spec in protocol["arms"].items()}
   pr = protocol["primary"]
   lines = [
-    f"Protocol `{PROTOCOL_FILE}`: {protocol['question']} Endpoint: {protocol['endpoint']}. "
+    f"Protocol `{path}`: {protocol['question']} Endpoint: {protocol['endpoint']}. "
     f"Test: {pr['test_description']}",
     "",
     "| arm | system | runs at step "
@@ -236,18 +268,90 @@ def outcome_lines(protocol: dict, data: dict | None) -> list[str]:
   return lines
 
 
-def block() -> str:
-  """The block ``parity_lagan_outcome`` of ``docs/parity.md``."""
-  protocol = _report.load_protocol(_report.REPO / PROTOCOL_FILE)
-  data = json.loads(RESULTS.read_text()) if RESULTS.exists() else None
-  lines = outcome_lines(protocol, data)
-  if data is None:
-    where = RESULTS.relative_to(_report.REPO)
-    lines.insert(2, f"**Incomplete:** no run has finished yet (`{where}` is not there).\n")
+def cpu_left(protocol: dict, runs: list[dict]) -> dict[tuple[str, str], float]:
+  """Per (arm, system), the CPU-seconds still needed to bring every seed to the horizon.
+  The library: its seeds train together, at the arm's rate so far (CPU-s per step, every
+  seed) or, before its first evaluation, the protocol's measured rate. The reference: each
+  unfinished run at the mean cost of the arm's finished ones or, before one finished, the
+  protocol's measured rate (a reference run restarts from step 0)."""
+  horizon, n = protocol["settings"]["steps"], len(protocol["seeds"])
+  est = protocol["cpu_estimate"]
+  left = {}
+  for arm in protocol["arms"]:
+    lib = [r for r in runs if r["arm"] == arm and r["system"] == "library"]
+    step = min((r["steps"] for r in lib), default=0)
+    spent = sum(r["cpu_s"] for r in lib)  # every seed's share of the vmapped program
+    measured = est["library_cpu_s_per_1000_steps_5_seeds"]  # v2: per arm
+    before = measured[arm] if isinstance(measured, dict) else measured
+    rate = spent / step if step else before / 1000
+    left[(arm, "library")] = rate * (horizon - step)
+    done = [r["cpu_s"] for r in runs if r["arm"] == arm and r["system"] == "reference"]
+    per_run = np.mean(done) if done else est["reference_cpu_s_per_1000_steps"] * horizon / 1000
+    left[(arm, "reference")] = float(per_run) * (n - len(done))
+  return left
+
+
+def progress_lines(protocol: dict, runs: list[dict], status: str | None) -> list[str]:
+  """The ``**Incomplete:**`` paragraph and a table of every arm's progress on each side
+  (runs finished, the step reached, CPU-hours spent and left); ``[]`` when every run is at
+  the horizon. ``status``: why the version is not run (``None``: it runs)."""
+  horizon, n = protocol["settings"]["steps"], len(protocol["seeds"])
+  labels = {a: spec["label"] for a, spec in protocol["arms"].items()}
+  left = cpu_left(protocol, runs)
+  if not any(left.values()):
+    return []
+  if status is None:
+    started = "started" if runs else "not started"
+    status = (
+      f"{started} and resumable (the reference's runs first, one process each; then the "
+      f"library's, each arm's {n} seeds vmapped)"
+    )
+  lines = [
+    f"**Incomplete:** {status}; a verdict is drawn for an arm once both sides have two or more "
+    f"runs at step {horizon}. CPU-hours left, estimated from each side's rate so far (before "
+    "its first run or evaluation: the rate measured before registration): "
+    f"**{sum(left.values()) / 3600:.0f}**.",
+    "",
+    f"| arm | system | runs at step {horizon} (of {n}) | step reached | CPU-hours so far "
+    "| CPU-hours left |",
+    "|---|---|---|---|---|---|",
+  ]
+  for arm in protocol["arms"]:
+    for s in SYSTEMS:
+      rs = [r for r in runs if r["arm"] == arm and r["system"] == s]
+      done = sum(r["steps"] == horizon for r in rs)
+      # a reference run writes nothing before its end: no step to report
+      step = min((r["steps"] for r in rs), default=0) if s == "library" else "-"
+      cpu = sum(r["cpu_s"] for r in rs) / 3600
+      lines.append(
+        f"| {labels[arm]} | {s} | {done} | {step} | {cpu:.1f} | {left[(arm, s)] / 3600:.1f} |"
+      )
+  return lines + [""]
+
+
+def block(version: int = CURRENT) -> str:
+  """The block ``parity_lagan_outcome`` (v1) or ``parity_lagan_outcome_v<N>`` of
+  ``docs/parity.md``."""
+  path = protocol_file(version)
+  protocol = _report.load_protocol(_report.REPO / path)
+  results = results_file(version)
+  data = json.loads(results.read_text()) if results.exists() else None
+  lines = outcome_lines(protocol, data, path)
+  runs = list((data or {}).get("runs", {}).values())
+  lines[2:2] = progress_lines(protocol, runs, STATUS[version])
   return "\n".join(lines)
 
 
-_report.register("parity_lagan_outcome", "docs/parity.md", f"{__name__}:block")
+def block_v1() -> str:
+  return block(1)
+
+
+def block_v2() -> str:
+  return block(2)
+
+
+_report.register("parity_lagan_outcome_v2", "docs/parity.md", f"{__name__}:block_v2")
+_report.register("parity_lagan_outcome", "docs/parity.md", f"{__name__}:block_v1")
 
 if __name__ == "__main__":
   if sys.argv[1:2] != ["run"]:

@@ -1,6 +1,6 @@
 """The outcome-parity study of Lookahead-minmax (``experiments/parity/lagan_outcome.py``) and
-the progress of Lookahead v3 (``experiments/gan/lookahead_v3.py``): their reports from
-synthetic result records (no jax program, no torch)."""
+the progress of Lookahead v3/v4 (``experiments/gan/lookahead_v3.py``): their reports from
+synthetic result records (no jax program, no torch), and which version runs with what."""
 
 from __future__ import annotations
 
@@ -68,3 +68,65 @@ def test_lookahead_v3_cpu_left_uses_each_arm_rate_else_the_measured_one():
     lines[0].startswith("**Incomplete:**")
     and f"**at least {sum(left.values()) / 3600:.0f}**" in lines[0]
   )
+
+
+def test_lookahead_v4_block_starts_not_started_with_the_measured_rate():
+  path, _ = lookahead_v3.VERSIONS[4]
+  protocol = _report.load_protocol(_report.REPO / path)
+  horizon = protocol["settings"]["steps"]
+  measured = protocol["cpu_estimate"]["cpu_s_per_1000_steps_all_seeds"]
+  left = lookahead_v3.cpu_left(protocol, {})
+  assert left == {a: pytest.approx(measured[a] * horizon / 1000) for a in protocol["arms"]}
+  assert sum(left.values()) / 3600 == pytest.approx(
+    protocol["cpu_estimate"]["total_cpu_hours"], 1e-3
+  )
+  lines = lookahead_v3.progress_lines(protocol, {})
+  assert lines[0].startswith("**Incomplete:** not started and resumable")
+  assert f"**{sum(left.values()) / 3600:.0f}**" in lines[0] and "at least" not in lines[0]
+  v3 = _report.load_protocol(_report.REPO / lookahead_v3.PROTOCOL_FILE)
+  assert "superseded by v4" in lookahead_v3.progress_lines(v3, {})[0]
+
+
+def test_lagan_outcome_v2_progress_and_cpu_hours_left():
+  protocol = _report.load_protocol(_report.REPO / lo.protocol_file(2))
+  horizon, n, est = protocol["settings"]["steps"], len(protocol["seeds"]), protocol["cpu_estimate"]
+  lib = dict(system="library", arm="alt", steps=4000, fid=40.0, cpu_s=100.0, classifier=None)
+  runs = [dict(lib, seed=s) for s in protocol["seeds"]]
+  runs.append(dict(lib, system="reference", seed=0, steps=horizon, cpu_s=10000.0))
+  left = lo.cpu_left(protocol, runs)
+  assert left[("alt", "library")] == pytest.approx(n * 100.0 / 4000 * (horizon - 4000))
+  assert left[("alt", "reference")] == pytest.approx(10000.0 * (n - 1))
+  per_run = est["reference_cpu_s_per_1000_steps"] * horizon / 1000
+  assert left[("la_alt_k1000", "reference")] == pytest.approx(per_run * n)
+  lib_all = est["library_cpu_s_per_1000_steps_5_seeds"]["la_alt_k1000"] * horizon / 1000
+  assert left[("la_alt_k1000", "library")] == pytest.approx(lib_all)
+  lines = lo.progress_lines(protocol, runs, lo.STATUS[2])
+  assert lines[0].startswith("**Incomplete:** started and resumable")
+  assert f"**{sum(left.values()) / 3600:.0f}**" in lines[0]
+  assert "| AltGAN | library | 0 | 4000 | 0.1 |" in "\n".join(lines)
+  assert "| AltGAN | reference | 1 | - | 2.8 |" in "\n".join(lines)
+  done = [
+    dict(r, system=s, arm=a, steps=horizon)
+    for r in runs[:n]
+    for s in lo.SYSTEMS
+    for a in protocol["arms"]
+  ]
+  assert lo.progress_lines(protocol, done, None) == []
+
+
+def test_lagan_outcome_v2_configures_the_notebooks_networks_and_draws_and_v1_is_not_run():
+  from experiments.gan import lookahead_study
+
+  protocol = _report.load_protocol(_report.REPO / lo.protocol_file(2))
+  assert lo.PROTOCOL_FILE == lo.protocol_file(2) and lo.CURRENT == 2
+  spec = {k: v for k, v in protocol["arms"]["la_alt_k1000"].items() if k != "label"}
+  config = lookahead_study.study_config("la_alt_k1000", 0, lo._args(protocol), spec)
+  assert (config.architecture, config.optimizer) == ("dcgan_notebook", "notebook")
+  assert config.latent_draws == "per_player" and config.num_steps == 20000
+  v1 = _report.load_protocol(_report.REPO / lo.protocol_file(1))
+  for key in ("seeds", "primary", "arms"):  # v2 changes the library side's operators only
+    assert protocol[key] == v1[key], key
+  assert protocol["settings"]["steps"] == v1["settings"]["steps"]
+  with pytest.raises(SystemExit) as e:
+    lo.run(["--version", "1", "--lagan", "x", "--python", "y"])
+  assert "--version 1 is not run: superseded by v2" in str(e.value) and "\n" not in str(e.value)
