@@ -76,30 +76,24 @@ def cpu_left(protocol: dict, by_arm: dict) -> dict[str, float]:
   return left
 
 
-# How each version's CPU estimate was made, as its block says it ("at least": a lower bound).
-ESTIMATE = {
-  3: ("at least ", "the protocol's estimate, a lower bound that included compilation"),
-  4: ("", "the rate measured before registration, compilation and evaluations excluded"),
-}
-
-
 def progress_lines(protocol: dict, by_arm: dict) -> list[str]:
   """The ``**Incomplete:**`` paragraph and a table of every arm's progress (the step its
-  seeds reached, CPU-hours spent and left); ``[]`` when every seed reached the horizon."""
+  seeds reached, CPU-hours spent and left); ``[]`` when every seed reached the horizon; for a
+  superseded version (:data:`STATUS`), one line saying so."""
   horizon, n = protocol["settings"]["steps"], len(protocol["seeds"])
   labels = {a: spec["label"] for a, spec in protocol["arms"].items()}
   left = cpu_left(protocol, by_arm)
   if all(len(by_arm.get(a, [])) == n and not left[a] for a in protocol["arms"]):
     return []
-  bound, how = ESTIMATE[protocol["version"]]
-  status = STATUS[protocol["version"]]
-  if status is None:
-    started = "started" if any(by_arm.values()) else "not started"
-    status = f"{started} and resumable (one arm at a time, its {n} seeds vmapped)"
+  if STATUS[protocol["version"]] is not None:  # superseded: no run to the end, no CPU left
+    return [f"**Incomplete:** {STATUS[protocol['version']]}; it has no verdict.", ""]
+  started = "started" if any(by_arm.values()) else "not started"
+  status = f"{started} and resumable (one arm at a time, its {n} seeds vmapped)"
   lines = [
     f"**Incomplete:** {status}; no verdict is drawn until every arm's seeds reach step "
     f"{horizon}. CPU-hours left, estimated from each arm's rate so far (before its first "
-    f"evaluation: {how}): **{bound}{sum(left.values()) / 3600:.0f}**.",
+    "evaluation: the rate measured before registration, compilation and evaluations "
+    f"excluded): **{sum(left.values()) / 3600:.0f}**.",
     "",
     "| arm | seeds | step reached (of " + f"{horizon}) | CPU-hours so far | CPU-hours left |",
     "|---|---|---|---|---|",

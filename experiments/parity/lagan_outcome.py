@@ -294,18 +294,20 @@ def cpu_left(protocol: dict, runs: list[dict]) -> dict[tuple[str, str], float]:
 def progress_lines(protocol: dict, runs: list[dict], status: str | None) -> list[str]:
   """The ``**Incomplete:**`` paragraph and a table of every arm's progress on each side
   (runs finished, the step reached, CPU-hours spent and left); ``[]`` when every run is at
-  the horizon. ``status``: why the version is not run (``None``: it runs)."""
+  the horizon. ``status``: why the version is not run (``None``: it runs; else the one line
+  says so)."""
   horizon, n = protocol["settings"]["steps"], len(protocol["seeds"])
   labels = {a: spec["label"] for a, spec in protocol["arms"].items()}
   left = cpu_left(protocol, runs)
   if not any(left.values()):
     return []
-  if status is None:
-    started = "started" if runs else "not started"
-    status = (
-      f"{started} and resumable (the reference's runs first, one process each; then the "
-      f"library's, each arm's {n} seeds vmapped)"
-    )
+  if status is not None:  # superseded: not run, no CPU left
+    return [f"**Incomplete:** {status}; it has no verdict.", ""]
+  started = "started" if runs else "not started"
+  status = (
+    f"{started} and resumable (the reference's runs first, one process each; then the "
+    f"library's, each arm's {n} seeds vmapped)"
+  )
   lines = [
     f"**Incomplete:** {status}; a verdict is drawn for an arm once both sides have two or more "
     f"runs at step {horizon}. CPU-hours left, estimated from each side's rate so far (before "

@@ -63,11 +63,13 @@ def test_lookahead_v3_cpu_left_uses_each_arm_rate_else_the_measured_one():
   assert left["alt"] == pytest.approx(2.0 * (horizon - 4000))
   measured = protocol["cpu_estimate"]["cpu_s_per_1000_steps_all_seeds"]["extragradient"]
   assert left["eg"] == pytest.approx(measured * horizon / 1000)
-  lines = lookahead_v3.progress_lines(protocol, by_arm)
-  assert (
-    lines[0].startswith("**Incomplete:**")
-    and f"**at least {sum(left.values()) / 3600:.0f}**" in lines[0]
-  )
+  v4 = _report.load_protocol(_report.REPO / lookahead_v3.VERSIONS[4][0])
+  left = lookahead_v3.cpu_left(v4, by_arm)
+  assert left["alt"] == pytest.approx(2.0 * (horizon - 4000))
+  lines = lookahead_v3.progress_lines(v4, by_arm)
+  assert lines[0].startswith("**Incomplete:** started and resumable")
+  assert f"**{sum(left.values()) / 3600:.0f}**" in lines[0]
+  assert "| AltGAN | 0,1,2,3,4,5,6,7,8,9 | 4000 | 2.2 | 53.3 |" in "\n".join(lines)
 
 
 def test_lookahead_v4_block_starts_not_started_with_the_measured_rate():
@@ -84,7 +86,8 @@ def test_lookahead_v4_block_starts_not_started_with_the_measured_rate():
   assert lines[0].startswith("**Incomplete:** not started and resumable")
   assert f"**{sum(left.values()) / 3600:.0f}**" in lines[0] and "at least" not in lines[0]
   v3 = _report.load_protocol(_report.REPO / lookahead_v3.PROTOCOL_FILE)
-  assert "superseded by v4" in lookahead_v3.progress_lines(v3, {})[0]
+  (line, _) = lookahead_v3.progress_lines(v3, {})
+  assert line.startswith("**Incomplete:** superseded by v4") and "CPU-hours" not in line
 
 
 def test_lagan_outcome_v2_progress_and_cpu_hours_left():
@@ -102,6 +105,8 @@ def test_lagan_outcome_v2_progress_and_cpu_hours_left():
   assert left[("la_alt_k1000", "library")] == pytest.approx(lib_all)
   lines = lo.progress_lines(protocol, runs, lo.STATUS[2])
   assert lines[0].startswith("**Incomplete:** started and resumable")
+  v1 = lo.progress_lines(protocol, runs, lo.STATUS[1])
+  assert v1 == [f"**Incomplete:** {lo.STATUS[1]}; it has no verdict.", ""]
   assert f"**{sum(left.values()) / 3600:.0f}**" in lines[0]
   assert "| AltGAN | library | 0 | 4000 | 0.1 |" in "\n".join(lines)
   assert "| AltGAN | reference | 1 | - | 2.8 |" in "\n".join(lines)
