@@ -185,8 +185,17 @@ def _fresh_process_compile(
 
 
 def time_config(
-  name: str, overrides: dict, sets: list, modes, generations: int, stub: bool = False
+  name: str,
+  overrides: dict,
+  sets: list,
+  modes,
+  generations: int,
+  stub: bool = False,
+  keep: dict | None = None,
 ) -> dict:
+  """Each mode's cold compile in a fresh process and, with ``generations``, each mode's
+  program compiled here and its generations interleaved; ``keep`` (a dict) receives those
+  programs, ``{mode: (step, state)}``."""
   config, coev, data = build(name, overrides)
   out = {
     "cell_strategy": coev.cell_strategy,
@@ -203,21 +212,31 @@ def time_config(
       _, step, state = time_compile(coev, data, mode)
       programs[mode] = (step, state)
     out["generations"] = interleaved_generations(programs, data, generations)
+    if keep is not None:
+      keep.update(programs)
   return out
 
 
-def time_layouts(name: str, overrides: dict, sets: list, mode: str, generations: int) -> dict:
+def time_layouts(
+  name: str, overrides: dict, sets: list, mode: str, generations: int, reuse=None
+) -> dict:
   """The config with each network as a tree of layers and as one vector
   (``config.flat_params``): a cold compile of each in a fresh process and, with
-  ``generations``, both compiled steps' generations interleaved in this one."""
+  ``generations``, both compiled steps' generations interleaved in this one. ``reuse``:
+  ``(flat_params, (step, state))``, the config's own layout already compiled in this process
+  in ``mode`` (by :func:`time_config`), whose generations then run that program (the same
+  executable a second compile would give) instead of compiling it again."""
   out, programs, data = {"mode": mode}, {}, None
   for flat in (False, True):
     layout = "flat" if flat else "tree"
     out[layout] = _fresh_process_compile(name, [*sets, f"{name}.flat_params={flat}"], mode)
     if generations:
       _, coev, data = build(name, dict(overrides, flat_params=str(flat)))
-      _, step, state = time_compile(coev, data, mode)
-      programs[layout] = (step, state)
+      if reuse is not None and reuse[0] == flat:
+        programs[layout] = reuse[1]
+      else:
+        _, step, state = time_compile(coev, data, mode)
+        programs[layout] = (step, state)
   if generations:
     out["generations"] = interleaved_generations(programs, data, generations, base="tree")
   return out
@@ -380,9 +399,11 @@ def _against(args) -> None:
 def _config_entry(name: str, args, modes: list) -> dict:
   """A config's ``--repeats`` runs of every mode, each mode's step seconds, and the layouts."""
   overrides = _overrides(args.set, name)
-  runs = []
+  runs, kept = [], {}
   for _ in range(args.repeats):
-    runs.append(time_config(name, overrides, args.set, modes, args.generations, args.stub_threefry))
+    runs.append(
+      time_config(name, overrides, args.set, modes, args.generations, args.stub_threefry, kept)
+    )
     print(f"# {name}: {json.dumps(runs[-1])}", flush=True)
   own = runs[0]["config_compile"]
   entry = {"config_compile": own}
@@ -396,7 +417,9 @@ def _config_entry(name: str, args, modes: list) -> dict:
     entry["step_total_s"] = entry[f"{own}_step_total_s"]
   entry["runs"] = runs
   if args.layouts:
-    entry["layouts"] = time_layouts(name, overrides, args.set, own, args.generations)
+    flat = bool(load_config(name, overrides).get("flat_params", False))
+    reuse = (flat, kept[own]) if own in kept else None  # the own layout, compiled above
+    entry["layouts"] = time_layouts(name, overrides, args.set, own, args.generations, reuse)
     print(f"# {name} layouts: {json.dumps(entry['layouts'])}", flush=True)
   return entry
 
