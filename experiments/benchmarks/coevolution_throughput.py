@@ -223,7 +223,7 @@ def floor(args, pair, images):
   reps = h.interleave(cases, args.generations, warmup=1, progress=lambda t: print("#", t))
   cpu_s = time.process_time() - cpu0
   loads += [[round(r.load_1min, 2)] for r in reps[next(iter(reps))]]
-  per_shape, mix = matmul_throughput()
+  per_shape, mix = matmul_throughput(repeats=args.matmul_repeats)
   print(f"# XLA matmul GFLOP/s per shape: {per_shape}; per-batch mix {mix}", flush=True)
   full = args.floor_steps
   out = {
@@ -337,6 +337,12 @@ def main():
     help="--floor: skip the plain-JAX floor program timed alongside (same load)",
   )
   ap.add_argument("--with-d1", action="store_true", help="--floor: also map with d_every=1")
+  ap.add_argument(
+    "--matmul-repeats",
+    type=int,
+    default=5,
+    help="--floor: timed calls per shape of XLA's matmul throughput (the median is kept)",
+  )
   ap.add_argument(
     "--profile",
     action="store_true",

@@ -70,7 +70,8 @@ PROTOCOL = {
   },
   "floor": {
     "full": ["--floor", "--strategies", "map", "--generations", "9"],
-    "quick": ["--floor", "--strategies", "map", "--generations", "1", "--floor-steps", "6"],
+    "quick": ["--floor", "--strategies", "map", "--generations", "1", "--floor-steps", "6"]
+    + ["--matmul-repeats", "1"],
   },
   "overhead": {
     "full": ["--problems", "mlp_gan", "--steps", "100,2000", "--repeats", "25"],
