@@ -80,7 +80,7 @@ PINS = {
   "distributed": """
     Backend BlockExchange MPIExchange MeshExchange check_grid_fits grid_mesh grid_shardings
     compiler_options initialize make_backend mpi_blocks placement
-    shard_grid sharded_step
+    shard_grid sharded_step cores_split grid_split split_cpu_cores
   """,
   "pbt": """
     CampaignFailed Categorical ConfigMismatch Continuous Controller ControllerConfig ControllerGone

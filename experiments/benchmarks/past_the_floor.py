@@ -5,7 +5,11 @@ Lipizzaner MNIST MLP pair, batch 100, 600 batches per cell with Lipizzaner's sch
 ``d_every=2``, the 5x5 fitness on 1000 samples and the replacement's re-scoring, plain Adam,
 cells by ``lax.map``, a trivial mixture score), in these arms:
 
-* ``float32``: the defaults;
+* ``float32``: the defaults (``make_backend``'s ``"auto"`` after ``split_cpu_cores``: with
+  two or more cores the 2x2 grid's cells over the cores, one single-threaded CPU device
+  each; on one core one device);
+* ``one_device``: the defaults on one device (``backend "single"``: XLA splits each op over
+  the threads; the default before cells went over cores);
 * ``joined``: ``CoevolutionConfig.d_forward="joined"`` (exact maths: a discriminator update's
   real and fake batches in one forward pass);
 * ``bfloat16``: ``CoevolutionConfig.matmuls="bfloat16"`` (numerics change: every dense
@@ -55,6 +59,7 @@ from experiments import _report  # noqa: E402
 
 ARMS = {
   "float32": {},
+  "one_device": {"backend": "single"},
   "joined": {"d_forward": "joined"},
   "bfloat16": {"matmuls": "bfloat16"},
   "bfloat16_joined": {"matmuls": "bfloat16", "d_forward": "joined"},
@@ -78,25 +83,30 @@ def _program(arm: str, steps: int):
   import jax.numpy as jnp
 
   from minmaxlab import coevolution as co
+  from minmaxlab import distributed
   from minmaxlab.gan import data, models
 
+  fields = dict(ARMS[arm])
   cfg = co.CoevolutionConfig(
     rows=2, cols=2, batch_size=100, steps_per_generation=steps, d_every=2,
     schedule="lipizzaner", fitness_samples=1000, mixture_samples=1, cell_strategy="map",
-    **ARMS[arm],
+    **{k: v for k, v in fields.items() if k != "backend"},
   )  # fmt: skip
+  backend = distributed.make_backend(cfg, fields.get("backend", "auto"))
   coev = co.Coevolution(
-    cfg,
+    backend.config,
     models.make_pair("mlp", (28, 28, 1), 64, hidden=(256, 256)),
     sample_real=lambda d, k, n: data.sample_batch(k, d, n),
     score_fn=lambda d, samples, w: jnp.sum(w * jnp.mean(samples**2, axis=(1, 2, 3, 4))),
     scheme=co.default_scheme(2e-4, lookahead=False),
+    exchange=backend.exchange,
   )
   images = jax.random.uniform(jax.random.key(1), (6000, 28, 28, 1), jnp.float32, -1.0, 1.0)
-  state = jax.jit(coev.init)(jax.random.key(0))
+  init, step = backend.jit(coev)
+  state, images = init(jax.random.key(0)), backend.put_data(images)
   t0 = time.perf_counter()
-  compiled = jax.jit(coev.step).lower(jax.random.key(0), state, images).compile()
-  return [compiled, state, images], time.perf_counter() - t0
+  state = jax.block_until_ready(step(jax.random.key(10**6), state, images)[0])  # compiles
+  return [step, state, images], time.perf_counter() - t0, backend.where()
 
 
 def worker(threads: int, arms: list[str], steps: int) -> None:
@@ -106,13 +116,13 @@ def worker(threads: int, arms: list[str], steps: int) -> None:
   os.sched_setaffinity(0, cores[:threads])
   import jax
 
-  programs, compile_s = {}, {}
-  for arm in arms:
-    programs[arm], compile_s[arm] = _program(arm, steps)
-    prog = programs[arm]
-    prog[1], _ = prog[0](jax.random.key(10**6), prog[1], prog[2])  # untimed warm-up
-    jax.block_until_ready(prog[1])
-  print(PREFIX + json.dumps({"ready": True, "compile_s": compile_s}), flush=True)
+  from minmaxlab import distributed
+
+  distributed.split_cpu_cores()  # the default's cells over cores (nothing on one core)
+  programs, first_s, where = {}, {}, {}
+  for arm in arms:  # the first (untimed) generation compiles
+    programs[arm], first_s[arm], where[arm] = _program(arm, steps)
+  print(PREFIX + json.dumps({"ready": True, "first_s": first_s, "where": where}), flush=True)
   for line in sys.stdin:
     arm, rnd = line.split()
     prog = programs[arm]
@@ -123,7 +133,12 @@ def worker(threads: int, arms: list[str], steps: int) -> None:
         prog[1], _ = prog[0](jax.random.key(99), prog[1], prog[2])
         jax.block_until_ready(prog[1])
 
-      print(PREFIX + json.dumps({"arm": arm, "profile": profile_call(call, prog[0])}), flush=True)
+      if not hasattr(prog[0], "lower"):  # a mesh's step: one program per device, no one HLO
+        print(PREFIX + json.dumps({"arm": arm, "profile": {"skipped": "cells over cores"}}))
+        sys.stdout.flush()
+        continue
+      compiled = prog[0].lower(jax.random.key(99), prog[1], prog[2]).compile()
+      print(PREFIX + json.dumps({"arm": arm, "profile": profile_call(call, compiled)}), flush=True)
       continue
     t0, c0 = time.perf_counter(), time.process_time()
     prog[1], _ = prog[0](jax.random.key(int(rnd)), prog[1], prog[2])
@@ -230,7 +245,8 @@ def measure(args, log=print) -> dict:
     for w in workers:
       ready = w.read()
       for a in arms:
-        cases[f"{a}@{w.threads}"]["compile_s"] = round(ready["compile_s"][a], 2)
+        cases[f"{a}@{w.threads}"]["first_call_s"] = round(ready["first_s"][a], 2)
+        cases[f"{a}@{w.threads}"]["where"] = ready["where"][a]
     first = args.rounds // 2 if args.lipizzaner else args.rounds
     _rounds(workers, arms, first, cases, log)
     lip = None
@@ -277,10 +293,15 @@ def _run_lines(r: dict) -> list[str]:
       f"{lip['median_s']} s per iteration (median of {len(lip['seconds_per_iteration'])}).",
       "",
     ]
+  # runs before the default split cells over cores timed the compile alone; later ones the
+  # first call (the compile and one generation) and say where each case ran
+  first = "first_call_s" if "first_call_s" in next(iter(r["cases"].values())) else "compile_s"
+  wheres = "where" in next(iter(r["cases"].values()))
   lines += [
     "| option | threads | CPU s per generation (median; every round) | CPU / default, same round"
-    " (median) | compile s | Lipizzaner's CPU s / this |",
-    "|---|---|---|---|---|---|",
+    f" (median) | wall s (median) | {'first call s' if first == 'first_call_s' else 'compile s'}"
+    f" | Lipizzaner's CPU s / this |{' where |' if wheres else ''}",
+    f"|---|---|---|---|---|---|---|{'---|' if wheres else ''}",
   ]
   for name, c in r["cases"].items():
     arm, threads = name.split("@")
@@ -288,7 +309,8 @@ def _run_lines(r: dict) -> list[str]:
     ratio = f"**{c['lipizzaner_cpu_ratio']:.2f}x**" if "lipizzaner_cpu_ratio" in c else "-"
     lines.append(
       f"| `{arm}` | {threads} | {c['cpu_s_median']:.2f} ({every}) | "
-      f"{c['cpu_over_default_median']:.3f} | {c['compile_s']:.1f} | {ratio} |"
+      f"{c['cpu_over_default_median']:.3f} | {c['wall_s_median']:.2f} | {c[first]:.1f} | {ratio} |"
+      + (f" {c['where']} |" if wheres else "")
     )
   if lip:
     ratios = {n: c["lipizzaner_cpu_ratio"] for n, c in r["cases"].items()}

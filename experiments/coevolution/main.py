@@ -86,7 +86,9 @@ def main(argv):
       print("\n".join(lines), flush=True)
     runner.unlock_workdir(workdir)  # its lock file goes with it: nothing changed
     return
-  # Multi-process JAX must start before any computation (imports below may compute).
+  # Multi-process JAX, and the CPU's devices, before any computation (imports below may compute).
+  if config.get("backend") == "auto" and not config.get("distributed"):
+    distributed.split_cpu_cores()  # cells over cores: one single-threaded device per core
   distributed.initialize(config.get("distributed", ""))
 
   import jax

@@ -11,10 +11,20 @@ devices in tests, GPUs in production, several hosts after
 exchange explicitly (``shard_map`` + ``ppermute``) and :class:`MPIExchange` over
 MPI ranks (``mpi4jax``). The algorithm is the same code on every backend and
 the results equal the single-device run.
+
+:func:`split_cpu_cores` (before JAX starts) gives a CPU host one single-threaded device
+per core; ``make_backend(config, "auto")`` then runs the grid's cells over the cores.
 """
 
-from minmaxlab.distributed._backend import Backend, compiler_options, make_backend, placement
+from minmaxlab.distributed._backend import (
+  Backend,
+  compiler_options,
+  grid_split,
+  make_backend,
+  placement,
+)
 from minmaxlab.distributed._blocks import BlockExchange
+from minmaxlab.distributed._cores import cores_split, split_cpu_cores
 from minmaxlab.distributed._init import initialize
 from minmaxlab.distributed._mesh import (
   MeshExchange,
@@ -33,12 +43,15 @@ __all__ = [
   "MeshExchange",
   "check_grid_fits",
   "compiler_options",
+  "cores_split",
   "grid_mesh",
   "grid_shardings",
+  "grid_split",
   "initialize",
   "make_backend",
   "mpi_blocks",
   "placement",
   "shard_grid",
   "sharded_step",
+  "split_cpu_cores",
 ]

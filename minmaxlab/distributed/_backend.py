@@ -20,6 +20,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from minmaxlab.coevolution import CoevolutionConfig
+from minmaxlab.distributed._cores import cores_split
 from minmaxlab.distributed._mesh import (
   MeshExchange,
   check_grid_fits,
@@ -28,7 +29,7 @@ from minmaxlab.distributed._mesh import (
   sharded_step,
 )
 
-BackendName = Literal["single", "mesh", "mpi"]
+BackendName = Literal["auto", "single", "mesh", "mpi"]
 ExchangeMode = Literal["shard_map", "roll"]
 CompileMode = Literal["default", "fast", "fastest"]
 BACKENDS = get_args(BackendName)
@@ -183,7 +184,7 @@ def _from_callback(x, sharding):
 
 def make_backend(
   config: CoevolutionConfig,
-  name: BackendName = "single",
+  name: BackendName = "auto",
   *,
   mesh_shape: tuple[int, int] | None = None,
   mesh_exchange: ExchangeMode = "shard_map",
@@ -196,7 +197,10 @@ def make_backend(
   Args:
     config: the coevolution config (its ``rows``, ``cols`` and ``cell_strategy``).
     name: ``"single"`` (one device), ``"mesh"`` (cells sharded over every device of
-      every process) or ``"mpi"`` (one block of cells per MPI rank).
+      every process), ``"mpi"`` (one block of cells per MPI rank) or ``"auto"``: cells
+      over cores where :func:`split_cpu_cores` made one single-threaded CPU device per
+      core in this process (a ``mesh`` over as many of them as the grid's rows and columns
+      split into, e.g. 2 of 2 for a 2x2 grid, 1 of 2 for 3x3), else ``single``.
     mesh_shape: ``(rows, cols)`` of the device mesh (default ``(devices, 1)``).
     mesh_exchange: ``"shard_map"`` (explicit ``ppermute`` halos) or ``"roll"``
       (XLA derives them from the whole-grid rolls; needs ``cell_strategy="vmap"``,
@@ -217,7 +221,9 @@ def make_backend(
   if not isinstance(config, CoevolutionConfig):
     raise ValueError(f"config must be a CoevolutionConfig, got {type(config).__name__}")
   opts = compiler_options(compile)
-  if name == "single":
+  if name == "auto":
+    backend = _auto_backend(config, opts)
+  elif name == "single":
     backend = _single_backend(config, opts)
   elif name == "mesh":
     backend = _mesh_backend(config, mesh_shape, mesh_exchange, opts)
@@ -228,6 +234,23 @@ def make_backend(
   backend = dataclasses.replace(backend, donate=bool(donate))
   _warn_if_alone(backend)
   return backend
+
+
+def grid_split(rows: int, cols: int, devices: int) -> tuple[int, int]:
+  """The mesh ``(a, b)`` with ``a`` dividing ``rows``, ``b`` dividing ``cols`` and the most
+  devices ``a * b <= devices`` (ties: more mesh rows, i.e. blocks of whole grid rows)."""
+  fits = [(a * b, a, b) for a in range(1, rows + 1) for b in range(1, cols + 1)]
+  _, a, b = max(f for f in fits if rows % f[1] == 0 and cols % f[2] == 0 and f[0] <= devices)
+  return a, b
+
+
+def _auto_backend(config: CoevolutionConfig, opts) -> Backend:
+  cores = cores_split()
+  shape = grid_split(config.rows, config.cols, cores) if cores > 1 else (1, 1)
+  if shape == (1, 1) or jax.process_count() > 1:
+    return _single_backend(config, opts)
+  devices = jax.devices("cpu")[: shape[0] * shape[1]]
+  return _mesh_backend(config, shape, "shard_map", opts, devices=devices)
 
 
 def _single_backend(config: CoevolutionConfig, opts) -> Backend:
@@ -245,13 +268,15 @@ def _single_backend(config: CoevolutionConfig, opts) -> Backend:
   )
 
 
-def _mesh_backend(config: CoevolutionConfig, mesh_shape, mesh_exchange, opts) -> Backend:
+def _mesh_backend(
+  config: CoevolutionConfig, mesh_shape, mesh_exchange, opts, devices=None
+) -> Backend:
   from jax.experimental import multihost_utils
 
   rows, cols = config.rows, config.cols
   if mesh_exchange not in MESH_EXCHANGES:
     raise ValueError(f"mesh_exchange must be one of {MESH_EXCHANGES}, got {mesh_exchange!r}")
-  mesh = grid_mesh(tuple(mesh_shape) if mesh_shape else None)
+  mesh = grid_mesh(tuple(mesh_shape) if mesh_shape else None, devices)
   exchange = None
   if mesh_exchange == "shard_map":
     exchange = MeshExchange(mesh, rows, cols)  # checks the grid against the mesh

@@ -1,0 +1,82 @@
+"""Cells over cores: one CPU device per usable core, each running its ops on one thread.
+
+XLA's CPU client has one intra-op thread pool, sized by the process's CPU affinity when
+the client starts, and splits every large enough op over it. For the coevolution grid's
+small MLP matmuls that split costs CPU time (threads wake, wait and spin; measured by
+``experiments/benchmarks/past_the_floor.py``). :func:`split_cpu_cores` starts the CPU
+client with one device per core and a one-thread pool, so each device executes its ops on
+its own thread, and then gives every thread the whole affinity back: cells sharded over
+those devices (``make_backend(config, "auto")``) run side by side, one core each, as
+Lipizzaner's clients do, with a ``mesh``'s numbers: one device's to float rounding, every
+discrete choice equal.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import jax
+
+_SPLIT: list[int] = []  # the device count split_cpu_cores gave this process, once it did
+_GPU_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_rocm60_plugin", "jax_rocm7_plugin")
+
+
+def _user_fixed_devices() -> bool:
+  flags = os.environ.get("XLA_FLAGS", "")
+  return (
+    "JAX_NUM_CPU_DEVICES" in os.environ
+    or "xla_force_host_platform_device_count" in flags
+    or jax.config.jax_num_cpu_devices >= 0
+  )
+
+
+def _accelerator_possible() -> bool:
+  platforms = (os.environ.get("JAX_PLATFORMS") or jax.config.jax_platforms or "").lower()
+  if platforms:
+    return platforms.split(",")[0].strip() != "cpu"
+  return any(importlib.util.find_spec(p) is not None for p in _GPU_PLUGINS)
+
+
+def split_cpu_cores(cores: int | None = None) -> int:
+  """Start JAX's CPU client with one single-threaded device per core; call before
+  anything starts JAX's backends (the first array, ``jax.devices()``, a compile).
+
+  Nothing changes (and ``0`` is returned) when the backends have already started, when the
+  CPU device count was fixed by the user (``JAX_NUM_CPU_DEVICES``, ``jax_num_cpu_devices``,
+  ``--xla_force_host_platform_device_count``), when an accelerator may be the default
+  platform (a GPU plugin installed and ``JAX_PLATFORMS`` not ``cpu``), or with one core.
+
+  Args:
+    cores: devices to make (default: the cores this process may run on,
+      ``os.sched_getaffinity``).
+
+  Returns:
+    The number of CPU devices made, or ``0`` when nothing was changed.
+  """
+  if _SPLIT:
+    return _SPLIT[0]
+  allowed = sorted(os.sched_getaffinity(0))
+  n = len(allowed) if cores is None else int(cores)
+  if n < 2 or _user_fixed_devices() or _accelerator_possible():
+    return 0
+  try:
+    jax.config.update("jax_num_cpu_devices", n)
+  except RuntimeError:  # JAX refuses: its backends have started
+    return 0
+  os.sched_setaffinity(0, allowed[:1])  # the client sizes its intra-op pool by this
+  try:
+    jax.devices("cpu")
+  finally:
+    for task in os.listdir("/proc/self/task"):  # threads made meanwhile inherited one core
+      try:
+        os.sched_setaffinity(int(task), allowed)
+      except OSError:  # a thread that has exited since
+        pass
+  _SPLIT.append(n)
+  return n
+
+
+def cores_split() -> int:
+  """The device count :func:`split_cpu_cores` made in this process (``0``: it did not)."""
+  return _SPLIT[0] if _SPLIT else 0
