@@ -118,7 +118,7 @@ def worker(threads: int, arms: list[str], steps: int) -> None:
 
   from minmaxlab import distributed
 
-  distributed.split_cpu_cores()  # the default's cells over cores (nothing on one core)
+  distributed.split_cpu_cores(grid=(2, 2))  # as the coevolution command (none on one core)
   programs, first_s, where = {}, {}, {}
   for arm in arms:  # the first (untimed) generation compiles
     programs[arm], first_s[arm], where[arm] = _program(arm, steps)

@@ -167,8 +167,8 @@ def compare(config, workdir, row: dict, run_baseline: bool | None = None) -> lis
         f"(no single-GAN baseline in {workdir / BASELINE_DIR}: add --config.baseline=True "
         "to run it and compare)"
       ]
-    if config.get("backend", "single") != "single":
-      return ["(the single-GAN baseline runs only with backend=single)"]
+    if config.get("backend", "single") not in ("single", "auto"):
+      return ["(the single-GAN baseline runs only with backend=single or auto)"]
     bdir = workdir / BASELINE_DIR
     resume = (bdir / "checkpoints").exists()
     print(

@@ -88,7 +88,8 @@ def main(argv):
     return
   # Multi-process JAX, and the CPU's devices, before any computation (imports below may compute).
   if config.get("backend") == "auto" and not config.get("distributed"):
-    distributed.split_cpu_cores()  # cells over cores: one single-threaded device per core
+    # cells over cores (one single-threaded device per core) where the grid fills them
+    distributed.split_cpu_cores(grid=(config.rows, config.cols))
   distributed.initialize(config.get("distributed", ""))
 
   import jax

@@ -38,18 +38,21 @@ def _accelerator_possible() -> bool:
   return any(importlib.util.find_spec(p) is not None for p in _GPU_PLUGINS)
 
 
-def split_cpu_cores(cores: int | None = None) -> int:
+def split_cpu_cores(cores: int | None = None, grid: tuple[int, int] | None = None) -> int:
   """Start JAX's CPU client with one single-threaded device per core; call before
   anything starts JAX's backends (the first array, ``jax.devices()``, a compile).
 
   Nothing changes (and ``0`` is returned) when the backends have already started, when the
   CPU device count was fixed by the user (``JAX_NUM_CPU_DEVICES``, ``jax_num_cpu_devices``,
   ``--xla_force_host_platform_device_count``), when an accelerator may be the default
-  platform (a GPU plugin installed and ``JAX_PLATFORMS`` not ``cpu``), or with one core.
+  platform (a GPU plugin installed and ``JAX_PLATFORMS`` not ``cpu``), with one core, or
+  when ``grid``'s cells cannot fill every core (its rows and columns do not split into
+  ``cores`` blocks: a 3x3 grid on 2 cores keeps one device and XLA's threads).
 
   Args:
     cores: devices to make (default: the cores this process may run on,
       ``os.sched_getaffinity``).
+    grid: ``(rows, cols)`` of the grid to run (default: split regardless).
 
   Returns:
     The number of CPU devices made, or ``0`` when nothing was changed.
@@ -60,6 +63,12 @@ def split_cpu_cores(cores: int | None = None) -> int:
   n = len(allowed) if cores is None else int(cores)
   if n < 2 or _user_fixed_devices() or _accelerator_possible():
     return 0
+  if grid is not None:
+    from minmaxlab.distributed._backend import grid_split
+
+    a, b = grid_split(int(grid[0]), int(grid[1]), n)
+    if a * b != n:
+      return 0
   try:
     jax.config.update("jax_num_cpu_devices", n)
   except RuntimeError:  # JAX refuses: its backends have started

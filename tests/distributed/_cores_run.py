@@ -13,7 +13,8 @@ import numpy as np
 
 from minmaxlab import distributed
 
-made = distributed.split_cpu_cores(2) if sys.argv[1].startswith("split") else 0
+grid = (3, 3) if sys.argv[1] == "split_3x3" else (4, 4)
+made = distributed.split_cpu_cores(2, grid=grid) if sys.argv[1].startswith("split") else 0
 
 from tests import _coevolution_case as case  # noqa: E402 (after the split: nothing ran yet)
 

@@ -57,6 +57,12 @@ def test_cells_over_cores_give_the_one_device_numbers(tmp_path):
   assert split["affinities"] == [split["allowed"]]
 
 
+def test_a_grid_that_cannot_fill_the_cores_keeps_one_device():
+  held = _child("split_3x3", None)  # 3x3 on 2 cores: XLA's threads on one device
+  assert held["made"] == 0 and held["split"] == 0
+  assert held["where"] == "backend single: 1 cpu device, 1 process"
+
+
 def test_a_user_fixed_device_count_is_left_alone():
   fixed = _child("split", "2")  # JAX_NUM_CPU_DEVICES=2: the user's devices, not split
   assert fixed["made"] == 0 and fixed["split"] == 0

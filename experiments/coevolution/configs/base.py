@@ -91,10 +91,10 @@ def get_config() -> ml_collections.ConfigDict:
   # makes round(w_i n) of n samples): Lipizzaner's mixture_generator_samples_mode.
   c.mixture_sampling = "independent"
   # Where the grid runs (same numbers on every backend for the same seed):
-  #   "auto": on a CPU host, one single-threaded CPU device per core and the cells sharded
-  #   over as many of them as the grid's rows and columns split into (minmaxlab.distributed.
-  #   split_cpu_cores; a 2x2 grid on 2 cores: a core each; 3x3 on 2 cores: one device, as
-  #   "single"); with JAX_NUM_CPU_DEVICES set, or a GPU, as "single";
+  #   "auto": on a CPU host whose cores the grid's rows and columns split into one block
+  #   each, one single-threaded CPU device per core and the cells sharded over them
+  #   (minmaxlab.distributed.split_cpu_cores; a 2x2 grid on 2 cores: a row of cells per
+  #   core); else (3x3 on 2 cores, JAX_NUM_CPU_DEVICES set, a GPU) as "single";
   #   "single": one device; "mesh": cells sharded over a device mesh (every local device,
   #   or every device of a multi-process job, see `distributed`); "mpi": one block of
   #   the grid per MPI rank (launch with `mpirun -n P python -m experiments.coevolution.main`).
