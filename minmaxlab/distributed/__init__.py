@@ -19,12 +19,11 @@ per core; ``make_backend(config, "auto")`` then runs the grid's cells over the c
 from minmaxlab.distributed._backend import (
   Backend,
   compiler_options,
-  grid_split,
   make_backend,
   placement,
 )
 from minmaxlab.distributed._blocks import BlockExchange
-from minmaxlab.distributed._cores import cores_split, split_cpu_cores
+from minmaxlab.distributed._cores import cores_split, grid_split, split_cpu_cores
 from minmaxlab.distributed._init import initialize
 from minmaxlab.distributed._mesh import (
   MeshExchange,

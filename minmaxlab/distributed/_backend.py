@@ -20,7 +20,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from minmaxlab.coevolution import CoevolutionConfig
-from minmaxlab.distributed._cores import cores_split
+from minmaxlab.distributed._cores import cores_split, grid_split
 from minmaxlab.distributed._mesh import (
   MeshExchange,
   check_grid_fits,
@@ -234,14 +234,6 @@ def make_backend(
   backend = dataclasses.replace(backend, donate=bool(donate))
   _warn_if_alone(backend)
   return backend
-
-
-def grid_split(rows: int, cols: int, devices: int) -> tuple[int, int]:
-  """The mesh ``(a, b)`` with ``a`` dividing ``rows``, ``b`` dividing ``cols`` and the most
-  devices ``a * b <= devices`` (ties: more mesh rows, i.e. blocks of whole grid rows)."""
-  fits = [(a * b, a, b) for a in range(1, rows + 1) for b in range(1, cols + 1)]
-  _, a, b = max(f for f in fits if rows % f[1] == 0 and cols % f[2] == 0 and f[0] <= devices)
-  return a, b
 
 
 def _auto_backend(config: CoevolutionConfig, opts) -> Backend:

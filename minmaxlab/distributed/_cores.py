@@ -38,6 +38,14 @@ def _accelerator_possible() -> bool:
   return any(importlib.util.find_spec(p) is not None for p in _GPU_PLUGINS)
 
 
+def grid_split(rows: int, cols: int, devices: int) -> tuple[int, int]:
+  """The mesh ``(a, b)`` with ``a`` dividing ``rows``, ``b`` dividing ``cols`` and the most
+  devices ``a * b <= devices`` (ties: more mesh rows, i.e. blocks of whole grid rows)."""
+  fits = [(a * b, a, b) for a in range(1, rows + 1) for b in range(1, cols + 1)]
+  _, a, b = max(f for f in fits if rows % f[1] == 0 and cols % f[2] == 0 and f[0] <= devices)
+  return a, b
+
+
 def split_cpu_cores(cores: int | None = None, grid: tuple[int, int] | None = None) -> int:
   """Start JAX's CPU client with one single-threaded device per core; call before
   anything starts JAX's backends (the first array, ``jax.devices()``, a compile).
@@ -64,8 +72,6 @@ def split_cpu_cores(cores: int | None = None, grid: tuple[int, int] | None = Non
   if n < 2 or _user_fixed_devices() or _accelerator_possible():
     return 0
   if grid is not None:
-    from minmaxlab.distributed._backend import grid_split
-
     a, b = grid_split(int(grid[0]), int(grid[1]), n)
     if a * b != n:
       return 0
