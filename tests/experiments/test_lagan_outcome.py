@@ -135,3 +135,23 @@ def test_lagan_outcome_v2_configures_the_notebooks_networks_and_draws_and_v1_is_
   with pytest.raises(SystemExit) as e:
     lo.run(["--version", "1", "--lagan", "x", "--python", "y"])
   assert "--version 1 is not run: superseded by v2" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_run_checks_the_registration_before_anything(tmp_path, monkeypatch):
+  """``lagan_outcome run`` starts with ``registration.start`` on its version's protocol (a
+  dirty tree or an edited protocol is refused there, in one line) and writes nothing first."""
+  from experiments import registration
+
+  seen = []
+
+  def refuse(path, trial=False):
+    seen.append((path, trial))
+    raise registration.Refused("protocol changed since its registration")
+
+  monkeypatch.setattr(registration, "start", refuse)
+  out, runs = tmp_path / "out.json", tmp_path / "runs"
+  argv = ["--lagan", str(tmp_path), "--python", "python3", "--out", str(out), "--runs", str(runs)]
+  with pytest.raises(registration.Refused, match="protocol changed"):
+    lo.run(argv)
+  assert seen == [(_report.REPO / lo.protocol_file(lo.CURRENT), False)]
+  assert not out.exists() and not runs.exists()
