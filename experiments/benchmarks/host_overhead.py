@@ -56,6 +56,7 @@ RESULT_FILES = (  # a run per line
   # the same host, load 6-7: the coevolution loop's generation and read-outs as two programs,
   # one transfer (experiments/coevolution/generation_programs.py), TensorBoard an event a step
   "2026-12-05_host_overhead_amd_epyc_zen3_readouts.jsonl",
+  "2026-12-06_host_overhead_amd_epyc_zen3_quiet.jsonl",  # the same code, a quiet host (load 1-2)
 )
 README = "docs/benchmarks.md"
 
