@@ -40,7 +40,13 @@ def _accelerator_possible() -> bool:
 
 def grid_split(rows: int, cols: int, devices: int) -> tuple[int, int]:
   """The mesh ``(a, b)`` with ``a`` dividing ``rows``, ``b`` dividing ``cols`` and the most
-  devices ``a * b <= devices`` (ties: more mesh rows, i.e. blocks of whole grid rows)."""
+  devices ``a * b <= devices`` (ties: more mesh rows, i.e. blocks of whole grid rows).
+
+  Raises:
+    ValueError: unless ``rows``, ``cols`` and ``devices`` are at least 1.
+  """
+  if min(rows, cols, devices) < 1:
+    raise ValueError(f"grid_split needs rows, cols, devices >= 1, got {(rows, cols, devices)}")
   fits = [(a * b, a, b) for a in range(1, rows + 1) for b in range(1, cols + 1)]
   _, a, b = max(f for f in fits if rows % f[1] == 0 and cols % f[2] == 0 and f[0] <= devices)
   return a, b
@@ -72,6 +78,8 @@ def split_cpu_cores(cores: int | None = None, grid: tuple[int, int] | None = Non
   if n < 2 or _user_fixed_devices() or _accelerator_possible():
     return 0
   if grid is not None:
+    if min(int(grid[0]), int(grid[1])) < 1:  # not a grid: the run's own check says so
+      return 0
     a, b = grid_split(int(grid[0]), int(grid[1]), n)
     if a * b != n:
       return 0

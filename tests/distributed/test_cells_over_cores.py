@@ -11,6 +11,7 @@ import sys
 
 import jax
 import numpy as np
+import pytest
 
 from minmaxlab import coevolution as co
 from minmaxlab import distributed
@@ -80,3 +81,7 @@ def test_auto_without_a_split_is_single_and_grid_split_picks_the_largest_fit():
   assert distributed.grid_split(4, 4, 16) == (4, 4)
   assert distributed.grid_split(2, 3, 4) == (1, 3)
   assert distributed.grid_split(5, 5, 1) == (1, 1)
+  with pytest.raises(ValueError, match="rows, cols, devices >= 1"):
+    distributed.grid_split(0, 2, 2)
+  # not a grid: no split, so the run's own check names the bad value (rows must be ...)
+  assert distributed.split_cpu_cores(2, grid=(0, 2)) == 0
