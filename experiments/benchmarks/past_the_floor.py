@@ -134,8 +134,8 @@ def worker(threads: int, arms: list[str], steps: int) -> None:
         jax.block_until_ready(prog[1])
 
       if not hasattr(prog[0], "lower"):  # a mesh's step: one program per device, no one HLO
-        print(PREFIX + json.dumps({"arm": arm, "profile": {"skipped": "cells over cores"}}))
-        sys.stdout.flush()
+        skipped = {"arm": arm, "profile": {"skipped": "cells over cores"}}
+        print(PREFIX + json.dumps(skipped), flush=True)
         continue
       compiled = prog[0].lower(jax.random.key(99), prog[1], prog[2]).compile()
       print(PREFIX + json.dumps({"arm": arm, "profile": profile_call(call, compiled)}), flush=True)

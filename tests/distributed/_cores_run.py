@@ -1,5 +1,5 @@
 """A child process of test_cells_over_cores.py: the shared 4x4 coevolution case through
-``make_backend(config, "auto")`` (``"single"`` for ``split_single``), after
+``make_backend(config)`` (the default, ``"auto"``), after
 ``split_cpu_cores(2)`` when argv[1] starts with ``split``; argv[2]: an .npz for the state
 and metrics. Prints one JSON line: where it ran, digests, the threads' affinities."""
 
@@ -18,9 +18,7 @@ made = distributed.split_cpu_cores(2, grid=grid) if sys.argv[1].startswith("spli
 
 from tests import _coevolution_case as case  # noqa: E402 (after the split: nothing ran yet)
 
-backend = distributed.make_backend(
-  case.coevolution().config, "single" if sys.argv[1] == "split_single" else "auto"
-)
+backend = distributed.make_backend(case.coevolution().config)
 coev = case.coevolution(exchange=backend.exchange)
 init, step = backend.jit(coev)
 state, metrics = case.run(coev, step, init(jax.random.key(0)))
