@@ -131,7 +131,12 @@ DIET_SALT = 0xD1E7
 def pair_from_config(config, data_shape) -> models.GANPair:
   """The config's generator/discriminator pair for examples of ``data_shape``
   (``config.flat_params``: each network's parameters as one vector, ``models.flat``)."""
-  kw = {"hidden": tuple(config.hidden)} if config.architecture == "mlp" else {}
+  kw = {}
+  if config.architecture == "mlp":
+    kw = {
+      "hidden": tuple(config.hidden),
+      "initializer": config.get("initializer", "fan_in_uniform"),
+    }
   pair = models.make_pair(config.architecture, tuple(data_shape), config.latent_dim or None, **kw)
   return models.flat_pair(pair) if config.get("flat_params", False) else pair
 

@@ -251,3 +251,31 @@ def test_bad_arguments_raise():
     models.dcgan_discriminator(norm="group")
   with pytest.raises(ValueError, match="output_activation"):
     models.mlp_generator((2,), output_activation="relu6")
+  with pytest.raises(ValueError, match="initializer must be one of .* got 'kaiming'"):
+    models.make_pair("mlp", (2,), initializer="kaiming")
+
+
+def test_torch_initializer_is_pytorchs_linear_default(key):
+  """``initializer="torch"``: every kernel and bias ``U(-1/sqrt(fan_in), 1/sqrt(fan_in))``
+  (PyTorch's ``nn.Linear`` default; closed form: variance ``1/(3 fan_in)``); the default
+  ``"fan_in_uniform"`` keeps kernels ``U(-sqrt(3/fan_in), sqrt(3/fan_in))`` (variance
+  ``1/fan_in``) and zero biases, its draws unchanged by the option's existence."""
+  kw = dict(latent_dim=32, hidden=(256, 64))
+  torch_pair = models.make_pair("mlp", (28, 28, 1), initializer="torch", **kw)
+  default_pair = models.make_pair("mlp", (28, 28, 1), **kw)
+  for pair, scheme in ((torch_pair, "torch"), (default_pair, "fan_in_uniform")):
+    for params in _init(pair, key):
+      for layer in params.values():
+        w, b = np.asarray(layer["kernel"]), np.asarray(layer["bias"])
+        fan_in = w.shape[0]
+        bound = 1 / np.sqrt(fan_in) if scheme == "torch" else np.sqrt(3 / fan_in)
+        assert np.abs(w).max() <= bound * (1 + 1e-6)
+        np.testing.assert_allclose(w.var(), bound**2 / 3, rtol=0.25)
+        if scheme == "torch":
+          assert np.abs(b).max() <= bound * (1 + 1e-6) and b.all()  # drawn, not zero
+          if b.size >= 64:
+            np.testing.assert_allclose(b.var(), bound**2 / 3, rtol=0.5)
+        else:
+          assert not b.any()
+  shapes = lambda p: jax.tree.map(jnp.shape, p)
+  assert shapes(_init(torch_pair, key)) == shapes(_init(default_pair, key))

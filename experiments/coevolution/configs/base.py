@@ -14,6 +14,10 @@ def get_config() -> ml_collections.ConfigDict:
   c.architecture = "mlp"
   c.latent_dim = 0  # 0 = the architecture's default (mlp 64)
   c.hidden = (64, 64)
+  # The MLPs' initialisation (minmaxlab.gan.models.from_linen): "fan_in_uniform" (kernels
+  # U(+-sqrt(3/fan_in)), zero biases) or "torch" (PyTorch's nn.Linear default, kernels and
+  # biases U(+-1/sqrt(fan_in)): how Lipizzaner's networks start).
+  c.initializer = "fan_in_uniform"
   # True: each network's parameters as ONE vector (minmaxlab.gan.models.flat): the same
   # values and results, fewer arrays in the state, a smaller program (compile_time.py).
   c.flat_params = False

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 from flax import linen as nn
 
 from minmaxlab.gan.models._layers import DEFAULT_POWER_ITERATIONS, Dense
-from minmaxlab.gan.models._model import Model, from_linen
+from minmaxlab.gan.models._model import Initializer, Model, from_linen
 
 
 def _identity(x):
@@ -79,6 +79,7 @@ def mlp_generator(
   latent_dim: int = 64,
   hidden: Sequence[int] = (256, 256),
   output_activation: str | None = "tanh",
+  initializer: Initializer = "fan_in_uniform",
 ) -> Model:
   r"""MLP generator :math:`z \mapsto x`: Dense-LeakyReLU(0.2) blocks, then a
   dense output layer reshaped to ``output_shape``.
@@ -94,6 +95,9 @@ def mlp_generator(
     output_activation: ``"tanh"`` (images in [-1, 1]), ``"sigmoid"`` or
       ``None``/``"linear"`` (unbounded outputs, e.g. 2-D mixtures whose modes
       lie outside [-1, 1]).
+    initializer: :func:`from_linen`'s: ``"fan_in_uniform"`` (the default),
+      ``"torch"`` (PyTorch's ``nn.Linear`` default, as Lipizzaner's networks start)
+      or ``"module"``.
 
   Returns:
     A :class:`Model` with ``apply(params, z[B, latent_dim]) -> x[B, *output_shape]``.
@@ -109,7 +113,7 @@ def mlp_generator(
       f"need latent_dim > 0 and a non-empty output_shape, got {latent_dim}, {output_shape}"
     )
   module = MLPGenerator(output_shape, _check_hidden(hidden), output_activation)
-  return from_linen(module, (latent_dim,))
+  return from_linen(module, (latent_dim,), initializer)
 
 
 def mlp_discriminator(
@@ -117,6 +121,7 @@ def mlp_discriminator(
   hidden: Sequence[int] = (256, 256),
   spectral_norm: bool = False,
   n_power_iterations: int = DEFAULT_POWER_ITERATIONS,
+  initializer: Initializer = "fan_in_uniform",
 ) -> Model:
   r"""MLP discriminator :math:`x \mapsto` logit: flatten, Dense-LeakyReLU(0.2)
   blocks, a dense layer to one logit (no sigmoid: the losses take logits).
@@ -130,10 +135,11 @@ def mlp_discriminator(
     spectral_norm: divide every kernel by its spectral norm
       (:func:`spectral_normalize`, power iteration from a fixed start).
     n_power_iterations: power iterations per call with ``spectral_norm``.
+    initializer: as :func:`mlp_generator`.
 
   Returns:
     A :class:`Model` with ``apply(params, x[B, *input_shape]) -> logits[B]``.
   """
   input_shape = tuple(int(d) for d in input_shape)
   module = MLPDiscriminator(_check_hidden(hidden), spectral_norm, n_power_iterations)
-  return from_linen(module, input_shape)
+  return from_linen(module, input_shape, initializer)

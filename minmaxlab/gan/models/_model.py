@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import jax
 import jax.numpy as jnp
@@ -39,8 +39,11 @@ class GANPair(NamedTuple):
   latent_dim: int
 
 
+Initializer = Literal["fan_in_uniform", "torch", "module"]
+
+
 def from_linen(
-  module: nn.Module, example_shape: Sequence[int], initializer: str = "fan_in_uniform"
+  module: nn.Module, example_shape: Sequence[int], initializer: Initializer = "fan_in_uniform"
 ) -> Model:
   r"""Wrap a flax linen module as a :class:`Model`.
 
@@ -59,6 +62,11 @@ def from_linen(
     come from ONE uniform draw split across the leaves: XLA on CPU compiles
     each partitionable threefry draw separately, so per-leaf draws would
     multiply ``init``'s compile time (docs/benchmarks.md).
+  * ``"torch"``: PyTorch's ``nn.Linear``/``nn.Conv2d`` default, how the reference
+    implementations' networks start (Lipizzaner): every ``kernel`` and its layer's
+    ``bias`` from :math:`U[-b, b]`, :math:`b = 1/\sqrt{\text{fan\_in}}` (kernel variance
+    :math:`1/(3\,\text{fan\_in})`, a third of the default's; biases not zero), from one
+    draw as above.
   * ``"module"``: the module's own initialisers (``module.init``).
 
   ``init`` is jit-compiled and vmaps over a batch of keys.
@@ -70,8 +78,10 @@ def from_linen(
   (docs/benchmarks.md). With no speed difference, linen is kept: its parameters
   are plain nested dicts and ``apply`` has no graph to merge.
   """
-  if initializer not in ("fan_in_uniform", "module"):
-    raise ValueError(f"initializer must be 'fan_in_uniform' or 'module', got {initializer!r}")
+  if initializer not in get_args(Initializer):
+    raise ValueError(
+      f"initializer must be one of {list(get_args(Initializer))}, got {initializer!r}"
+    )
   example = jnp.zeros((1, *example_shape), jnp.float32)
 
   def module_init(key: jax.Array) -> Any:
@@ -85,22 +95,24 @@ def from_linen(
 
   def uniform_init(key: jax.Array) -> Any:
     paths, treedef = jax.tree_util.tree_flatten_with_path(shapes)
-    kernels = [(i, s) for i, (path, s) in enumerate(paths) if _leaf_name(path) == "kernel"]
-    total = sum(math.prod(s.shape) for _, s in kernels)
+    drawn = _drawn_leaves(paths, with_biases=initializer == "torch")
+    total = sum(math.prod(paths[i][1].shape) for i, _ in drawn)
     draw = jax.random.uniform(key, (total,), jnp.float32, -1.0, 1.0)
     leaves = [
       (jnp.ones if _leaf_name(path) == "scale" else jnp.zeros)(s.shape, s.dtype)
       for path, s in paths
     ]
     offset = 0
-    for i, s in kernels:
-      size, fan_in = math.prod(s.shape), math.prod(s.shape[:-1])
+    for i, fan_in in drawn:
+      s = paths[i][1]
+      size = math.prod(s.shape)
       chunk = draw[offset : offset + size].reshape(s.shape)
-      leaves[i] = (math.sqrt(3.0 / fan_in) * chunk).astype(s.dtype)
+      bound = math.sqrt(3.0 / fan_in) if initializer == "fan_in_uniform" else 1 / math.sqrt(fan_in)
+      leaves[i] = (bound * chunk).astype(s.dtype)
       offset += size
     return jax.tree.unflatten(treedef, leaves)
 
-  init = jax.jit(uniform_init if initializer == "fan_in_uniform" else module_init)
+  init = jax.jit(module_init if initializer == "module" else uniform_init)
 
   def apply(params: Any, x: jax.Array) -> jax.Array:
     return module.apply({"params": params}, x)
@@ -148,6 +160,21 @@ def flat_pair(pair: GANPair) -> GANPair:
     discriminator=flat(pair.discriminator),
     latent_dim=pair.latent_dim,
   )
+
+
+def _drawn_leaves(paths, with_biases: bool) -> list[tuple[int, int]]:
+  """``(leaf index, fan_in)`` of every leaf drawn at random, in tree order: the kernels
+  (fan_in = the product of all dimensions but the last) and, ``with_biases``, each
+  layer's ``bias`` with its sibling kernel's fan_in."""
+  fan_ins = {
+    tuple(path[:-1]): math.prod(s.shape[:-1]) for path, s in paths if _leaf_name(path) == "kernel"
+  }
+  drawn = []
+  for i, (path, s) in enumerate(paths):
+    name, layer = _leaf_name(path), tuple(path[:-1])
+    if name == "kernel" or (with_biases and name == "bias" and layer in fan_ins):
+      drawn.append((i, fan_ins[layer]))
+  return drawn
 
 
 def _leaf_name(path) -> str:

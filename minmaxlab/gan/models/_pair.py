@@ -48,7 +48,8 @@ def make_pair(
     latent_dim: size of :math:`z` (``None``: the architecture's default).
     spectral_norm: spectral normalisation in the discriminator (``None``: off,
       except for ``"sn_resnet"``).
-    **kw: ``hidden`` (both MLPs), ``output_activation`` (MLP generator),
+    **kw: ``hidden`` and ``initializer`` (both MLPs: ``"fan_in_uniform"``,
+      ``"torch"`` or ``"module"``, :func:`mlp_generator`), ``output_activation`` (MLP generator),
       ``width`` (both DCGANs), ``norm`` (DCGAN generator and discriminator),
       ``generator_norm``/``discriminator_norm`` (each side alone),
       ``n_power_iterations`` (discriminator), ``conv_impl`` (both DCGANs' convolutions:
@@ -80,11 +81,7 @@ def make_pair(
     generator = resnet_generator(data_shape, latent_dim, 2 * width, g_norm)
     discriminator = resnet_discriminator(data_shape, width, spectral_norm, **power)
   elif architecture == "mlp":
-    hidden = kw.pop("hidden", (256, 256))
-    activation = kw.pop("output_activation", "tanh" if len(data_shape) > 1 else None)
-    _no_extra(kw, architecture)
-    generator = mlp_generator(data_shape, latent_dim, hidden, activation)
-    discriminator = mlp_discriminator(data_shape, hidden, spectral_norm, **power)
+    generator, discriminator = _mlp_pair(data_shape, latent_dim, spectral_norm, power, kw)
   else:
     width = kw.pop("width", 64)
     norm = kw.pop("norm", _DEFAULT)
@@ -95,6 +92,16 @@ def make_pair(
     generator = dcgan_generator(data_shape, latent_dim, width, g_norm, **conv)
     discriminator = dcgan_discriminator(data_shape, spectral_norm, width, d_norm, **power, **conv)
   return GANPair(generator=generator, discriminator=discriminator, latent_dim=latent_dim)
+
+
+def _mlp_pair(data_shape, latent_dim, spectral_norm, power, kw):
+  hidden = kw.pop("hidden", (256, 256))
+  activation = kw.pop("output_activation", "tanh" if len(data_shape) > 1 else None)
+  init = kw.pop("initializer", "fan_in_uniform")
+  _no_extra(kw, "mlp")
+  generator = mlp_generator(data_shape, latent_dim, hidden, activation, init)
+  discriminator = mlp_discriminator(data_shape, hidden, spectral_norm, **power, initializer=init)
+  return generator, discriminator
 
 
 def _no_extra(kw, architecture):
