@@ -80,6 +80,11 @@ STUDIES = (
     "docs/parity.md",
     (
       Version(
+        "v3",
+        "experiments/parity/protocols/lipizzaner_ring_outcome.v3.json",
+        "lipizzaner_ring_outcome_v3",
+      ),
+      Version(
         "v2",
         "experiments/parity/protocols/lipizzaner_ring_outcome.v2.json",
         "lipizzaner_ring_outcome",
@@ -130,6 +135,12 @@ SUPERSEDED = {
     "its library side trained the library's DCGAN pair with one latent batch for both "
     "players' fields while the reference side runs the notebook's; v2 runs the library side "
     f"on {_NOTEBOOK_OPS} (margin, test, seeds and horizon unchanged). No run of it finished",
+  ),
+  ("Lipizzaner outcome parity: the reference's own code vs the library on the ring", "v2"): (
+    "v3",
+    "its library arms started their networks from the library's default initialisation while "
+    "the reference's start from PyTorch's nn.Linear default; v3 runs them anew, on new seeds, "
+    "with initializer 'torch' and reuses v2's reference runs",
   ),
   ("Lookahead-minmax vs its base method", "v1"): (
     "v2",

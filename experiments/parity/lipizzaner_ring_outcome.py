@@ -8,7 +8,9 @@ the library, the same configuration, N seeds each, compared by two one-sided tes
       --iterations 4                       # a trial run of one reference arm: its cost only
   python -m experiments.parity.lipizzaner_ring_outcome table   # the docs/parity.md block
 
-The arms and seeds are ``protocols/lipizzaner_ring_outcome.v2.json``'s. A reference arm's run
+The arms and seeds are the protocol's (``--protocol``, default the newest,
+``protocols/lipizzaner_ring_outcome.v3.json``; its ``"results"`` names its folder; v2's is
+``results/lipizzaner_ring_outcome``); an arm with ``"run": false`` is reused, not run. A reference arm's run
 is Lipizzaner's own code (``lipizzaner_ring_run.reference_run``: 9 local clients and the
 master, ring data, networks and score added at run time); its final mixture is the one the
 reference's master picks (the node with the lowest mixture score of its own evaluation), its
@@ -35,9 +37,15 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-PROTOCOL = HERE / "protocols" / "lipizzaner_ring_outcome.v2.json"
-RESULTS = HERE / "results" / "lipizzaner_ring_outcome"
+PROTOCOL = HERE / "protocols" / "lipizzaner_ring_outcome.v3.json"
+RESULTS = HERE / "results" / "lipizzaner_ring_outcome"  # v2's (a protocol's "results")
 RUNS = REPO / "runs" / "lipizzaner_ring_outcome"
+
+
+def results_dir(protocol: dict) -> Path:
+  """The folder of a protocol's per-run JSON: its ``"results"`` (from the repository root),
+  else v2's."""
+  return REPO / protocol["results"] if "results" in protocol else RESULTS
 
 
 def score(samples, radius: float = 2.0, std: float = 0.02) -> dict:
@@ -177,8 +185,9 @@ def main(argv=None) -> int:
   if args.command == "table":
     from experiments.parity import lipizzaner_ring_tables as t
 
-    changed = _report.write_block(REPO / t.DOC, t.BLOCK, t.block())
-    print(f"{t.DOC}: block {t.BLOCK} {'rewritten' if changed else 'unchanged'}")
+    for name, text in ((t.BLOCK, t.block()), (t.BLOCK_V3, t.block_v3())):
+      changed = _report.write_block(REPO / t.DOC, name, text)
+      print(f"{t.DOC}: block {name} {'rewritten' if changed else 'unchanged'}")
     return 0
   if args.lipizzaner is None or not Path(args.lipizzaner).is_dir():
     print(
@@ -198,7 +207,8 @@ def main(argv=None) -> int:
     print("lipizzaner_ring_outcome: --iterations is for measure only", file=sys.stderr)
     return 2
   reg = registration.start(args.protocol)
-  run_all(protocol, args, reg, RESULTS, RUNS, log=lambda s: print(s, flush=True))
+  runs = RUNS.with_name(f"{RUNS.name}_v{protocol['version']}")
+  run_all(protocol, args, reg, results_dir(protocol), runs, log=lambda s: print(s, flush=True))
   return 0
 
 

@@ -18,19 +18,27 @@ from experiments import _report, stats
 REPO = Path(_report.REPO)
 PROTOCOL = REPO / "experiments/parity/protocols/lipizzaner_ring_outcome.v2.json"
 RESULTS = REPO / "experiments/parity/results/lipizzaner_ring_outcome"
+# v3: the library's arms with the reference's initialisation (initializer "torch")
+PROTOCOL_V3 = REPO / "experiments/parity/protocols/lipizzaner_ring_outcome.v3.json"
+RESULTS_V3 = REPO / "experiments/parity/results/lipizzaner_ring_outcome_v3"
 DOC = "docs/parity.md"
 BLOCK = "lipizzaner_ring_outcome"
+BLOCK_V3 = "lipizzaner_ring_outcome_v3"
 
 
 def load_runs(protocol: dict, results: Path = RESULTS) -> dict[str, list[dict]]:
   """Each arm's finished runs, by seed: the arm's own JSON files, or, for an arm the protocol
-  reuses (``"reuse"``: a results file and the arm in it), that file's runs."""
+  reuses (``"reuse"``: a results file, or a folder of per-run files, and the arm in it),
+  those runs."""
   out = {}
   for arm, spec in protocol["arms"].items():
     seeds = spec.get("seeds", protocol["seeds"])
     if "reuse" in spec:
-      data = json.loads((REPO / spec["reuse"]["results"]).read_text())
-      runs = [r for r in data["runs"] if r["arm"] == spec["reuse"]["arm"]]
+      where, name = REPO / spec["reuse"]["results"], spec["reuse"]["arm"]
+      if where.is_dir():
+        runs = [json.loads(p.read_text()) for p in sorted(where.glob(f"{name}_s*.json"))]
+      else:
+        runs = [r for r in json.loads(where.read_text())["runs"] if r["arm"] == name]
     else:
       runs = [json.loads(p.read_text()) for p in sorted(Path(results).glob(f"{arm}_s*.json"))]
     out[arm] = sorted((r for r in runs if r["seed"] in seeds), key=lambda r: r["seed"])
@@ -178,4 +186,10 @@ def block(protocol_path: Path = PROTOCOL, results: Path = RESULTS) -> str:
   return "\n".join([*body, "", *seed_lines(protocol, runs)])
 
 
+def block_v3() -> str:
+  """The v3 block's text (the protocol's reused reference runs and its new library runs)."""
+  return block(PROTOCOL_V3, RESULTS_V3)
+
+
 _report.register(BLOCK, DOC, f"{__name__}:block")
+_report.register(BLOCK_V3, DOC, f"{__name__}:block_v3")
