@@ -23,7 +23,14 @@ from absl import app, flags, logging
 from ml_collections import config_flags
 
 from experiments import _cli
-from experiments.coevolution.rerun import REPORT, check_loop, header, stored_report, write_report
+from experiments.coevolution.rerun import (
+  MAY_CHANGE,
+  REPORT,
+  check_loop,
+  header,
+  stored_report,
+  write_report,
+)
 
 _CONFIG = config_flags.DEFINE_config_file(
   "config", None, "Path to a config file.", lock_config=True
@@ -35,25 +42,6 @@ _RESUME = flags.DEFINE_bool(
 flags.mark_flags_as_required(["config", "workdir"])
 
 MODULE = "experiments.coevolution.main"
-# Config fields a rerun may change: the loop's length and logging, and where the grid runs
-# (checkpoints always hold the whole grid).
-MAY_CHANGE = (
-  "generations",
-  "eval_every",
-  "plot_every",
-  "checkpoint_every",
-  "keep_checkpoints",
-  "tensorboard",
-  "progress",
-  "backend",
-  "mesh_shape",
-  "mesh_exchange",
-  "mpi_blocks",
-  "distributed",
-  "cell_strategy",
-  "baseline",
-  "ensembles",
-)
 
 
 def _is_rank_zero() -> bool:

@@ -6,6 +6,26 @@ from __future__ import annotations
 import json
 import os
 
+# Config fields a rerun (or a resumed ``train.train``) may change: the loop's length and
+# logging, and where the grid runs (checkpoints always hold the whole grid).
+MAY_CHANGE = (
+  "generations",
+  "eval_every",
+  "plot_every",
+  "checkpoint_every",
+  "keep_checkpoints",
+  "tensorboard",
+  "progress",
+  "backend",
+  "mesh_shape",
+  "mesh_exchange",
+  "mpi_blocks",
+  "distributed",
+  "cell_strategy",
+  "baseline",
+  "ensembles",
+)
+
 # The lines a finished run printed (report, comparison, pictures) and its config: a rerun with
 # the same config prints them again without importing the trainer or touching a file.
 REPORT = "report.json"

@@ -49,6 +49,7 @@ from experiments.coevolution.generation_log import (  # noqa: F401  (here too, a
   summarise,
   weight_distances,
 )
+from experiments.coevolution.rerun import MAY_CHANGE
 from minmaxlab import distributed, runner
 from minmaxlab.gan import metrics
 
@@ -246,6 +247,7 @@ def _restore_or_init(run: _Run, resume: bool):
     restore=restore,
     step_of=lambda state: restored_generation[-1],
     before=run.backend.barrier,  # every process has looked before the writer saves anything
+    may_change=MAY_CHANGE,  # a resume with another config is refused in one line
   )
 
 
