@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from experiments.coevolution import plots
+from experiments.coevolution import plots, rerun
 from experiments.coevolution.experiment import (  # noqa: F401  (the experiment's API, here too)
   MIXTURES,
   Experiment,
@@ -49,7 +49,6 @@ from experiments.coevolution.generation_log import (  # noqa: F401  (here too, a
   summarise,
   weight_distances,
 )
-from experiments.coevolution.rerun import MAY_CHANGE
 from minmaxlab import distributed, runner
 from minmaxlab.gan import metrics
 
@@ -230,9 +229,8 @@ def _restore_or_init(run: _Run, resume: bool):
   restored_generation = []
 
   def restore(ckpt, state):
-    # Checkpoints hold the whole grid, whatever backend wrote them. The newest intact
-    # checkpoint (a damaged latest one is named in one line and skipped; every process
-    # reads the same files, so all pick the same one).
+    # Checkpoints hold the whole grid, whatever backend wrote them. The newest intact one (a
+    # damaged latest one is named and skipped; every process reads the same files).
     restored = restore_checkpoint(
       ckpt, whole_grid_shapes(state, run.coev), run.run_key, writer=run.backend.writer
     )
@@ -247,7 +245,7 @@ def _restore_or_init(run: _Run, resume: bool):
     restore=restore,
     step_of=lambda state: restored_generation[-1],
     before=run.backend.barrier,  # every process has looked before the writer saves anything
-    may_change=MAY_CHANGE,  # a resume with another config is refused in one line
+    may_change=rerun.MAY_CHANGE,  # a resume with another config is refused in one line
   )
 
 
