@@ -13,9 +13,9 @@ The arms and seeds are the protocol's (``--protocol``, default the newest,
 ``results/lipizzaner_ring_outcome``); an arm with ``"run": false`` is reused, not run. A
 reference arm's run is Lipizzaner's own code (``lipizzaner_ring_run.reference_run``: 9 local
 clients and the master, ring data, networks and score added at run time); its final mixture
-is the one the reference's master picks (the node with the lowest mixture score of its own evaluation), its
-samples scored here by ``minmaxlab.gan.metrics.mixture_metrics`` as the ring study scores the
-library's. A library arm's run is ``experiments.coevolution.train`` with ring v3's
+is the one the reference's master picks (the node with the lowest mixture score of its own
+evaluation), its samples scored here by ``minmaxlab.gan.metrics.mixture_metrics`` as the ring
+study scores the library's. A library arm's run is ``experiments.coevolution.train`` with ring v3's
 ``reference_whole`` settings and the protocol's overrides (``ring_study.arm_config``).
 
 Each run writes ``<results>/<arm>_s<seed>.json`` (and, for the
