@@ -170,7 +170,7 @@ def _drawn_leaves(paths, with_biases: bool) -> list[tuple[int, int]]:
     tuple(path[:-1]): math.prod(s.shape[:-1]) for path, s in paths if _leaf_name(path) == "kernel"
   }
   drawn = []
-  for i, (path, s) in enumerate(paths):
+  for i, (path, _) in enumerate(paths):
     name, layer = _leaf_name(path), tuple(path[:-1])
     if name == "kernel" or (with_biases and name == "bias" and layer in fan_ins):
       drawn.append((i, fan_ins[layer]))
