@@ -170,6 +170,7 @@ STUDY_MODULES = (
   "experiments.study_record",  # docs/results.md: every version of every study
   "experiments.parity.page",  # docs/parity.md: the golden files and the outcome table
   "experiments.parity.lipizzaner_ring_tables",  # docs/parity.md: Lipizzaner's code vs the library
+  "experiments.parity.lipizzaner_fmnist_tables",  # docs/parity.md: the same, Fashion-MNIST 2x2
   "experiments.doc_numbers",  # measured numbers of docs/running.md, coevolution.md, benchmarks.md
 )
 

@@ -92,6 +92,17 @@ STUDIES = (
     ),
   ),
   Study(
+    "Lipizzaner outcome parity: the reference's own code vs the library on Fashion-MNIST 2x2",
+    "docs/parity.md",
+    (
+      Version(
+        "v1",
+        "experiments/parity/protocols/lipizzaner_fmnist_outcome.v1.json",
+        "lipizzaner_fmnist_outcome",
+      ),
+    ),
+  ),
+  Study(
     "PBT vs random search",
     "experiments/pbt/README.md",
     (
