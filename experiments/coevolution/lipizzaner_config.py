@@ -72,8 +72,10 @@ SCORES = ("fid", "gaussian_toy_distances", "ring_tvd")  # ring_tvd: lipizzaner_r
 # that the library names (CoevolutionConfig's docstring; tests/parity/ checks each against
 # the reference's own output): one opponent drawn per batch and side, the discriminator's
 # phase, _adjacent_cells' transposed neighbourhoods, get_heuristic_seed's one seed for every
-# client. Opponents: with selection the selected individuals, else the neighbourhood's.
+# client; and its networks' start, PyTorch's nn.Linear default (initializer "torch").
+# Opponents: with selection the selected individuals, else the neighbourhood's.
 REFERENCE_COUPLING = {
+  "initializer": "torch",
   "schedule": "reference",
   "d_phase": "first",
   "neighbourhood_layout": "transposed",
