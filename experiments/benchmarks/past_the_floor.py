@@ -6,8 +6,8 @@ Lipizzaner MNIST MLP pair, batch 100, 600 batches per cell with Lipizzaner's sch
 cells by ``lax.map``, a trivial mixture score), in these arms:
 
 * ``float32``: the defaults (``make_backend``'s ``"auto"`` after ``split_cpu_cores``: with
-  two or more cores the 2x2 grid's cells over the cores, one single-threaded CPU device
-  each; on one core one device);
+  two or more cores the 2x2 grid's cells over the cores, one CPU device per core, the
+  devices sharing XLA's thread pool; on one core one device);
 * ``one_device``: the defaults on one device (``backend "single"``: XLA splits each op over
   the threads; the default before cells went over cores);
 * ``joined``: ``CoevolutionConfig.d_forward="joined"`` (exact maths: a discriminator update's

@@ -12,8 +12,8 @@ exchange explicitly (``shard_map`` + ``ppermute``) and :class:`MPIExchange` over
 MPI ranks (``mpi4jax``). The algorithm is the same code on every backend and
 the results equal the single-device run.
 
-:func:`split_cpu_cores` (before JAX starts) gives a CPU host one single-threaded device
-per core; ``make_backend(config, "auto")`` then runs the grid's cells over the cores.
+:func:`split_cpu_cores` (before JAX starts) gives a CPU host one device per core;
+``make_backend(config, "auto")`` then runs the grid's cells over the cores.
 """
 
 from minmaxlab.distributed._backend import (

@@ -198,8 +198,8 @@ def make_backend(
     config: the coevolution config (its ``rows``, ``cols`` and ``cell_strategy``).
     name: ``"single"`` (one device), ``"mesh"`` (cells sharded over every device of
       every process), ``"mpi"`` (one block of cells per MPI rank) or ``"auto"``: cells
-      over cores where :func:`split_cpu_cores` made one single-threaded CPU device per
-      core in this process (a ``mesh`` over as many of them as the grid's rows and columns
+      over cores where :func:`split_cpu_cores` made one CPU device per core in this
+      process (a ``mesh`` over as many of them as the grid's rows and columns
       split into, e.g. 2 of 2 for a 2x2 grid, 1 of 2 for 3x3), else ``single``.
     mesh_shape: ``(rows, cols)`` of the device mesh (default ``(devices, 1)``).
     mesh_exchange: ``"shard_map"`` (explicit ``ppermute`` halos) or ``"roll"``

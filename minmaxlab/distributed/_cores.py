@@ -1,14 +1,13 @@
-"""Cells over cores: one CPU device per usable core, each running its ops on one thread.
+"""Cells over cores: one CPU device per usable core, the grid's cells sharded over them.
 
-XLA's CPU client has one intra-op thread pool, sized by the process's CPU affinity when
-the client starts, and splits every large enough op over it. For the coevolution grid's
-small MLP matmuls that split costs CPU time (threads wake, wait and spin; measured by
-``experiments/benchmarks/past_the_floor.py``). :func:`split_cpu_cores` starts the CPU
-client with one device per core and a one-thread pool, so each device executes its ops on
-its own thread, and then gives every thread the whole affinity back: cells sharded over
-those devices (``make_backend(config, "auto")``) run side by side, one core each, as
+XLA's CPU client has one intra-op thread pool for all its devices (as many threads as the
+cores it may use, and at least one per device) and splits every large enough op over it.
+:func:`split_cpu_cores` starts the CPU client with one device per core, so that cells
+sharded over those devices (``make_backend(config, "auto")``) run side by side, as
 Lipizzaner's clients do, with a ``mesh``'s numbers: one device's to float rounding, every
-discrete choice equal.
+discrete choice equal. The devices share the pool: a device is not a thread of its own (a
+process with one thread runs other bits: ``experiments/benchmarks/past_the_floor.py``'s
+one-thread arm is a cost reference, not a bit-equal option).
 """
 
 from __future__ import annotations
@@ -53,8 +52,8 @@ def grid_split(rows: int, cols: int, devices: int) -> tuple[int, int]:
 
 
 def split_cpu_cores(cores: int | None = None, grid: tuple[int, int] | None = None) -> int:
-  """Start JAX's CPU client with one single-threaded device per core; call before
-  anything starts JAX's backends (the first array, ``jax.devices()``, a compile).
+  """Start JAX's CPU client with one device per core; call before anything starts JAX's
+  backends (the first array, ``jax.devices()``, a compile).
 
   Nothing changes (and ``0`` is returned) when the backends have already started, when the
   CPU device count was fixed by the user (``JAX_NUM_CPU_DEVICES``, ``jax_num_cpu_devices``,
@@ -87,15 +86,7 @@ def split_cpu_cores(cores: int | None = None, grid: tuple[int, int] | None = Non
     jax.config.update("jax_num_cpu_devices", n)
   except RuntimeError:  # JAX refuses: its backends have started
     return 0
-  os.sched_setaffinity(0, allowed[:1])  # the client sizes its intra-op pool by this
-  try:
-    jax.devices("cpu")
-  finally:
-    for task in os.listdir("/proc/self/task"):  # threads made meanwhile inherited one core
-      try:
-        os.sched_setaffinity(int(task), allowed)
-      except OSError:  # a thread that has exited since
-        pass
+  jax.devices("cpu")
   _SPLIT.append(n)
   return n
 

@@ -1,5 +1,5 @@
 """Issue 49 item 6: cells over cores. ``split_cpu_cores`` starts JAX's CPU client with one
-single-threaded device per core and gives every thread the whole affinity back; the default
+device per core (the devices share XLA's thread pool; no thread's affinity narrowed); the default
 backend ``"auto"`` then shards a grid's cells over those devices (a ``mesh``: the one-device
 numbers to float rounding, every discrete choice equal, as every mesh run; the shared 4x4
 case's parameters bit for bit); without the split (devices fixed by the user, as in this test
@@ -53,8 +53,7 @@ def test_cells_over_cores_give_the_one_device_numbers(tmp_path):
   assert len(params) > 10
   for i in params:
     np.testing.assert_array_equal(got[i], want[i])
-  # every thread, the ones XLA started while the client was held to one core included,
-  # may run on every core again
+  # every thread, XLA's included, may run on every core
   assert split["affinities"] == [split["allowed"]]
 
 
