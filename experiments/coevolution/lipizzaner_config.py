@@ -146,7 +146,8 @@ FIELDS: dict[str, tuple[str, str, str]] = {
   "trainer.params.score.score_sample_size": (
     "mixture_samples",
     _V,
-    "per generator: ceil(size / neighbourhood members), exact counts. The reference's trainer "
+    "per generator: ceil(size / distinct neighbourhood members: 5, 3 on 2x2), exact counts. "
+    "The reference's trainer "
     "reads score.sample_size (absent from its files: 10000) for the mixture's samples, an "
     "exact-proportion assignment shuffled, and its FID scores the first score_sample_size of "
     "them: proportional in expectation, not exactly",
@@ -275,6 +276,14 @@ def _require_fitness_section(flat: dict) -> None:
     )
 
 
+def _members(clients: int | None) -> int:
+  """Distinct cells of a von Neumann neighbourhood on the square torus of ``clients`` cells
+  (the cell and its 4 neighbours: 5 from 3x3 up, 3 on 2x2, where up is down and left is
+  right, 1 alone); 5 when the file names no clients."""
+  side = math.isqrt(clients) if clients else 3
+  return {1: 1, 2: 3}.get(side, 5)
+
+
 def read(path, coupling: str = "library") -> dict:
   """The config overrides of the Lipizzaner configuration at ``path``: a dict of
   ``configs/base.py`` field -> value. :class:`UnsupportedField` names the first field or
@@ -339,7 +348,7 @@ def read(path, coupling: str = "library") -> dict:
     out["mixture_sampling"] = _choice(SAMPLES_MODES)(mode, "trainer.mixture_generator_samples_mode")
   score = get(p + "score.type", "fid")
   _choice(dict.fromkeys(SCORES))(score, p + "score.type")
-  members = 5  # von Neumann: the cell and 4 neighbours
+  members = _members(_clients(get("general.distribution.client_nodes")))
   if p + "score.score_sample_size" in flat:
     out["mixture_samples"] = math.ceil(int(flat[p + "score.score_sample_size"]) / members)
   n_batches = int(get("dataloader.n_batches", 0))

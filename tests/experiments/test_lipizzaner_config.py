@@ -93,7 +93,8 @@ def test_neurips2018_mnist_maps_every_field(tmp_path, n):
     "d_every": 2,  # discriminator_skip_each_nth_step 1: D on every second batch
     "fitness_mode": "average",
     "mixture_sampling": "exact_proportion",
-    "mixture_samples": 200,  # 1000 over the 5 members of a von Neumann neighbourhood
+    # 1000 over the distinct members of a von Neumann neighbourhood: 5, on 2x2 3, alone 1
+    "mixture_samples": {1: 1000, 2: 334}.get(n, 200),
     "steps_per_generation": 600,  # n_batches 0: an epoch of 60000 / 100
     "rows": n,
     "cols": n,
@@ -179,7 +180,8 @@ def test_an_omitted_field_takes_the_reference_trainers_default(tmp_path):
     0.9,
   )
   assert (got["d_every"], got["learning_rate"], got["selection"]) == (1, 0.001, True)
-  assert (got["fitness_samples"], got["mixture_samples"]) == (10000, 2000)
+  # the trainer's 10000 score samples over a 2x2 neighbourhood's 3 distinct members
+  assert (got["fitness_samples"], got["mixture_samples"]) == (10000, 3334)
 
 
 def test_a_file_without_a_fitness_mode_is_refused_as_the_reference_refuses_it(tmp_path):
