@@ -42,32 +42,14 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.parity.lipizzaner_ring_outcome import reference_commit, write_atomic
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 PROTOCOL = HERE / "protocols" / "lipizzaner_fmnist_outcome.v1.json"
 RESULTS = HERE / "results" / "lipizzaner_fmnist_outcome"
 RUNS = REPO / "runs" / "lipizzaner_fmnist_outcome"
 FASHION_IDX = "/usr/share/datasets/fashion-mnist"
-
-
-def _write_atomic(path: Path, text: str | None = None, arrays: dict | None = None) -> None:
-  path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(path.name + ".tmp")
-  if arrays is not None:
-    with open(tmp, "wb") as f:
-      np.savez_compressed(f, **arrays)
-  else:
-    tmp.write_text(text)
-  os.replace(tmp, path)
-
-
-def _reference_commit(checkout) -> str | None:
-  import subprocess
-
-  out = subprocess.run(
-    ["git", "-C", str(checkout), "rev-parse", "HEAD"], capture_output=True, text=True
-  )
-  return out.stdout.strip() or None
 
 
 def pick(cells: dict) -> int:
@@ -159,7 +141,7 @@ def run_reference(protocol: dict, seed: int, args, runs: Path, iterations=None):
       "cpu_seconds": r["cpu_s"],
       "scoring_cpu_seconds": round(time.process_time() - c0, 1),
       "classifier": classifier_identity(protocol),
-      "reference_commit": _reference_commit(args.lipizzaner),
+      "reference_commit": reference_commit(args.lipizzaner),
       "load_average": list(os.getloadavg()),
     }
   )
@@ -265,8 +247,8 @@ def run_all(protocol: dict, args, reg: dict, results: Path, runs: Path, log=prin
     )
     rec["registration"] = reg
     if arrays is not None:
-      _write_atomic(out.with_suffix(".npz"), arrays=arrays)
-    _write_atomic(out, json.dumps(rec, indent=1) + "\n")
+      write_atomic(out.with_suffix(".npz"), arrays=arrays)
+    write_atomic(out, json.dumps(rec, indent=1) + "\n")
     log(
       f"{time.strftime('%H:%M:%S')} {arm} seed {seed}: FID {rec['mixture/fid']:.2f}, class TVD"
       f" {rec['mixture/class_tvd']:.3f} (cell {rec['picked_cell']}); wall"

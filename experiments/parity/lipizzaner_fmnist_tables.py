@@ -13,52 +13,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from experiments import _classifier_cache, _report, stats
-from experiments.parity.lipizzaner_ring_tables import load_runs, outcomes, verdict_lines
+from experiments import _classifier_cache, _report
+from experiments.parity.lipizzaner_ring_tables import (
+  load_runs,
+  relative,
+  table_lines,
+  verdict_lines,
+)
 
 REPO = Path(_report.REPO)
 PROTOCOL = REPO / "experiments/parity/protocols/lipizzaner_fmnist_outcome.v1.json"
 RESULTS = REPO / "experiments/parity/results/lipizzaner_fmnist_outcome"
 DOC = "docs/parity.md"
 BLOCK = "lipizzaner_fmnist_outcome"
-
-
-def _f(x, digits):
-  return "–" if x is None else f"{x:.{digits}f}"
-
-
-def _relative(path) -> str:
-  path = Path(path).resolve()
-  return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
-
-
-def _digits(metric: str) -> int:
-  return 3
-
-
-def table_lines(protocol: dict, runs: dict) -> list[str]:
-  label = {k: v["label"] for k, v in protocol["arms"].items()}
-  lines = [
-    "| metric | arm A | arm B | n | mean A | mean B | A - B (95% CI) | margin | TOST p "
-    "| Mann-Whitney p | verdict |",
-    "|---|---|---|---|---|---|---|---|---|---|---|",
-  ]
-  for r in outcomes(protocol, runs):
-    d = _digits(r["metric"])
-    name = protocol["primary"]["metric_labels"][r["metric"]]
-    n, arms = f"{r['n'][0]}/{r['n'][1]}", f"{label[r['a']]} | {label[r['b']]}"
-    if "verdict" not in r:
-      inc = "; ".join(f"{label[k]}: {v}" for k, v in r["incomplete"].items())
-      lines.append(f"| {name} | {arms} | {n} | | | | {r['margin']:g} | | | {inc} |")
-      continue
-    ci = "" if r["ci95"] is None else f" [{_f(r['ci95'][0], d)}, {_f(r['ci95'][1], d)}]"
-    tp = "–" if r["tost_p"] is None else stats.fmt_p(r["tost_p"])
-    lines.append(
-      f"| {name} | {arms} | {n} | {_f(r['mean_a'], d)} | {_f(r['mean_b'], d)} | "
-      f"{_f(r['diff'], d)}{ci} | {r['margin']:g} | {tp} | {stats.fmt_p(r['mw_p'])} | "
-      f"{r['verdict']} |"
-    )
-  return lines
 
 
 def seed_lines(protocol: dict, runs: dict) -> list[str]:
@@ -98,7 +65,7 @@ def cpu_left(protocol: dict, runs: dict) -> str | None:
 
 def block(protocol_path: Path = PROTOCOL, results: Path = RESULTS) -> str:
   """The block's text."""
-  rel = _relative(protocol_path)
+  rel = relative(protocol_path)
   if not Path(protocol_path).exists():
     return f"No protocol yet (`{rel}`)."
   protocol = json.loads(Path(protocol_path).read_text())
@@ -106,10 +73,18 @@ def block(protocol_path: Path = PROTOCOL, results: Path = RESULTS) -> str:
   pr = protocol["primary"]
   head = (
     f"Protocol `{rel}`: {pr['test']}; alpha {pr['alpha']:g}; verdicts by its rule "
-    f"({pr['verdict_rule']}). Results: `{_relative(results)}/`."
+    f"({pr['verdict_rule']}). Results: `{relative(results)}/`."
   )
   pick = f"The final mixture, on both sides (the protocol's words): {protocol['final_mixture']}."
-  body = [head, "", pick, "", *table_lines(protocol, runs), "", *verdict_lines(protocol, runs)]
+  body = [
+    head,
+    "",
+    pick,
+    "",
+    *table_lines(protocol, runs, digits=lambda metric: 3),
+    "",
+    *verdict_lines(protocol, runs),
+  ]
   everyone = [r for arm in protocol["arms"] for r in runs[arm]]
   note = _classifier_cache.scorers_note(everyone, lambda r: f"{r['arm']} seed {r['seed']}")
   extra = [x for x in (cpu_left(protocol, runs), note) if x]

@@ -60,7 +60,7 @@ def score(samples, radius: float = 2.0, std: float = 0.02) -> dict:
   return {f"mixture/{k}": v.item() for k, v in jax.device_get(m).items()}
 
 
-def _write_atomic(path: Path, text: str | None = None, arrays: dict | None = None) -> None:
+def write_atomic(path: Path, text: str | None = None, arrays: dict | None = None) -> None:
   path.parent.mkdir(parents=True, exist_ok=True)
   tmp = path.with_name(path.name + ".tmp")
   if arrays is not None:
@@ -71,7 +71,7 @@ def _write_atomic(path: Path, text: str | None = None, arrays: dict | None = Non
   os.replace(tmp, path)
 
 
-def _reference_commit(checkout) -> str | None:
+def reference_commit(checkout) -> str | None:
   import subprocess
 
   out = subprocess.run(
@@ -109,7 +109,7 @@ def run_reference(protocol: dict, arm: str, seed: int, args, runs: Path) -> dict
     "iterations": args.iterations or ref["iterations"],
     "wall_seconds": r["wall_s"],
     "cpu_seconds": r["cpu_s"],
-    "reference_commit": _reference_commit(args.lipizzaner),
+    "reference_commit": reference_commit(args.lipizzaner),
     "load_average": list(os.getloadavg()),
   }, {"samples": r["samples"], "weights": r["weights"]}
 
@@ -156,8 +156,8 @@ def run_all(protocol: dict, args, reg: dict, results: Path, runs: Path, log=prin
       rec = run_library(protocol, arm, seed, runs)
     rec["registration"] = reg
     if arrays is not None:
-      _write_atomic(out.with_suffix(".npz"), arrays=arrays)
-    _write_atomic(out, json.dumps(rec, indent=1) + "\n")
+      write_atomic(out.with_suffix(".npz"), arrays=arrays)
+    write_atomic(out, json.dumps(rec, indent=1) + "\n")
     log(
       f"{time.strftime('%H:%M:%S')} {arm} seed {seed}: modes {rec['mixture/modes_covered']},"
       f" HQ {rec['mixture/high_quality_rate']:.3f}; wall {rec['wall_seconds']:.0f} s,"

@@ -104,7 +104,12 @@ def _f(x, digits):
   return "–" if x is None else f"{x:.{digits}f}"
 
 
-def table_lines(protocol: dict, runs: dict) -> list[str]:
+def _ring_digits(metric: str) -> int:
+  return 2 if "high_quality" in metric else 1
+
+
+def table_lines(protocol: dict, runs: dict, digits=_ring_digits) -> list[str]:
+  """The outcome table: one row per comparison and metric (``digits(metric)`` decimals)."""
   label = {k: v["label"] for k, v in protocol["arms"].items()}
   lines = [
     "| metric | arm A | arm B | n | mean A | mean B | A - B (95% CI) | margin | TOST p "
@@ -112,7 +117,7 @@ def table_lines(protocol: dict, runs: dict) -> list[str]:
     "|---|---|---|---|---|---|---|---|---|---|---|",
   ]
   for r in outcomes(protocol, runs):
-    d = 2 if "high_quality" in r["metric"] else 1
+    d = digits(r["metric"])
     name = protocol["primary"]["metric_labels"][r["metric"]]
     n = f"{r['n'][0]}/{r['n'][1]}"
     arms = f"{label[r['a']]} | {label[r['b']]}"
@@ -163,14 +168,15 @@ def verdict_lines(protocol: dict, runs: dict) -> list[str]:
   return out
 
 
-def _relative(path) -> str:
+def relative(path) -> str:
+  """``path`` from the repository root (as the blocks print it), else as given."""
   path = Path(path).resolve()
   return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
 
 
 def block(protocol_path: Path = PROTOCOL, results: Path = RESULTS) -> str:
   """The block's text."""
-  rel = _relative(protocol_path)
+  rel = relative(protocol_path)
   if not Path(protocol_path).exists():
     return f"No protocol yet (`{rel}`)."
   protocol = json.loads(Path(protocol_path).read_text())
@@ -178,7 +184,7 @@ def block(protocol_path: Path = PROTOCOL, results: Path = RESULTS) -> str:
   pr = protocol["primary"]
   head = (
     f"Protocol `{rel}`: {pr['test']}; alpha {pr['alpha']:g}; verdicts by its rule "
-    f"({pr['verdict_rule']}). Results: `{_relative(results)}/`."
+    f"({pr['verdict_rule']}). Results: `{relative(results)}/`."
   )
   picked = protocol["reference"]["final_mixture"]
   pick = f"The reference's final mixture (the protocol's words): {picked}."
