@@ -42,7 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.parity.lipizzaner_ring_outcome import reference_commit, write_atomic
+from experiments.parity.lipizzaner_ring_outcome import (
+  reference_commit,
+  run_registered,
+)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -232,28 +235,11 @@ def run_library(protocol: dict, seed: int, args, runs: Path, generations=None):
   return rec, None
 
 
-def run_all(protocol: dict, args, reg: dict, results: Path, runs: Path, log=print) -> None:
-  """Every registered (arm, seed) not yet in ``results``, seed-major."""
-  todo = [(a, s) for s in protocol["seeds"] for a in protocol["arms"]]
-  for arm, seed in todo:
-    out = results / f"{arm}_s{seed}.json"
-    if out.exists():
-      log(f"{arm} seed {seed}: done before, kept")
-      continue
-    log(f"{time.strftime('%H:%M:%S')} {arm} seed {seed}: start")
-    system = protocol["arms"][arm]["system"]
-    rec, arrays = (run_reference if system == "reference" else run_library)(
-      protocol, seed, args, runs
-    )
-    rec["registration"] = reg
-    if arrays is not None:
-      write_atomic(out.with_suffix(".npz"), arrays=arrays)
-    write_atomic(out, json.dumps(rec, indent=1) + "\n")
-    log(
-      f"{time.strftime('%H:%M:%S')} {arm} seed {seed}: FID {rec['mixture/fid']:.2f}, class TVD"
-      f" {rec['mixture/class_tvd']:.3f} (cell {rec['picked_cell']}); wall"
-      f" {rec['wall_seconds']:.0f} s, CPU {rec['cpu_seconds']:.0f} s"
-    )
+def _summary(rec: dict) -> str:
+  return (
+    f"FID {rec['mixture/fid']:.2f}, class TVD {rec['mixture/class_tvd']:.3f}"
+    f" (cell {rec['picked_cell']})"
+  )
 
 
 def _args(argv):
@@ -299,7 +285,13 @@ def main(argv=None) -> int:
     print(json.dumps(rec))
     return 0
   reg = registration.start(args.protocol)
-  run_all(protocol, args, reg, RESULTS, RUNS, log=lambda s: print(s, flush=True))
+
+  def run_one(arm: str, seed: int):
+    system = protocol["arms"][arm]["system"]
+    return (run_reference if system == "reference" else run_library)(protocol, seed, args, RUNS)
+
+  log = lambda s: print(s, flush=True)  # noqa: E731
+  run_registered(protocol, reg, RESULTS, run_one, _summary, log)
   return 0
 
 

@@ -16,19 +16,17 @@ master's sample count, the seed, the output folder and the clients' address.
 
 from __future__ import annotations
 
-import os
 import re
-import resource
 import shutil
 from pathlib import Path
 
-from experiments.benchmarks._lipizzaner_run import Group, wait_listening
 from experiments.benchmarks.lipizzaner_side_by_side import (
   InputError,
   copy_and_patch,
   place_idx,
   source_dir,
 )
+from experiments.parity import lipizzaner_ring_run as ring_run
 
 HERE = Path(__file__).resolve().parent
 ENTRY = HERE / "lipizzaner_fmnist_entry.py"
@@ -90,50 +88,12 @@ def write_config(
   return path
 
 
-def _children_cpu() -> float:
-  r = resource.getrusage(resource.RUSAGE_CHILDREN)
-  return r.ru_utime + r.ru_stime
-
-
-def _raise_on_traceback(log: Path, i: int) -> None:
-  """A client whose server thread died keeps its process alive while the master waits."""
-  if log.exists() and "Traceback (most recent call last)" in log.read_text(errors="replace"):
-    raise RuntimeError(f"Lipizzaner's client {i} raised; see {log}")
-
-
 def run_processes(python: str, src: Path, config: Path, work: Path, timeout: float) -> dict:
-  """Start the 4 clients (each once its port listens) and the master; wait for the master to
-  exit; stop every group. Returns the wall and CPU seconds of the children."""
-  import time
-
-  env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-  env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
-  env["FMNIST_EVAL_DIR"] = str(work / "eval")
-  (work / "eval").mkdir(exist_ok=True)
-  group, cpu0, t0 = Group(), _children_cpu(), time.time()
-  try:
-    clients = []
-    for i, port in enumerate(PORTS):
-      log = work / f"client{i}.log"
-      cmd = [python, str(ENTRY), str(src), "train", "--distributed", "--client"]
-      clients.append(group.start(cmd, src, env, log))
-      wait_listening(port, clients[-1], min(300.0, timeout), log)
-    cmd = [python, str(ENTRY), str(src), "train", "--distributed", "--master", "-f", str(config)]
-    master = group.start(cmd, src, env, work / "master.log")
-    deadline = time.monotonic() + timeout
-    while master.poll() is None:
-      for i, c in enumerate(clients):
-        if c.poll() is not None:
-          raise RuntimeError(f"Lipizzaner's client {i} exited ({c.returncode}) before the end")
-        _raise_on_traceback(work / f"client{i}.log", i)
-      if time.monotonic() > deadline:
-        raise RuntimeError(f"Lipizzaner did not finish in {timeout:.0f} s")
-      time.sleep(1.0)
-    if master.returncode != 0:
-      raise RuntimeError(f"Lipizzaner's master exited ({master.returncode}); see {work}/master.log")
-  finally:
-    group.stop()
-  return {"wall_s": round(time.time() - t0, 1), "cpu_s": round(_children_cpu() - cpu0, 1)}
+  """The ring's :func:`lipizzaner_ring_run.run_processes` with this study's 4 ports, entry and
+  ``FMNIST_EVAL_DIR``: the wall and CPU seconds of the children."""
+  return ring_run.run_processes(
+    python, src, config, work, timeout, ports=PORTS, entry=ENTRY, eval_env="FMNIST_EVAL_DIR"
+  )
 
 
 BEST = re.compile(r"Best result: ([\d.]+):(\d+) = \(?([^,)\s]+)")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from experiments import _classifier_cache, _report
 from experiments.parity.lipizzaner_ring_tables import (
+  head_line,
   load_runs,
   relative,
   table_lines,
@@ -70,11 +71,7 @@ def block(protocol_path: Path = PROTOCOL, results: Path = RESULTS) -> str:
     return f"No protocol yet (`{rel}`)."
   protocol = json.loads(Path(protocol_path).read_text())
   runs = load_runs(protocol, results)
-  pr = protocol["primary"]
-  head = (
-    f"Protocol `{rel}`: {pr['test']}; alpha {pr['alpha']:g}; verdicts by its rule "
-    f"({pr['verdict_rule']}). Results: `{relative(results)}/`."
-  )
+  head = head_line(protocol, rel, results)
   pick = f"The final mixture, on both sides (the protocol's words): {protocol['final_mixture']}."
   body = [
     head,

@@ -135,8 +135,10 @@ def run_library(protocol: dict, arm: str, seed: int, runs: Path) -> dict:
   return rec
 
 
-def run_all(protocol: dict, args, reg: dict, results: Path, runs: Path, log=print) -> None:
-  """Every registered (arm, seed) not yet in ``results``, seed-major."""
+def run_registered(protocol: dict, reg: dict, results: Path, run_one, summary, log=print) -> None:
+  """Every registered (arm, seed) not yet in ``results``, seed-major (an arm with ``"run":
+  false`` is reused, not run): ``run_one(arm, seed) -> (record, arrays or None)``, written
+  atomically with ``reg`` (arrays as ``.npz``) when it ends; ``summary(record)`` its log line."""
   todo = [
     (a, s)
     for s in protocol["seeds"]
@@ -149,20 +151,28 @@ def run_all(protocol: dict, args, reg: dict, results: Path, runs: Path, log=prin
       log(f"{arm} seed {seed}: done before, kept")
       continue
     log(f"{time.strftime('%H:%M:%S')} {arm} seed {seed}: start")
-    arrays = None
-    if protocol["arms"][arm]["system"] == "reference":
-      rec, arrays = run_reference(protocol, arm, seed, args, runs)
-    else:
-      rec = run_library(protocol, arm, seed, runs)
+    rec, arrays = run_one(arm, seed)
     rec["registration"] = reg
     if arrays is not None:
       write_atomic(out.with_suffix(".npz"), arrays=arrays)
     write_atomic(out, json.dumps(rec, indent=1) + "\n")
     log(
-      f"{time.strftime('%H:%M:%S')} {arm} seed {seed}: modes {rec['mixture/modes_covered']},"
-      f" HQ {rec['mixture/high_quality_rate']:.3f}; wall {rec['wall_seconds']:.0f} s,"
-      f" CPU {rec['cpu_seconds']:.0f} s"
+      f"{time.strftime('%H:%M:%S')} {arm} seed {seed}: {summary(rec)}; wall"
+      f" {rec['wall_seconds']:.0f} s, CPU {rec['cpu_seconds']:.0f} s"
     )
+
+
+def _run_one(protocol: dict, args, runs: Path):
+  def run_one(arm: str, seed: int):
+    if protocol["arms"][arm]["system"] == "reference":
+      return run_reference(protocol, arm, seed, args, runs)
+    return run_library(protocol, arm, seed, runs), None
+
+  return run_one
+
+
+def _summary(rec: dict) -> str:
+  return f"modes {rec['mixture/modes_covered']}, HQ {rec['mixture/high_quality_rate']:.3f}"
 
 
 def _args(argv):
@@ -208,7 +218,10 @@ def main(argv=None) -> int:
     return 2
   reg = registration.start(args.protocol)
   runs = RUNS.with_name(f"{RUNS.name}_v{protocol['version']}")
-  run_all(protocol, args, reg, results_dir(protocol), runs, log=lambda s: print(s, flush=True))
+  log = lambda s: print(s, flush=True)  # noqa: E731
+  run_registered(
+    protocol, reg, results_dir(protocol), _run_one(protocol, args, runs), _summary, log
+  )
   return 0
 
 

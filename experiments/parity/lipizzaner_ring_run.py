@@ -93,14 +93,14 @@ def _children_cpu() -> float:
   return r.ru_utime + r.ru_stime
 
 
-def _start_all(group, python, src, config, work, env, timeout):
+def _start_all(group, python, src, config, work, env, timeout, ports, entry):
   clients = []
-  for i, port in enumerate(PORTS):
+  for i, port in enumerate(ports):
     log = work / f"client{i}.log"
-    cmd = [python, str(ENTRY), str(src), "train", "--distributed", "--client"]
+    cmd = [python, str(entry), str(src), "train", "--distributed", "--client"]
     clients.append(group.start(cmd, src, env, log))
     wait_listening(port, clients[-1], min(300.0, timeout), log)
-  cmd = [python, str(ENTRY), str(src), "train", "--distributed", "--master", "-f", str(config)]
+  cmd = [python, str(entry), str(src), "train", "--distributed", "--master", "-f", str(config)]
   return clients, group.start(cmd, src, env, work / "master.log")
 
 
@@ -111,16 +111,28 @@ def _raise_on_traceback(log: Path, i: int) -> None:
     raise RuntimeError(f"Lipizzaner's client {i} raised; see {log}")
 
 
-def run_processes(python: str, src: Path, config: Path, work: Path, timeout: float) -> dict:
-  """Start the 9 clients and the master; wait for the master to exit; stop every group.
-  Returns the wall and CPU seconds (the children's, reaped by ``Group.stop``)."""
+def run_processes(
+  python: str,
+  src: Path,
+  config: Path,
+  work: Path,
+  timeout: float,
+  *,
+  ports=PORTS,
+  entry=ENTRY,
+  eval_env: str = "RING_EVAL_DIR",
+) -> dict:
+  """Start the clients (one per port, each once its port listens; the ring's 9 by default)
+  and the master, each through ``entry``; wait for the master to exit; stop every group.
+  ``eval_env`` names ``work/eval`` to the entry. Returns the wall and CPU seconds (the
+  children's, reaped by ``Group.stop``)."""
   env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
   env["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
-  env["RING_EVAL_DIR"] = str(work / "eval")
+  env[eval_env] = str(work / "eval")
   (work / "eval").mkdir(exist_ok=True)
   group, cpu0, t0 = Group(), _children_cpu(), time.time()
   try:
-    clients, master = _start_all(group, python, src, config, work, env, timeout)
+    clients, master = _start_all(group, python, src, config, work, env, timeout, ports, entry)
     deadline = time.monotonic() + timeout
     while master.poll() is None:
       for i, c in enumerate(clients):

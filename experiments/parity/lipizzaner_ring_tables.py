@@ -174,6 +174,15 @@ def relative(path) -> str:
   return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
 
 
+def head_line(protocol: dict, rel: str, results: Path) -> str:
+  """The block's first line: the protocol, its test, alpha and rule, the results folder."""
+  pr = protocol["primary"]
+  return (
+    f"Protocol `{rel}`: {pr['test']}; alpha {pr['alpha']:g}; verdicts by its rule "
+    f"({pr['verdict_rule']}). Results: `{relative(results)}/`."
+  )
+
+
 def block(protocol_path: Path = PROTOCOL, results: Path = RESULTS) -> str:
   """The block's text."""
   rel = relative(protocol_path)
@@ -181,11 +190,7 @@ def block(protocol_path: Path = PROTOCOL, results: Path = RESULTS) -> str:
     return f"No protocol yet (`{rel}`)."
   protocol = json.loads(Path(protocol_path).read_text())
   runs = load_runs(protocol, results)
-  pr = protocol["primary"]
-  head = (
-    f"Protocol `{rel}`: {pr['test']}; alpha {pr['alpha']:g}; verdicts by its rule "
-    f"({pr['verdict_rule']}). Results: `{relative(results)}/`."
-  )
+  head = head_line(protocol, rel, results)
   picked = protocol["reference"]["final_mixture"]
   pick = f"The reference's final mixture (the protocol's words): {picked}."
   body = [head, "", pick, "", *table_lines(protocol, runs), "", *verdict_lines(protocol, runs)]
