@@ -34,6 +34,7 @@ from minmaxlab.coevolution._operators import (
 )
 from minmaxlab.coevolution._training import PairDraws, StepDraws, train_on_draws
 from minmaxlab.games import Players
+from minmaxlab.gan import models
 from minmaxlab.gan.losses import ns_bce
 from minmaxlab.gan.models import GANPair, mlp_discriminator, mlp_generator
 from minmaxlab.transforms import set_learning_rates
@@ -472,3 +473,46 @@ def test_lr_mutation_rule(case):
   assert abs(hits.mean() - q) < 0.01
   assert abs(delta[hits].mean() + lr0 / 10) < 0.02 * lr0  # loc -lr0/10
   assert abs(delta[hits].std() - lr0) < 0.02 * lr0  # scale lr0
+
+
+def _init_stats(initializer: str, draws: int) -> dict:
+  """Per side and layer, over ``draws`` fresh MNIST MLP pairs: the golden file's statistics."""
+  pair = models.make_pair("mlp", (28, 28, 1), initializer=initializer)
+  keys = jax.random.split(jax.random.key(0), draws)
+  out = {}
+  for side, net in (("generator", pair.generator), ("discriminator", pair.discriminator)):
+    params = jax.vmap(net.init)(keys)
+    out[side] = [
+      {
+        "kernel_max": float(jnp.abs(p["kernel"]).max()),
+        "kernel_var": float(jnp.var(p["kernel"])),
+        "bias_max": float(jnp.abs(p["bias"]).max()),
+        "bias_var": float(jnp.var(p["bias"])),
+        "bias_size": int(p["bias"].shape[-1]),
+      }
+      for p in (params[f"Dense_{i}"] for i in range(len(params)))
+    ]
+  return out
+
+
+def test_torch_initializer_starts_as_lipizzaners_own_networks():
+  """``initializer="torch"`` against the statistics of Lipizzaner's own
+  ``FourLayerPerceptronFactory`` networks (``lipizzaner_init.json``, 50 draws each side): the
+  largest entries (the bound 1/sqrt(fan_in)) to 1%, the variances to 10% (biases of 256 or
+  more entries); the library's default initialisation misses both (its perturbed twin)."""
+  golden = json.loads((DATA / "lipizzaner_init.json").read_text())
+  draws = golden["draws"]
+
+  def close(stats) -> bool:
+    ok = True
+    for side in ("generator", "discriminator"):
+      for got, want in zip(stats[side], golden[side], strict=True):
+        ok &= math.isclose(got["kernel_max"], want["kernel_max"], rel_tol=0.01)
+        ok &= math.isclose(got["kernel_var"], want["kernel_var"], rel_tol=0.1)
+        ok &= 0 < got["bias_max"] <= 1.01 / math.sqrt(want["fan_in"])
+        if got["bias_size"] >= 256:
+          ok &= math.isclose(got["bias_var"], want["bias_var"], rel_tol=0.1)
+    return bool(ok)
+
+  assert close(_init_stats("torch", draws))
+  assert not close(_init_stats("fan_in_uniform", draws))
