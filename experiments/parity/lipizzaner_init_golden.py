@@ -1,7 +1,7 @@
 r"""Golden statistics of how Lipizzaner's own networks start (``initializer="torch"``'s check).
 
   python -m experiments.parity.lipizzaner_init_golden --lipizzaner /path/to/lipizzaner-gan \
-      --python /path/to/python-with-torch [--out tests/parity/data/lipizzaner_init.json]
+      --python /path/to/python-with-torch [--out tests/parity/data/init_lipizzaner.json]
 
 Runs the checkout's own ``FourLayerPerceptronFactory`` (its MNIST generator 64-256-256-784 and
 discriminator 784-256-256-1, ``src/networks/network_factory.py``, imported from the checkout at
@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-OUT = REPO / "tests/parity/data/lipizzaner_init.json"
+OUT = REPO / "tests/parity/data/init_lipizzaner.json"
 REFERENCE_COMMIT = "f411cb5"
 DRAWS = 50
 

@@ -497,10 +497,10 @@ def _init_stats(initializer: str, draws: int) -> dict:
 
 def test_torch_initializer_starts_as_lipizzaners_own_networks():
   """``initializer="torch"`` against the statistics of Lipizzaner's own
-  ``FourLayerPerceptronFactory`` networks (``lipizzaner_init.json``, 50 draws each side): the
+  ``FourLayerPerceptronFactory`` networks (``init_lipizzaner.json``, 50 draws each side): the
   largest entries (the bound 1/sqrt(fan_in)) to 1%, the variances to 10% (biases of 256 or
   more entries); the library's default initialisation misses both (its perturbed twin)."""
-  golden = json.loads((DATA / "lipizzaner_init.json").read_text())
+  golden = json.loads((DATA / "init_lipizzaner.json").read_text())
   draws = golden["draws"]
 
   def close(stats) -> bool:
