@@ -1,0 +1,217 @@
+"""One runner for every pre-registered study: a study is its protocol plus its arms.
+
+A :class:`Study` names its protocol file, where its results go, the function that runs one
+(arm, seed) of the protocol and returns its JSON-able record, and the blocks its report
+generates. The runner owns the rest:
+
+- ``run``: the registered start (``registration.start``: a committed, unchanged protocol and
+  committed code; ``--trial`` skips it for a smoke run), the loop over the protocol's
+  (arm, seed) pairs, seed-major or arm-major; a pair whose record is written is skipped, so a
+  stopped study resumes where it stopped, and each record is written atomically (a temporary
+  file renamed over it) as soon as it exists;
+- ``report``: the study's generated blocks rewritten from the committed JSON
+  (``experiments._report``: the same functions its test regenerates);
+- the command line, ``python -m <the study's module> run|report`` with ``--protocol``,
+  ``--arms``, ``--seeds``, ``--trial``, ``--runs``, ``--out`` and the study's own options; a
+  bad value ends it with one line naming the value and a non-zero exit.
+
+Two stores. ``results`` a folder: one ``<arm>_s<seed>.json`` per record, each with the
+registration record. ``results`` a ``.json`` file: one object, the study's ``header`` fields,
+the registration record (merged over every process that wrote it: ``registration.merge``) and
+every record in ``runs`` (kept in ``sort_key`` order); several processes may share it.
+
+An arm of the protocol with ``"run": false`` is not run (another version's runs are reused);
+an arm with its own ``"seeds"`` runs only those.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from experiments import _report, registration
+
+
+class Context(NamedTuple):
+  """What an arm's function reads besides its seed."""
+
+  protocol: dict
+  protocol_path: Path
+  runs: Path  # the study's work folders (checkpoints, caches)
+  options: argparse.Namespace  # the whole command line, the study's own options included
+  log: Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Study:
+  """A pre-registered study: its protocol, its arms, its results and its blocks."""
+
+  protocol: Path  # the default protocol file
+  results: Path  # a folder (one JSON per record) or one ``.json`` file
+  run_one: Callable[[Context, str, int], Any]  # one (arm, seed) -> record or (record, arrays)
+  runs: str = "runs/study"  # the default parent of the work folders
+  blocks: tuple[str, ...] = ()  # its generated blocks (registered with ``_report``)
+  order: Literal["seed", "arm"] = "seed"  # seed-major or arm-major
+  header: Callable[[Context], dict] | None = None  # one file: the fields beside ``runs``
+  sort_key: Callable[[dict, dict], Any] | None = None  # (protocol, record) -> its order
+  saved: Callable[[Context, Path], None] | None = None  # after every write (a figure)
+  options: Callable[[argparse.ArgumentParser], None] | None = None  # the study's own
+  check: Callable[[argparse.Namespace], str | None] | None = None  # a bad option's line
+  commands: tuple[tuple[str, Callable[[argparse.Namespace], Any]], ...] = ()  # its own
+  repo: Path = registration.REPO  # where the protocol and the code must be committed
+  sources: tuple[str, ...] = registration.SOURCES
+
+
+def pairs(protocol: dict, order: str = "seed", arms=None, seeds=None) -> list[tuple[str, int]]:
+  """The (arm, seed) pairs the study runs, among ``arms`` and ``seeds`` (default: all)."""
+  spec = protocol["arms"]
+  arms = [a for a in (arms or spec) if spec[a].get("run", True)]
+  seeds = list(protocol["seeds"] if seeds is None else seeds)
+  own = {a: spec[a].get("seeds", protocol["seeds"]) for a in arms}
+  if order == "arm":
+    return [(a, s) for a in arms for s in seeds if s in own[a]]
+  return [(a, s) for s in seeds for a in arms if s in own[a]]
+
+
+def _write(path: Path, data=None, arrays: dict | None = None) -> None:
+  """``data`` as JSON (or ``arrays`` as a compressed ``.npz``) at ``path``, atomically."""
+  path.parent.mkdir(parents=True, exist_ok=True)
+  tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+  if arrays is not None:
+    import numpy as np
+
+    with open(tmp, "wb") as f:
+      np.savez_compressed(f, **arrays)
+  else:
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+  tmp.replace(path)
+
+
+def records(results) -> list[dict]:
+  """Every record in ``results`` (a folder of JSON files, or one JSON file's ``runs``)."""
+  results = Path(results)
+  if results.suffix == ".json":
+    return json.loads(results.read_text())["runs"] if results.exists() else []
+  return [json.loads(p.read_text()) for p in sorted(results.glob("*_s*.json"))]
+
+
+def _save(study: Study, ctx: Context, out: Path, reg: dict, rec: dict | None) -> None:
+  """Add ``rec`` (``None``: none) to the one-file store ``out`` with ``reg`` merged in."""
+  with _report.results_lock(out):
+    data = json.loads(out.read_text()) if out.exists() else {"runs": []}
+    data.update(study.header(ctx) if study.header else {})
+    data["registration"] = registration.merge(data.get("registration"), reg)
+    if rec is not None:
+      key = (rec["arm"], rec["seed"])
+      data["runs"] = [r for r in data["runs"] if (r["arm"], r["seed"]) != key] + [rec]
+    if study.sort_key:
+      data["runs"].sort(key=lambda r: study.sort_key(ctx.protocol, r))
+    _write(out, data)
+
+
+def run(study: Study, options: argparse.Namespace | None = None, log=print) -> list[dict]:
+  """Run (or resume) ``study`` from its command line ``options`` (:func:`parse`; default
+  its defaults): every registered pair without a record; return every record there."""
+  o = options or parse(study, ["run"])
+  if not Path(o.protocol).is_file():
+    raise SystemExit(f"--protocol {o.protocol}: no such file")
+  protocol = _report.load_protocol(o.protocol)
+  arms, seeds = _selection(protocol, o)
+  reg = registration.start(o.protocol, trial=o.trial, repo=study.repo, sources=study.sources)
+  ctx = Context(protocol, Path(o.protocol), Path(o.runs), o, log)
+  out = Path(o.out)
+  one_file = out.suffix == ".json"
+  have = {(r["arm"], r["seed"]) for r in records(out)} if one_file else set()
+  for arm, seed in pairs(protocol, study.order, arms, seeds):
+    if (arm, seed) in have or (out / f"{arm}_s{seed}.json").is_file():
+      log(f"{arm} seed {seed}: done before, kept")
+      continue
+    log(f"{time.strftime('%H:%M:%S')} {arm} seed {seed}: start")
+    rec, arrays = _record(study.run_one(ctx, arm, seed))
+    rec.update(arm=arm, seed=seed)
+    if one_file:
+      _save(study, ctx, out, reg, rec)
+    else:
+      if arrays is not None:  # first: a record on disk means its arrays are there
+        _write(out / f"{arm}_s{seed}.npz", arrays=arrays)
+      _write(out / f"{arm}_s{seed}.json", {**rec, "registration": reg})
+    if study.saved:
+      study.saved(ctx, out)
+    log(f"{time.strftime('%H:%M:%S')} {arm} seed {seed}: written to {out}")
+  if one_file and out.exists():
+    _save(study, ctx, out, reg, None)  # this process's commit recorded, the header renewed
+    if study.saved:
+      study.saved(ctx, out)
+  return records(out)
+
+
+def _record(made) -> tuple[dict, dict | None]:
+  return (dict(made[0]), made[1]) if isinstance(made, tuple) else (dict(made), None)
+
+
+def _selection(protocol: dict, o) -> tuple[list | None, list | None]:
+  """The ``--arms`` and ``--seeds`` of ``o``, checked against the protocol (one line)."""
+  arms = o.arms.split(",") if o.arms else None
+  for a in arms or ():
+    if a not in protocol["arms"]:
+      raise SystemExit(f"--arms {a}: not an arm of {o.protocol} ({', '.join(protocol['arms'])})")
+  seeds = None
+  if o.seeds:
+    seeds = []
+    for s in o.seeds.split(","):
+      if not s.strip().lstrip("-").isdigit() or int(s) not in protocol["seeds"]:
+        raise SystemExit(f"--seeds {s}: not a seed of {o.protocol} {protocol['seeds']}")
+      seeds.append(int(s))
+  return arms, seeds
+
+
+def report(study: Study, log=print) -> dict[str, str]:
+  """Rewrite the study's blocks from the committed JSON; block name -> its text."""
+  out = {}
+  for name in study.blocks:
+    doc, _ = _report.BLOCKS[name]
+    out[name] = _report.make(name)
+    changed = _report.write_block(_report.REPO / doc, name, out[name])
+    log(f"{doc} [{name}]: {'rewritten' if changed else 'unchanged'}")
+  return out
+
+
+def parse(study: Study, argv) -> argparse.Namespace:
+  """The command line of ``study``; a bad option ends it with one line (exit status 2)."""
+  ap = argparse.ArgumentParser(description=f"run or report the study of {study.protocol.name}")
+  ap.add_argument("command", choices=("run", "report", *(c for c, _ in study.commands)))
+  ap.add_argument("--protocol", default=str(study.protocol))
+  ap.add_argument("--arms", help="comma-separated subset of the protocol's arms")
+  ap.add_argument("--seeds", help="comma-separated subset of the protocol's seeds")
+  ap.add_argument("--trial", action="store_true", help="a smoke run: registration not checked")
+  ap.add_argument("--runs", default=study.runs, help="the work folders' parent")
+  ap.add_argument("--out", default=str(study.results), help="the results folder or JSON file")
+  if study.options:
+    study.options(ap)
+  o = ap.parse_args(argv)
+  bad = study.check(o) if study.check and o.command != "report" else None
+  if bad:
+    raise SystemExit(bad)
+  return o
+
+
+def main(study: Study, argv=None) -> int:
+  """``run``, ``report`` or one of the study's own commands, as the command line says."""
+  o = parse(study, argv)
+  if o.command == "report":
+    report(study)
+    return 0
+  if o.command != "run":
+    dict(study.commands)[o.command](o)
+    return 0
+  from absl import logging
+
+  logging.set_verbosity(logging.WARNING)
+  run(study, o, log=lambda s: print(s, flush=True))
+  return 0
