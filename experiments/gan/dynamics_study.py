@@ -2,25 +2,24 @@ r"""The game-dynamics study of issue 39 (protocol ``protocols/dynamics.v2.json``
 
   python -m experiments.gan.dynamics_study run               # run (or resume) missing seeds
   python -m experiments.gan.dynamics_study run --arms alt    # one arm (one process per arm)
-  python -m experiments.gan.dynamics_study report            # figure + README block (stdout)
+  python -m experiments.gan.dynamics_study report            # the README block, rewritten
 
 AltGAN against LA-AltGAN k=5 on Fashion-MNIST, trained by ``train.train`` with the
 dynamics action at every evaluation (``config.dynamics_every = 1``): the rotational share
 and the top :math:`|\Im\lambda|` of the game Jacobian at the iterate, with the FID curves
-beside them. Each (arm, seed) trains in its own workdir ``<runs>/<arm>_s<seed>`` (resumed
-from its checkpoint) and, once finished, writes ``<out>/<arm>_s<seed>.json``: its curves
-(every evaluation's scalars), the evaluation classifier's identity and the CPU seconds.
-A seed with that file is skipped. The table, the verdicts (``experiments.stats``) and the
-figure are made from those files only.
+beside them. The study runner (``experiments.study``) runs each (arm, seed) missing from
+``<out>``: :func:`run_seed` trains it in its own workdir ``<runs>/<arm>_s<seed>`` (resumed
+from its checkpoint); its record, ``<out>/<arm>_s<seed>.json``, holds its curves (every
+evaluation's scalars), the evaluation classifier's identity and the CPU seconds, and the
+figure is redrawn. The table, the verdicts (``experiments.stats``) and the figure are made
+from those files only.
 """
 
 from __future__ import annotations
 
-import argparse
 import time
-from pathlib import Path
 
-from experiments import _report
+from experiments import study
 from experiments.gan import dynamics_report
 from experiments.gan.dynamics_report import FIGURE, PROTOCOL, RESULTS, load_runs
 
@@ -65,9 +64,8 @@ def study_config(protocol: dict, arm: str, seed: int):
   return c
 
 
-def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=print, reg=None):
-  """Train (or resume) one (arm, seed) and write ``<out>/<arm>_s<seed>.json`` (with ``reg``,
-  the study's registration record: ``experiments.registration.start``). A workdir
+def run_seed(ctx, arm: str, seed: int) -> dict:
+  """Train (or resume) one (arm, seed) in ``<runs>/<arm>_s<seed>``; its record. A workdir
   already trained to ``settings.steps`` or beyond (an earlier version's longer run of the
   same config) is not trained again: its rows up to ``settings.steps`` are the run's (every
   draw is a function of (seed, step)); ``trained_to`` records how far it went."""
@@ -75,8 +73,9 @@ def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=pri
   from experiments.gan import train
   from minmaxlab import runner
 
+  protocol = ctx.protocol
   config = study_config(protocol, arm, seed)
-  workdir = Path(runs) / f"{arm}_s{seed}"
+  workdir = ctx.runs / f"{arm}_s{seed}"
   metrics = workdir / "metrics.jsonl"
   done = metrics.exists() and any(r["step"] >= config.num_steps for r in runner.read_jsonl(metrics))
   t0 = time.process_time()
@@ -95,7 +94,8 @@ def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=pri
   scorer = None
   if "fid" in rows[-1]:
     scorer = _classifier_cache.cached_identity(config.dataset, config.classifier.cache_dir or None)
-  record = {
+  ctx.log(f"{arm} seed {seed}: {rows[-1]['step']} steps (trained to {trained_to})")
+  return {
     "study": protocol["study"],
     "version": protocol["version"],
     "arm": arm,
@@ -107,71 +107,23 @@ def run_seed(protocol: dict, arm: str, seed: int, runs: Path, out: Path, log=pri
     "cpu_s_last_process": None if cpu is None else round(cpu, 1),
     "classifier": scorer,
     "curves": curves,
-    "registration": reg,
   }
-  out.mkdir(parents=True, exist_ok=True)
-  path = out / f"{arm}_s{seed}.json"
-  _report.write_json(path, record)
-  log(f"{arm} seed {seed}: {record['steps']} steps (trained to {trained_to}) -> {path}")
-  return path
 
 
-def run(
-  protocol_path=PROTOCOL,
-  arms=None,
-  seeds=None,
+# Each (arm, seed) writes ``<out>/<arm>_s<seed>.json``; the figure is redrawn after each.
+STUDY = study.Study(
+  protocol=PROTOCOL,
+  results=RESULTS,
+  run_one=run_seed,
   runs="runs/dynamics",
-  out=RESULTS,
-  log=print,
-  trial=False,
-):
-  """Run every (arm, seed) of the protocol without a result file, seeds outermost; refused
-  (``experiments.registration.start``) unless the protocol and the code are committed, or
-  ``trial``."""
-  from experiments import _report, registration
-
-  reg = registration.start(protocol_path, trial=trial)
-  protocol = _report.load_protocol(protocol_path)
-  arms = arms or list(protocol["arms"])
-  unknown = [a for a in arms if a not in protocol["arms"]]
-  if unknown:
-    raise SystemExit(f"--arms: {', '.join(unknown)} not in {', '.join(protocol['arms'])}")
-  for seed in seeds if seeds is not None else protocol["seeds"]:
-    for arm in arms:
-      if not (Path(out) / f"{arm}_s{seed}.json").exists():
-        run_seed(protocol, arm, seed, Path(runs), Path(out), log, reg)
+  blocks=("dynamics_v2",),
+  saved=lambda ctx, out: dynamics_report.plot(load_runs(out), out / FIGURE.name),
+)
 
 
-def parse_args(argv=None):
-  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-  p.add_argument("command", choices=["run", "report"])
-  p.add_argument("--protocol", default=str(PROTOCOL))
-  p.add_argument("--trial", action="store_true", help="a smoke run: registration not checked")
-  p.add_argument("--arms", help="comma-separated subset of the protocol's arms")
-  p.add_argument("--seeds", help="comma-separated subset of the protocol's seeds")
-  p.add_argument("--runs", default="runs/dynamics", help="the workdirs' parent")
-  p.add_argument("--out", default=str(RESULTS), help="per-seed JSON (and the figure)")
-  return p.parse_args(argv)
-
-
-def main(argv=None) -> None:
-  args = parse_args(argv)
-  split = lambda v: v.split(",") if v else None  # noqa: E731
-  if args.command == "run":
-    from absl import logging
-
-    logging.set_verbosity(logging.WARNING)
-    seeds = [int(s) for s in split(args.seeds)] if args.seeds else None
-    out = Path(args.out)
-    run(args.protocol, split(args.arms), seeds, args.runs, out, _flush_print, args.trial)
-    return
-  print(f"figure: {dynamics_report.plot(load_runs(args.out), Path(args.out) / FIGURE.name)}")
-  print(dynamics_report.readme_table(args.protocol, args.out))
-
-
-def _flush_print(line: str) -> None:
-  print(line, flush=True)
+def main(argv=None) -> int:
+  return study.main(STUDY, argv)
 
 
 if __name__ == "__main__":
-  main()
+  raise SystemExit(main())
