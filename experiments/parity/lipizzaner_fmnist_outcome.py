@@ -6,7 +6,7 @@ clients and the library, the same configuration, N seeds each, compared by two o
       >> /tmp/lip_fmnist.log 2>&1 &        # registered: committed protocol and sources
   python -m experiments.parity.lipizzaner_fmnist_outcome measure --system reference \
       --lipizzaner ... --python ... --iterations 2   # a trial run (not registered): its cost
-  python -m experiments.parity.lipizzaner_fmnist_outcome table   # the docs/parity.md block
+  python -m experiments.parity.lipizzaner_fmnist_outcome report  # the docs/parity.md block
 
 The arms, seeds, length and margins are ``protocols/lipizzaner_fmnist_outcome.v1.json``'s.
 The reference arm is Lipizzaner's own code (``lipizzaner_fmnist_run.reference_run``: 4 local
@@ -24,15 +24,15 @@ exact-proportion) and keeps the best; here every cell's mixture of ``eval_sample
 on Fashion-MNIST with a fixed seed), and the cell with the lowest FID is the final mixture:
 its class TVD and log FID are the endpoints. Each side's own pick is recorded beside it.
 
-Each run writes ``results/lipizzaner_fmnist_outcome/<arm>_s<seed>.json`` (and, for the
-reference, ``.npz`` with the first ``npz_samples`` of its final mixture's samples as uint8)
-atomically when it ends; a rerun skips the runs whose JSON is there (a reference run that
-was cut off starts again; a library run resumes from its checkpoint).
+The study runner (``experiments.study``: :data:`STUDY`) writes each run's record,
+``results/lipizzaner_fmnist_outcome/<arm>_s<seed>.json`` (and, for the reference, ``.npz``
+with the first ``npz_samples`` of its final mixture's samples as uint8), atomically when it
+ends; a rerun skips the runs whose JSON is there (a reference run that was cut off starts
+again; a library run resumes from its checkpoint).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -42,10 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.parity.lipizzaner_ring_outcome import (
-  reference_commit,
-  run_registered,
-)
+from experiments import study
+from experiments.parity.lipizzaner_ring_outcome import reference_commit
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -235,64 +233,61 @@ def run_library(protocol: dict, seed: int, args, runs: Path, generations=None):
   return rec, None
 
 
-def _summary(rec: dict) -> str:
-  return (
-    f"FID {rec['mixture/fid']:.2f}, class TVD {rec['mixture/class_tvd']:.3f}"
-    f" (cell {rec['picked_cell']})"
+def run_one(ctx, arm: str, seed: int):
+  """One registered run of ``arm`` (its protocol's ``system``): its record and arrays."""
+  fn = run_reference if ctx.protocol["arms"][arm]["system"] == "reference" else run_library
+  made = fn(ctx.protocol, seed, ctx.options, ctx.runs)
+  rec = made[0]
+  ctx.log(
+    f"{arm} seed {seed}: FID {rec['mixture/fid']:.2f}, class TVD {rec['mixture/class_tvd']:.3f}"
+    f" (cell {rec['picked_cell']}); wall {rec['wall_seconds']:.0f} s, CPU"
+    f" {rec['cpu_seconds']:.0f} s"
   )
+  return made
 
 
-def _args(argv):
-  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-  ap.add_argument("command", choices=("run", "measure", "table"))
+def _options(ap) -> None:
   ap.add_argument("--lipizzaner", default=None, help="a checkout of ALFA-group/lipizzaner-gan")
   ap.add_argument("--python", default="python3", help="an interpreter with torch")
   ap.add_argument("--idx", default=FASHION_IDX, help="Fashion-MNIST IDX files (.gz or plain)")
-  ap.add_argument("--protocol", default=str(PROTOCOL))
   ap.add_argument("--system", choices=("reference", "library"), default="reference")
   ap.add_argument("--iterations", type=int, default=None, help="measure only")
   ap.add_argument("--seed", type=int, default=0, help="measure only")
   ap.add_argument("--timeout_s", type=float, default=4 * 3600.0)
-  return ap.parse_args(argv)
+
+
+def _check(args) -> str | None:
+  """The one line of a bad option of ``run`` or ``measure``, or ``None``."""
+  if args.lipizzaner is None or not Path(args.lipizzaner).is_dir():
+    return f"lipizzaner_fmnist_outcome: --lipizzaner {args.lipizzaner}: not a checkout"
+  if args.iterations is not None and (args.command != "measure" or args.iterations < 1):
+    return f"lipizzaner_fmnist_outcome: --iterations {args.iterations}: measure only, >= 1"
+  return None
+
+
+def measure(args) -> None:
+  """A trial (not registered, written outside the results): one run's record, printed."""
+  protocol = json.loads(Path(args.protocol).read_text())
+  fn = run_reference if args.system == "reference" else run_library
+  rec, _ = fn(protocol, args.seed, args, Path("/tmp/lipizzaner_fmnist_measure"), args.iterations)
+  print(json.dumps(rec))
+
+
+# Each run writes ``results/lipizzaner_fmnist_outcome/<arm>_s<seed>.json`` (and ``.npz``).
+STUDY = study.Study(
+  protocol=PROTOCOL,
+  results=RESULTS,
+  run_one=run_one,
+  runs=str(RUNS),
+  blocks=("lipizzaner_fmnist_outcome",),
+  options=_options,
+  check=_check,
+  commands=(("measure", measure),),
+)
 
 
 def main(argv=None) -> int:
-  from experiments import _report, registration
-
-  args = _args(argv)
-  if args.command == "table":
-    from experiments.parity import lipizzaner_fmnist_tables as t
-
-    changed = _report.write_block(REPO / t.DOC, t.BLOCK, t.block())
-    print(f"{t.DOC}: block {t.BLOCK} {'rewritten' if changed else 'unchanged'}")
-    return 0
-  if args.lipizzaner is None or not Path(args.lipizzaner).is_dir():
-    print(
-      f"lipizzaner_fmnist_outcome: --lipizzaner {args.lipizzaner}: not a checkout", file=sys.stderr
-    )
-    return 2
-  if args.iterations is not None and (args.command != "measure" or args.iterations < 1):
-    print(
-      f"lipizzaner_fmnist_outcome: --iterations {args.iterations}: measure only, >= 1",
-      file=sys.stderr,
-    )
-    return 2
-  protocol = json.loads(Path(args.protocol).read_text())
-  if args.command == "measure":  # a trial: not registered, written outside the results
-    trial = Path("/tmp/lipizzaner_fmnist_measure")
-    fn = run_reference if args.system == "reference" else run_library
-    rec, _ = fn(protocol, args.seed, args, trial, args.iterations)
-    print(json.dumps(rec))
-    return 0
-  reg = registration.start(args.protocol)
-
-  def run_one(arm: str, seed: int):
-    system = protocol["arms"][arm]["system"]
-    return (run_reference if system == "reference" else run_library)(protocol, seed, args, RUNS)
-
-  log = lambda s: print(s, flush=True)  # noqa: E731
-  run_registered(protocol, reg, RESULTS, run_one, _summary, log)
-  return 0
+  return study.main(STUDY, argv)
 
 
 def _terminate(signum, frame):

@@ -5,7 +5,7 @@ JSON only: the reference's own clients and the library on Fashion-MNIST, 2x2
 Mann-Whitney p and the verdict ("equivalent at margin m", "different", "inconclusive at n"),
 by the rule of ``lipizzaner_ring_tables`` (the same registered rule); per seed every value.
 
-    python -m experiments.parity.lipizzaner_fmnist_outcome table    # or experiments._report
+    python -m experiments.parity.lipizzaner_fmnist_outcome report   # or experiments._report
 """
 
 from __future__ import annotations

@@ -141,3 +141,16 @@ def test_the_docs_block_is_generated_from_the_committed_json():
   begin, end = f"<!-- results:{tables.BLOCK} -->\n", f"\n<!-- /results:{tables.BLOCK} -->"
   assert begin in doc and end in doc
   assert doc.split(begin)[1].split(end)[0].rstrip() == tables.block().rstrip()
+
+
+def test_the_command_line_names_a_bad_option_in_one_line(tmp_path):
+  """The study runs on ``experiments.study``: its own options are checked before anything runs."""
+  missing = str(tmp_path / "nope")
+  with pytest.raises(SystemExit) as e:
+    out.main(["run", "--lipizzaner", missing])
+  assert str(e.value.code) == f"lipizzaner_fmnist_outcome: --lipizzaner {missing}: not a checkout"
+  with pytest.raises(SystemExit, match="--iterations 2: measure only"):
+    out.main(["run", "--lipizzaner", str(tmp_path), "--iterations", "2"])
+  with pytest.raises(SystemExit, match="--seeds 11: not a seed of"):
+    out.main(["run", "--lipizzaner", str(tmp_path), "--seeds", "11", "--runs", missing])
+  assert not Path(missing).exists() and out.STUDY.blocks == (tables.BLOCK,)
