@@ -2,7 +2,7 @@
 
 Every study command that runs a protocol (``experiments.gan.results lookahead --protocol``,
 ``experiments.gan.dynamics_study run``, ``experiments.coevolution.lipizzaner_grids --protocol``,
-``experiments.coevolution.ring_study run``, ``experiments.pbt.results pbt_vs_rs_v1``) calls
+``experiments.coevolution.ring_study run``, ``experiments.pbt.pbt_vs_rs_v1 run``) calls
 :func:`start` before its first run. It refuses, in one line with a non-zero exit, unless
 
 1. the protocol file is committed and unchanged (``git status`` is clean for it);

@@ -173,6 +173,10 @@ def _selection(protocol: dict, o) -> tuple[list | None, list | None]:
 
 def report(study: Study, log=print) -> dict[str, str]:
   """Rewrite the study's blocks from the committed JSON; block name -> its text."""
+  import importlib
+
+  for module in _report.STUDY_MODULES if set(study.blocks) - set(_report.BLOCKS) else ():
+    importlib.import_module(module)  # the modules that register blocks
   out = {}
   for name in study.blocks:
     doc, _ = _report.BLOCKS[name]

@@ -1,8 +1,11 @@
 r"""Version 1 of the PBT vs random-search study (issue 34, pre-registered in
 ``protocols/pbt_vs_rs.v1.json``): per seed and arm the search (``search.run_search``), the
 winner re-scored on fresh samples, its replay from scratch; the committed JSON, the README
-table with the registered verdict and the figure. Run with
-``python -m experiments.pbt.results pbt_vs_rs_v1``."""
+table with the registered verdict and the figure, on the study runner (``experiments.study``):
+
+  python -m experiments.pbt.pbt_vs_rs_v1 run      # run (or resume) every missing (arm, seed)
+  python -m experiments.pbt.pbt_vs_rs_v1 report   # the README block, from the committed JSON
+"""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments import study
 from experiments.pbt.search import ROOT, offline_trial, replay, run_search, slow_eval_task
 
 V1 = "pbt_vs_rs_v1"
@@ -197,68 +201,65 @@ def _compact_run(arm: str, config, task, run: dict, rescore: dict, rep: dict, sc
   }
 
 
-def run_study_v1(protocol_path, runs, out, log=print, trial=False) -> dict:
-  """Run (or resume) the pre-registered study: every seed of the protocol, both arms: the
-  search, the winner's re-score, the replay; JSON and figure after each (arm, seed). Refused
-  (``experiments.registration.start``) unless the protocol and the code are committed, or
-  ``trial``."""
-  from experiments import _report, registration
+def run_one(ctx, arm: str, seed: int) -> dict:
+  """One (arm, seed) of the registered study: the search, the winner's re-score and its
+  replay (each cached in the run's folder ``<runs>/pbt_vs_rs_v1/<arm>_s<seed>``); its record."""
+  config = v1_config(ctx.protocol, seed, arm)
+  rescore_samples = int(ctx.protocol["settings"]["rescore_samples"])
+  workdir = ctx.runs / V1 / f"{arm}_s{seed}"
+  run = run_search(config, workdir, ctx.log)
+  task = slow_eval_task(config)
+  scorer = scorer_identity(task)
+  rescore = _cached(workdir / "v1_rescore.json", rescore_winner, task, config, run, rescore_samples)
+  ctx.log(
+    f"{arm} s{seed}: winner trial {run['best_trial']} selection FID {run['best_fid']:.1f}, "
+    f"rescored on {rescore_samples}: {rescore['rescored_fid']:.1f}"
+  )
+  rep = _cached(workdir / "v1_replay.json", run_replay_v1, task, config, run, arm, rescore_samples)
+  ctx.log(f"{arm} s{seed}: replay {rep['trials']} trials, final FID {rep['final_fid']:.1f}")
+  return _compact_run(arm, config, task, run, rescore, rep, scorer)
 
-  reg = registration.start(protocol_path, trial=trial)
-  protocol_path = Path(protocol_path)
-  protocol = _report.load_protocol(protocol_path)
-  rescore_samples = int(protocol["settings"]["rescore_samples"])
-  folder, out = Path(runs) / V1, Path(out)
-  out.mkdir(parents=True, exist_ok=True)
-  path = out / f"{V1}.json"
-  data = json.loads(path.read_text()) if path.exists() else {"runs": []}
-  data.update(
-    study=protocol["study"],
-    version=protocol["version"],
-    protocol=str(protocol_path.resolve().relative_to(ROOT.parent.parent))
-    if protocol_path.resolve().is_relative_to(ROOT.parent.parent)
-    else str(protocol_path),
+
+def _cached(path: Path, fn, *args) -> dict:
+  """``fn(*args)``, kept in ``path`` (a JSON file) and read back from there once written."""
+  if path.exists():
+    return json.loads(path.read_text())
+  out = fn(*args)
+  path.write_text(json.dumps(out))
+  return out
+
+
+def _header(ctx) -> dict:
+  """The fields of the results JSON beside its runs."""
+  path, repo = ctx.protocol_path.resolve(), ROOT.parent.parent
+  return dict(
+    study=ctx.protocol["study"],
+    version=ctx.protocol["version"],
+    protocol=str(path.relative_to(repo)) if path.is_relative_to(repo) else str(ctx.protocol_path),
     trial_fields=list(TRIAL_FIELDS + HPARAMS),
-    registration=registration.merge(data.get("registration"), reg),
   )
 
-  def save():
-    data["runs"].sort(key=lambda r: (r["seed"], list(protocol["arms"]).index(r["arm"])))
-    _report.write_json(path, data)
-    plot_v1(data, out / f"{V1}.png")
 
-  for seed in protocol["seeds"]:
-    for arm in protocol["arms"]:
-      if any((r["seed"], r["arm"]) == (seed, arm) for r in data["runs"]):
-        continue
-      config = v1_config(protocol, seed, arm)
-      workdir = folder / f"{arm}_s{seed}"
-      run = run_search(config, workdir, log)
-      task = slow_eval_task(config)
-      scorer = scorer_identity(task)
-      cached = workdir / "v1_rescore.json"
-      if cached.exists():
-        rescore = json.loads(cached.read_text())
-      else:
-        rescore = rescore_winner(task, config, run, rescore_samples)
-        cached.write_text(json.dumps(rescore))
-      log(
-        f"{arm} s{seed}: winner trial {run['best_trial']} selection FID {run['best_fid']:.1f}, "
-        f"rescored on {rescore_samples}: {rescore['rescored_fid']:.1f}"
-      )
-      cached = workdir / "v1_replay.json"
-      if cached.exists():
-        rep = json.loads(cached.read_text())
-      else:
-        rep = run_replay_v1(task, config, run, arm, rescore_samples)
-        cached.write_text(json.dumps(rep))
-      log(f"{arm} s{seed}: replay {rep['trials']} trials, final FID {rep['final_fid']:.1f}")
-      data["runs"].append(_compact_run(arm, config, task, run, rescore, rep, scorer))
-      _report.one_scorer(data["runs"], lambda r: f"{r['arm']} s{r['seed']}")
-      save()
-  if data["runs"]:
-    save()  # the figure of the current code also when every run was done before
-  return data
+def _saved(ctx, out: Path) -> None:
+  """After every write: one classifier scored every run, and the figure redrawn."""
+  from experiments import _report
+
+  data = json.loads(out.read_text())
+  _report.one_scorer(data["runs"], lambda r: f"{r['arm']} s{r['seed']}")
+  plot_v1(data, out.with_suffix(".png"))
+
+
+# Every (arm, seed) of the protocol, seed-major, into one JSON (``results/pbt_vs_rs_v1.json``).
+STUDY = study.Study(
+  protocol=PROTOCOL_V1,
+  results=RESULTS_V1,
+  run_one=run_one,
+  runs="runs",
+  blocks=(V1,),
+  header=_header,
+  sort_key=lambda protocol, r: (r["seed"], list(protocol["arms"]).index(r["arm"])),
+  saved=_saved,
+)
 
 
 def _v1_values(data: dict, protocol: dict) -> dict:
@@ -437,3 +438,11 @@ def plot_v1(data: dict, path: Path) -> None:
   fig.tight_layout()
   fig.savefig(path, dpi=60)
   plt.close(fig)
+
+
+def main(argv=None) -> int:
+  return study.main(STUDY, argv)
+
+
+if __name__ == "__main__":
+  raise SystemExit(main())

@@ -21,8 +21,8 @@ SQLite store: a killed run resumes with the same command; a finished one is skip
 the replays of a seed are cached in ``replay_s<seed>.json``. Writes
 ``<out>/pbt_vs_rs.json`` and ``<out>/pbt_vs_rs.png``.
 
-Version 1 (issue 34, pre-registered) is ``pbt_vs_rs_v1.py``, run by the same command
-(``python -m experiments.pbt.results pbt_vs_rs_v1``).
+Version 1 (issue 34, pre-registered) is ``pbt_vs_rs_v1.py``, run by the study runner
+(``python -m experiments.pbt.pbt_vs_rs_v1 run``).
 """
 
 from __future__ import annotations
@@ -272,13 +272,9 @@ _register()
 
 
 def parse_args(argv=None):
-  from experiments.pbt.pbt_vs_rs_v1 import PROTOCOL_V1, V1
-
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-  p.add_argument("study", choices=["pbt_vs_rs", V1])
-  p.add_argument("--protocol", default=str(PROTOCOL_V1), help=f"{V1}: the protocol file")
+  p.add_argument("study", choices=["pbt_vs_rs"])
   p.add_argument("--table", action="store_true", help="only print the tables of the JSON")
-  p.add_argument("--trial", action="store_true", help=f"{V1}: registration not checked")
   p.add_argument("--seeds", default="0,1,2")
   p.add_argument("--population", type=int, default=4)
   p.add_argument("--trials", type=int, default=40, help="trials per run (lineages: /population)")
@@ -287,29 +283,13 @@ def parse_args(argv=None):
   p.add_argument("--eval-samples", type=int, default=1000)
   p.add_argument("--replay-seeds", type=int, default=2, help="fresh seeds per replayed schedule")
   p.add_argument("--set", action="append", help="any config field: --set train_examples=2000")
-  p.add_argument("--runs", default=None, help="default runs/pbt_results (pbt_vs_rs_v1: runs)")
+  p.add_argument("--runs", default="runs/pbt_results")
   p.add_argument("--out", default=str(ROOT / "results"))
   return p.parse_args(argv)
 
 
 def main(argv=None) -> None:
-  from experiments.pbt.pbt_vs_rs_v1 import V1, readme_table_v1, run_study_v1, table_v1
-
   args = parse_args(argv)
-  if args.study == V1:
-    from absl import logging
-
-    if args.table:
-      print(readme_table_v1())
-      return
-    logging.set_verbosity(logging.WARNING)
-    say = lambda s: print(s, flush=True)  # noqa: E731
-    data = run_study_v1(args.protocol, args.runs or "runs", args.out, say, args.trial)
-    from experiments import _report
-
-    print(table_v1(data, _report.load_protocol(args.protocol)))
-    return
-  args.runs = args.runs or "runs/pbt_results"
   if args.table:
     print(table(json.loads((Path(args.out) / "pbt_vs_rs.json").read_text())))
     return

@@ -43,13 +43,23 @@ def tiny_protocol(tmp_path, seeds=(0, 1)) -> Path:
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-  from experiments.pbt import pbt_vs_rs_v1
 
   tmp = tmp_path_factory.mktemp("v1")
   protocol = tiny_protocol(tmp)
   logs = []
-  data = pbt_vs_rs_v1.run_study_v1(protocol, tmp / "runs", tmp / "out", logs.append, trial=True)
+  data = run_tiny(protocol, tmp, logs.append)
   return tmp, protocol, data, logs
+
+
+def run_tiny(protocol: Path, tmp: Path, log) -> dict:
+  """The study runner on the tiny protocol (a trial run); the JSON it wrote."""
+  from experiments import study
+  from experiments.pbt import pbt_vs_rs_v1
+
+  out = tmp / "out" / "pbt_vs_rs_v1.json"
+  argv = ["run", "--trial", "--protocol", str(protocol), "--runs", str(tmp / "runs")]
+  study.run(pbt_vs_rs_v1.STUDY, study.parse(pbt_vs_rs_v1.STUDY, [*argv, "--out", str(out)]), log)
+  return json.loads(out.read_text())
 
 
 def test_registered_protocol_is_complete():
@@ -166,8 +176,9 @@ def test_resume_skips_and_table_gives_pairs_and_verdict(study):
 
   tmp, protocol, data, _ = study
   logs = []
-  again = pbt_vs_rs_v1.run_study_v1(protocol, tmp / "runs", tmp / "out", logs.append, trial=True)
-  assert logs == [] and again["runs"] == data["runs"]
+  again = run_tiny(protocol, tmp, logs.append)
+  assert all(line.endswith("done before, kept") for line in logs) and len(logs) == 4
+  assert again["runs"] == data["runs"]
   p = _report.load_protocol(protocol)
   text = pbt_vs_rs_v1.table_v1(data, p)
   for r in data["runs"]:

@@ -142,7 +142,7 @@ def test_merge_keeps_every_commit_and_refuses_another_protocol():
     ("experiments.gan.results", ["lookahead", "--protocol", "{p}"]),
     ("experiments.gan.dynamics_study", ["run", "--protocol", "{p}"]),
     ("experiments.coevolution.lipizzaner_grids", ["--protocol", "{p}"]),
-    ("experiments.pbt.results", ["pbt_vs_rs_v1", "--protocol", "{p}"]),
+    ("experiments.pbt.pbt_vs_rs_v1", ["run", "--protocol", "{p}"]),
   ],
 )
 def test_every_study_command_refuses_an_unregistered_protocol(entry, tmp_path):
