@@ -37,6 +37,8 @@ from typing import Any, Literal, NamedTuple
 
 from experiments import _report, registration
 
+Order = Literal["seed", "arm"]
+
 
 class Context(NamedTuple):
   """What an arm's function reads besides its seed."""
@@ -53,12 +55,12 @@ class Study:
   """A pre-registered study: its protocol, its arms, its results and its blocks."""
 
   protocol: Path  # the default protocol file
-  results: Path  # a folder (one JSON per record) or one ``.json`` file
+  results: Path  # a folder (one JSON per record) or one ``.json`` file ({version} filled)
   run_one: Callable[[Context, str, int], Any]  # one (arm, seed) -> record or (record, arrays)
-  runs: str = "runs/study"  # the default parent of the work folders
+  runs: str = "runs/study"  # the default parent of the work folders ({version} filled)
   blocks: tuple[str, ...] = ()  # its generated blocks (registered with ``_report``)
-  order: Literal["seed", "arm"] = "seed"  # seed-major or arm-major
-  header: Callable[[Context], dict] | None = None  # one file: the fields beside ``runs``
+  order: Order | Callable[[dict], Order] = "seed"  # seed-major or arm-major (of a protocol)
+  header: Callable[[Context, list], dict] | None = None  # one file: fields beside its runs
   sort_key: Callable[[dict, dict], Any] | None = None  # (protocol, record) -> its order
   saved: Callable[[Context, Path], None] | None = None  # after every write (a figure)
   options: Callable[[argparse.ArgumentParser], None] | None = None  # the study's own
@@ -105,13 +107,13 @@ def _save(study: Study, ctx: Context, out: Path, reg: dict, rec: dict | None) ->
   """Add ``rec`` (``None``: none) to the one-file store ``out`` with ``reg`` merged in."""
   with _report.results_lock(out):
     data = json.loads(out.read_text()) if out.exists() else {"runs": []}
-    data.update(study.header(ctx) if study.header else {})
-    data["registration"] = registration.merge(data.get("registration"), reg)
     if rec is not None:
       key = (rec["arm"], rec["seed"])
       data["runs"] = [r for r in data["runs"] if (r["arm"], r["seed"]) != key] + [rec]
     if study.sort_key:
       data["runs"].sort(key=lambda r: study.sort_key(ctx.protocol, r))
+    data.update(study.header(ctx, data["runs"]) if study.header else {})
+    data["registration"] = registration.merge(data.get("registration"), reg)
     _write(out, data)
 
 
@@ -124,11 +126,12 @@ def run(study: Study, options: argparse.Namespace | None = None, log=print) -> l
   protocol = _report.load_protocol(o.protocol)
   arms, seeds = _selection(protocol, o)
   reg = registration.start(o.protocol, trial=o.trial, repo=study.repo, sources=study.sources)
-  ctx = Context(protocol, Path(o.protocol), Path(o.runs), o, log)
-  out = Path(o.out)
+  out, runs = where(study, o, protocol)
+  ctx = Context(protocol, Path(o.protocol), runs, o, log)
   one_file = out.suffix == ".json"
   have = {(r["arm"], r["seed"]) for r in records(out)} if one_file else set()
-  for arm, seed in pairs(protocol, study.order, arms, seeds):
+  order = study.order(protocol) if callable(study.order) else study.order
+  for arm, seed in pairs(protocol, order, arms, seeds):
     if (arm, seed) in have or (out / f"{arm}_s{seed}.json").is_file():
       log(f"{arm} seed {seed}: done before, kept")
       continue
@@ -149,6 +152,13 @@ def run(study: Study, options: argparse.Namespace | None = None, log=print) -> l
     if study.saved:
       study.saved(ctx, out)
   return records(out)
+
+
+def where(study: Study, o, protocol: dict) -> tuple[Path, Path]:
+  """The results and the work folders of the command line ``o`` (``--out``, ``--runs``;
+  by default the study's, with the protocol's ``{version}`` filled in)."""
+  fill = lambda p: Path(str(p).format(version=protocol["version"]))  # noqa: E731
+  return fill(o.out or study.results), fill(o.runs or study.runs)
 
 
 def _record(made) -> tuple[dict, dict | None]:
@@ -194,8 +204,8 @@ def parse(study: Study, argv) -> argparse.Namespace:
   ap.add_argument("--arms", help="comma-separated subset of the protocol's arms")
   ap.add_argument("--seeds", help="comma-separated subset of the protocol's seeds")
   ap.add_argument("--trial", action="store_true", help="a smoke run: registration not checked")
-  ap.add_argument("--runs", default=study.runs, help="the work folders' parent")
-  ap.add_argument("--out", default=str(study.results), help="the results folder or JSON file")
+  ap.add_argument("--runs", help=f"the work folders' parent (default {study.runs})")
+  ap.add_argument("--out", help=f"the results folder or JSON file (default {study.results})")
   if study.options:
     study.options(ap)
   o = ap.parse_args(argv)

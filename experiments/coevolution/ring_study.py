@@ -1,34 +1,37 @@
 r"""Issue 34c, the ring: the reference's coupling vs tournament selection vs a plain GAN.
 
   nohup nice -n 10 python -m experiments.coevolution.ring_study run > runs/ring_v1.log 2>&1 &
-  python -m experiments.coevolution.ring_study resume       # the same: finished runs kept
-  python -m experiments.coevolution.ring_study table [--write]   # the README block
+  python -m experiments.coevolution.ring_study run        # again: resumes, finished runs kept
+  python -m experiments.coevolution.ring_study report     # the README blocks, rewritten
   python -m experiments.coevolution.ring_study figure
-  nohup nice -n 10 python -m experiments.coevolution.ring_study run --version 2 > runs/ring_v2.log &
+  nohup nice -n 10 python -m experiments.coevolution.ring_study run \
+      --protocol experiments/coevolution/protocols/ring.v2.json > runs/ring_v2.log 2>&1 &
       # protocols/ring.v2.json (issue 33): the reference coupling with the reference's
       # learning-rate mutation as run, beside ring.v1's reference arm and plain GAN run again
-  nohup nice -n 10 python -m experiments.coevolution.ring_study run --version 3 > runs/ring_v3.log &
+  nohup nice -n 10 python -m experiments.coevolution.ring_study run \
+      --protocol experiments/coevolution/protocols/ring.v3.json > runs/ring_v3.log 2>&1 &
       # protocols/ring.v3.json (issue 45): the reference's coupling, whole (plain Adam, the
       # reference's sequential schedule and quirks), beside the plain GAN run again
 
-The arms, seeds and settings come from the pre-registered protocol
-``protocols/ring.v1.json``: ``configs/ring8_3x3.py``, then the protocol's ``common``
-fields, then the arm's ``overrides``. Every run is ``train.train`` in
-``runs/ring_v1/<arm>_s<seed>`` (a killed run resumes from its checkpoint, a finished one
-is read back, not rerun). The runs go arm by arm in one process, so each arm's programs
-compile once and serve all its seeds. After every run ``results/ring_v1.json`` is
-rewritten from the run folders (each run's final metrics, curves every ``eval_every``
-generations, per-cell mode counts, the operators it ran with, wall and CPU seconds).
+The arms, seeds and settings come from the pre-registered protocol (``protocols/ring.v1.json``
+by default): ``configs/ring8_3x3.py``, then the protocol's ``common`` fields, then the arm's
+``overrides``. The study runner (``experiments.study``: :data:`STUDY`) runs every (arm, seed)
+missing from ``results/ring_v<version>.json``, arm by arm for ring.v1 (each arm's programs
+compile once and serve all its seeds), seed by seed where the protocol has a ``run_order``;
+:func:`run_one` is ``train.train`` in ``runs/ring_v<version>/<arm>_s<seed>`` (a killed run
+resumes from its checkpoint, a finished one is read back, not rerun), and its record (final
+metrics, curves every ``eval_every`` generations, per-cell mode counts, the operators it ran
+with, wall and CPU seconds) is added to the JSON at once.
 
-The README's blocks ``ring_v1`` (this study: every seed, the Holm-corrected verdicts) and
+The README's blocks ``ring_v1``-``ring_v3`` (every seed, the Holm-corrected verdicts) and
 ``ring_issue18*`` (the earlier exploratory study of issue 18, from
 ``results/issue18_ring8_study.json``) are generated from the committed JSON by
-``ring_tables.py`` and ``ring_issue18.py`` (their names are importable from here too).
+``ring_tables.py`` and ``ring_issue18.py``.
 """
 
 from __future__ import annotations
 
-import argparse
+import functools
 import json
 import os
 import platform
@@ -36,37 +39,16 @@ import subprocess
 import time
 from pathlib import Path
 
-from experiments import _report
+from experiments import study
 from experiments.coevolution import ring_issue18, ring_tables
-from experiments.coevolution.ring_issue18 import ISSUE18 as ISSUE18
-from experiments.coevolution.ring_issue18 import ISSUE18_NOTE as ISSUE18_NOTE
-from experiments.coevolution.ring_issue18 import issue18_main_pairs as issue18_main_pairs
-from experiments.coevolution.ring_issue18 import (
-  issue18_nosel_own_long_pairs as issue18_nosel_own_long_pairs,
-)
-from experiments.coevolution.ring_issue18 import issue18_nosel_own_pairs as issue18_nosel_own_pairs
-from experiments.coevolution.ring_issue18 import issue18_table as issue18_table
-from experiments.coevolution.ring_tables import BAR as BAR
 from experiments.coevolution.ring_tables import (
   FIGURE,
-  PROTOCOL,
-  README,
   REPO,
   RESULTS,
-  RUNS,
   arm_name,
   arm_values,
   load_protocol,
-  paths,
 )
-from experiments.coevolution.ring_tables import HERE as HERE
-from experiments.coevolution.ring_tables import NAMES as NAMES
-from experiments.coevolution.ring_tables import PRIMARY as PRIMARY
-from experiments.coevolution.ring_tables import primary_results as primary_results
-from experiments.coevolution.ring_tables import readme_table as readme_table
-from experiments.coevolution.ring_tables import readme_table_v2 as readme_table_v2
-from experiments.coevolution.ring_tables import readme_table_v3 as readme_table_v3
-from experiments.coevolution.ring_tables import table as table
 
 # The fields of each run's config.json copied into the results: what the run really ran.
 OPERATOR_FIELDS = (
@@ -181,95 +163,60 @@ def _relative(path) -> str:
   return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
-def collect(protocol: dict, runs_dir: Path = RUNS, protocol_path: Path = PROTOCOL) -> dict:
-  """Every finished run of the protocol under ``runs_dir``, in protocol order."""
-  import jax
-
-  records = []
-  for arm in protocol["arms"]:
-    for seed in protocol["seeds"]:
-      r = read_run(Path(runs_dir) / f"{arm}_s{seed}", arm, seed)
-      if r is not None:
-        records.append(r)
-  return {
-    "study": protocol["study"],
-    "version": protocol["version"],
-    "protocol": _relative(protocol_path),
-    "registered": protocol.get("registered"),  # typed in old protocols; git: "registration"
-    "classifier": None,
-    "host": {"cpu": _cpu_model(), "cpus": os.cpu_count(), "jax": jax.__version__},
-    # the commits the runs started from (HEAD of the study process); HEAD now if unrecorded
-    "commit": ", ".join(sorted({r["commit"] for r in records if r.get("commit")})) or _git_commit(),
-    "runs": records,
-  }
+_head = functools.cache(_git_commit)  # the code this process imports, for every run
 
 
-def run(
-  protocol_path=PROTOCOL,
-  runs_dir=RUNS,
-  results=RESULTS,
-  arms=None,
-  seeds=None,
-  log=print,
-  commit=None,
-  reg=None,
-  trial=False,
-):
-  """Run (or resume) every arm and seed of the protocol, arm by arm; rewrite ``results``
-  after every run. ``arms`` / ``seeds`` pick a subset (tests); ``commit``: the HEAD the
-  process started from (default: HEAD now); ``reg``: the study's registration record
-  (default: ``experiments.registration.start``, which refuses a dirty tree unless ``trial``)."""
-  from absl import logging
-
-  from experiments import registration
+def run_one(ctx, arm: str, seed: int) -> dict:
+  """One run of the protocol (``train.train`` in ``<runs>/<arm>_s<seed>``; a finished run
+  folder is read back, not rerun); its record (:func:`read_run`)."""
   from experiments.coevolution import results as results_lib
   from experiments.coevolution import train
 
-  reg = reg or registration.start(protocol_path, trial=trial)
-  logging.set_verbosity(logging.WARNING)
-  protocol = load_protocol(protocol_path)
-  results = Path(results)
-  commit = commit or _git_commit()
-  for arm in arms or list(protocol["arms"]):
-    for seed in protocol["seeds"] if seeds is None else seeds:
-      config = arm_config(protocol, arm, seed)
-      workdir = Path(runs_dir) / f"{arm}_s{seed}"
-      overrides = {**protocol["common"], **protocol["arms"][arm]["overrides"], "seed": seed}
-      flat = results_lib.flat_overrides(overrides)
-      flags = " ".join(f"--config.{k}={v}" for k, v in flat.items())
-      log(
-        "$ python -m experiments.coevolution.main --config "
-        f"experiments/coevolution/configs/ring8_3x3.py --workdir {workdir} {flags}"
-      )
-      if (workdir / "summary.json").exists():
-        log("  (finished before: kept)")
-      else:
-        resumed = (workdir / "checkpoints").exists()
-        t0, c0 = time.perf_counter(), time.process_time()
-        row = train.train(config, workdir, resume=resumed)
-        timing = {
-          "wall_seconds": time.perf_counter() - t0,
-          "cpu_seconds": time.process_time() - c0,
-          "resumed": resumed,
-          "load_average": os.getloadavg(),
-          "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-          "commit": commit,  # HEAD when the study process started
-        }
-        (workdir / "timing.json").write_text(json.dumps(timing))
-        log(
-          f"  {arm} seed {seed}: modes {row['mixture/modes_covered']}, HQ "
-          f"{row['mixture/high_quality_rate']:.3f}, pooled {row.get('grid/modes_covered')} / "
-          f"{row.get('grid/high_quality_rate', float('nan')):.3f}; wall "
-          f"{timing['wall_seconds']:.0f} s, CPU {timing['cpu_seconds']:.0f} s"
-        )
-      data = collect(protocol, runs_dir, protocol_path)
-      before = json.loads(results.read_text()).get("registration") if results.exists() else None
-      data["registration"] = registration.merge(before, reg)
-      results.parent.mkdir(parents=True, exist_ok=True)
-      tmp = results.with_suffix(".tmp")
-      tmp.write_text(json.dumps(data, indent=1) + "\n")
-      tmp.replace(results)
-  log(f"done: {results}")
+  workdir = ctx.runs / f"{arm}_s{seed}"
+  overrides = {**ctx.protocol["common"], **ctx.protocol["arms"][arm]["overrides"], "seed": seed}
+  flags = " ".join(f"--config.{k}={v}" for k, v in results_lib.flat_overrides(overrides).items())
+  ctx.log(
+    "$ python -m experiments.coevolution.main --config "
+    f"experiments/coevolution/configs/ring8_3x3.py --workdir {workdir} {flags}"
+  )
+  if (workdir / "summary.json").exists():
+    ctx.log("  (finished before: kept)")
+    return read_run(workdir, arm, seed)
+  resumed = (workdir / "checkpoints").exists()
+  t0, c0 = time.perf_counter(), time.process_time()
+  row = train.train(arm_config(ctx.protocol, arm, seed), workdir, resume=resumed)
+  timing = {
+    "wall_seconds": time.perf_counter() - t0,
+    "cpu_seconds": time.process_time() - c0,
+    "resumed": resumed,
+    "load_average": os.getloadavg(),
+    "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    "commit": _head(),  # HEAD when the study process started
+  }
+  (workdir / "timing.json").write_text(json.dumps(timing))
+  ctx.log(
+    f"  {arm} seed {seed}: modes {row['mixture/modes_covered']}, HQ "
+    f"{row['mixture/high_quality_rate']:.3f}, pooled {row.get('grid/modes_covered')} / "
+    f"{row.get('grid/high_quality_rate', float('nan')):.3f}; wall "
+    f"{timing['wall_seconds']:.0f} s, CPU {timing['cpu_seconds']:.0f} s"
+  )
+  return read_run(workdir, arm, seed)
+
+
+def _header(ctx, runs: list) -> dict:
+  """The fields of the results JSON beside its runs."""
+  import jax
+
+  return {
+    "study": ctx.protocol["study"],
+    "version": ctx.protocol["version"],
+    "protocol": _relative(ctx.protocol_path),
+    "registered": ctx.protocol.get("registered"),  # typed in old protocols; git: "registration"
+    "classifier": None,
+    "host": {"cpu": _cpu_model(), "cpus": os.cpu_count(), "jax": jax.__version__},
+    # the commits the runs started from (HEAD of the study process); HEAD now if unrecorded
+    "commit": ", ".join(sorted({r["commit"] for r in runs if r.get("commit")})) or _git_commit(),
+  }
 
 
 def figure(protocol=None, data=None, path=FIGURE) -> Path:
@@ -328,41 +275,30 @@ def figure(protocol=None, data=None, path=FIGURE) -> Path:
   return path
 
 
+def _figure(o) -> None:
+  protocol = load_protocol(o.protocol)
+  out, _ = study.where(STUDY, o, protocol)
+  print(figure(protocol, json.loads(out.read_text()), out.with_suffix(".png")))
+
+
 # Every README block of the study and the earlier issue-18 study, in README order.
 BLOCKS = {**ring_tables.BLOCKS, **ring_issue18.BLOCKS}
+STUDY = study.Study(
+  protocol=ring_tables.PROTOCOL,
+  results=REPO / "experiments" / "coevolution" / "results" / "ring_v{version}.json",
+  run_one=run_one,
+  runs=str(REPO / "runs" / "ring_v{version}"),
+  blocks=tuple(BLOCKS),
+  order=lambda protocol: "seed" if protocol.get("run_order") else "arm",
+  header=_header,
+  sort_key=lambda p, r: (list(p["arms"]).index(r["arm"]), p["seeds"].index(r["seed"])),
+  commands=(("figure", _figure),),
+)
 
 
-def main(argv=None):
-  ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-  ap.add_argument("what", choices=["run", "resume", "table", "figure"])
-  ap.add_argument("--write", action="store_true", help="table: write the README blocks")
-  ap.add_argument("--trial", action="store_true", help="run: registration not checked")
-  ap.add_argument("--version", type=int, default=1, choices=(1, 2, 3), help="run/figure: protocol")
-  args = ap.parse_args(argv)
-  where = paths(args.version)
-  if args.what in ("run", "resume"):
-    from experiments import registration
-
-    reg = registration.start(where["protocol"], trial=args.trial)  # one line if refused
-    protocol, say = load_protocol(where["protocol"]), lambda s: print(s, flush=True)
-    files = (where["protocol"], where["runs"], where["results"])
-    if protocol.get("run_order") is None:  # arm-major (ring.v1)
-      run(*files, log=say, reg=reg)
-    head = _git_commit()  # the code this process imports once, for every seed
-    for seed in protocol["seeds"] if protocol.get("run_order") else ():  # seed-major
-      run(*files, seeds=[seed], log=say, commit=head, reg=reg)
-  elif args.what == "table":
-    for name in BLOCKS:
-      body = _report.make(name)
-      if args.write:
-        changed = _report.write_block(REPO / README, name, body)
-        print(f"{README} [{name}]: {'rewritten' if changed else 'unchanged'}")
-      else:
-        print(body + "\n")
-  else:
-    protocol = load_protocol(where["protocol"])
-    print(figure(protocol, json.loads(where["results"].read_text()), where["figure"]))
+def main(argv=None) -> int:
+  return study.main(STUDY, argv)
 
 
 if __name__ == "__main__":
-  main()
+  raise SystemExit(main())

@@ -229,7 +229,7 @@ def _cached(path: Path, fn, *args) -> dict:
   return out
 
 
-def _header(ctx) -> dict:
+def _header(ctx, runs: list) -> dict:
   """The fields of the results JSON beside its runs."""
   path, repo = ctx.protocol_path.resolve(), ROOT.parent.parent
   return dict(

@@ -165,9 +165,9 @@ def test_the_ring_study_refuses_an_unregistered_protocol(tmp_path):
   from experiments.coevolution import ring_study
 
   copy = tmp_path / "ring.v1.json"
-  copy.write_text(ring_study.PROTOCOL.read_text())
+  copy.write_text(ring_study.STUDY.protocol.read_text())
   with pytest.raises(registration.Refused, match="not in the study's repository"):
-    ring_study.run(copy, tmp_path / "runs", tmp_path / "ring.json")
+    ring_study.main(["run", "--protocol", str(copy), "--out", str(tmp_path / "ring.json")])
   assert not (tmp_path / "ring.json").exists()
 
 

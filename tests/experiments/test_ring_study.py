@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from experiments import _report
+from experiments.coevolution import ring_issue18, ring_tables
 from experiments.coevolution import ring_study as rs
 from experiments.coevolution.experiment import coevolution_config
 
@@ -78,7 +79,8 @@ def test_reference_and_plain_gan_keep_their_learning_rates(tmp_path, protocol):
   path = tmp_path / "protocol.json"
   path.write_text(json.dumps(p))
   out = tmp_path / "ring.json"
-  rs.run(path, tmp_path / "runs", out, ["reference", "plain_gan"], log=lambda s: None, trial=True)
+  argv = ["run", "--trial", "--protocol", str(path), "--runs", str(tmp_path / "runs")]
+  rs.main([*argv, "--out", str(out), "--arms", "reference,plain_gan"])
   data = json.loads(out.read_text())
   assert [r["arm"] for r in data["runs"]] == ["reference", "plain_gan"]
   for r in data["runs"]:
@@ -130,7 +132,7 @@ def test_table_every_seed_and_holm_verdicts(protocol):
     protocol,
     {"reference": (lo, blurred), "selection": (lo, sharp), "plain_gan": (hi, sharp)},
   )
-  text = rs.table(protocol, data)
+  text = ring_tables.table(protocol, data)
   lines = text.splitlines()
   assert any(line.startswith("| 9 | 3 | 0.190 | 3 | 0.900 | 8 | 0.900 |") for line in lines)
   verdict_part, endpoints = text.split("**Registered endpoints**")
@@ -168,7 +170,7 @@ def test_table_says_when_runs_are_missing(protocol):
     {"reference": v, "selection": v, "plain_gan": v},
     missing={("plain_gan", s) for s in range(4, 10)},
   )
-  text = rs.table(protocol, data)
+  text = ring_tables.table(protocol, data)
   assert "**Incomplete**: runs finished: plain GAN 4/10" in text
   assert "No difference detected at n = 10/4" in text
   assert "| 7 | 8 | 0.900 | 8 | 0.900 | - | - |" in text
@@ -183,14 +185,14 @@ def test_figure_writes_a_png(tmp_path, protocol):
 
 
 def test_issue18_tables_from_the_json():
-  table = rs.issue18_table()
+  table = ring_issue18.issue18_table()
   assert "not pre-registered" in table
   # sample standard deviations (issue 34: "3.0 ± 1.9" was the population std)
   assert "| t2_g40 | 5 | 3.0 ± 2.1 (3 1 4 1 6) |" in table
   # t2_5x5 seed 1: pooled HQ 0.80 (0.72 is the best mixture's)
   assert "| t2_5x5_g40 | 2 | 5.0 ± 2.8 (7 3) | 0.63 ± 0.13 (0.54 0.72) |" in table
   assert "0.65 ± 0.22 (0.49 0.80)" in table
-  main = rs.issue18_main_pairs()
+  main = ring_issue18.issue18_main_pairs()
   assert "| mean ± sd | 3.0 ± 2.1 | 0.81 ± 0.17 | 3.0 ± 2.1 | 0.81 ± 0.17 | 3.6 ± 1.3 |" in main
 
 
@@ -206,7 +208,7 @@ def test_issue18_readme_blocks_are_current(name):
 def test_v2_arm_runs_the_reference_mutation_as_run(protocol):
   """ring.v2 (issue 33): the reference coupling of v1 with ``lr_mutation="reference_as_run"``
   (the reference's p and alpha), beside v1's plain GAN; nothing else differs from v1's arms."""
-  v2 = rs.load_protocol(rs.paths(2)["protocol"])
+  v2 = rs.load_protocol(ring_tables.paths(2)["protocol"])
   assert list(v2["arms"]) == ["reference_as_run", "plain_gan"] and v2["seeds"] == list(range(10))
   assert v2["primary"]["comparisons"] == [["reference_as_run", "plain_gan"]]
   new, old = rs.arm_config(v2, "reference_as_run", 3), rs.arm_config(protocol, "reference", 3)

@@ -5,6 +5,7 @@ are written beside their record, and ``report`` rewrites the study's blocks."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 from pathlib import Path
@@ -63,7 +64,7 @@ def _fake(repo: Path, out: Path, calls: list, stop_after: int | None = None) -> 
     results=out,
     run_one=run_one,
     runs=str(repo.parent / "runs"),
-    header=lambda ctx: {"study": ctx.protocol["study"]},
+    header=lambda ctx, runs: {"study": ctx.protocol["study"], "n": len(runs)},
     sort_key=lambda p, r: (r["seed"], list(p["arms"]).index(r["arm"])),
     repo=repo,
     sources=(":(glob)src/**/*.py",),
@@ -97,6 +98,7 @@ def test_a_stopped_study_resumes_to_the_same_json(repo, tmp_path, store):
   else:
     data = json.loads(whole.read_text())
     assert data["study"] == "fake" and data["registration"]["protocol"] == "fake.v1.json"
+    assert data["n"] == 6
 
 
 def _refused(fake: study.Study, argv=("run",)) -> str:
@@ -137,6 +139,12 @@ def test_arm_major_order_and_a_subset(repo, tmp_path):
   fake = _fake(repo, tmp_path / "out", calls)
   study.run(fake, study.parse(fake, ["run", "--arms", "b,a", "--seeds", "2,0"]), log=print)
   assert calls == [("b", 2), ("a", 2), ("b", 0), ("a", 0)]
+  # the order read from the protocol, the results named by its version
+  fake = dataclasses.replace(fake, order=lambda p: "arm", results=tmp_path / "v{version}")
+  calls.clear()
+  study.run(fake, study.parse(fake, ["run", "--seeds", "0,1"]), log=print)
+  assert calls == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+  assert sorted(p.name for p in (tmp_path / "v1").glob("*.json"))[0] == "a_s0.json"
   p = {**PROTOCOL, "arms": {**PROTOCOL["arms"], "c": {"seeds": [1]}}}
   assert study.pairs(p, "arm") == [(a, s) for a in "ab" for s in (0, 1, 2)] + [("c", 1)]
 
