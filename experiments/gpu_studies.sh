@@ -49,8 +49,9 @@ print('gpu_studies: classifier', c.cached_identity('$dataset', None))
 pids=()
 if [[ $studies == *lookahead* ]]; then
   for arm in alt la_alt_k5 la_alt_k1000 eg la_eg_k1000; do
-    "$py" -m experiments.gan.results lookahead --protocol experiments/gan/protocols/lookahead.v1.json \
-      --arms "$arm" --runs "$runs" --out "$a_out" "${a_extra[@]}" >"$runs/logs/lookahead_$arm.log" 2>&1 &
+    "$py" -m experiments.gan.results run --protocol experiments/gan/protocols/lookahead.v1.json \
+      --arms "$arm" --runs "$runs" --out "$a_out/lookahead.json" "${a_extra[@]}" \
+      >"$runs/logs/lookahead_$arm.log" 2>&1 &
     pids+=($!)
   done
 fi

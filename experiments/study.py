@@ -48,6 +48,7 @@ class Context(NamedTuple):
   runs: Path  # the study's work folders (checkpoints, caches)
   options: argparse.Namespace  # the whole command line, the study's own options included
   log: Callable[[str], None]
+  save: Callable[[list], None]  # write records (with arm and seed) now: an arm's progress
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,9 @@ class Study:
 
   protocol: Path  # the default protocol file
   results: Path  # a folder (one JSON per record) or one ``.json`` file ({version} filled)
-  run_one: Callable[[Context, str, int], Any]  # one (arm, seed) -> record or (record, arrays)
+  run_one: Callable[[Context, str, Any], Any]  # (arm, seed) -> record or (record, arrays)
+  batch: bool = False  # run_one(ctx, arm, seeds) -> records: an arm's seeds at once
+  done: Callable[[Context, dict], bool] | None = None  # a finished record (default: every)
   runs: str = "runs/study"  # the default parent of the work folders ({version} filled)
   blocks: tuple[str, ...] = ()  # its generated blocks (registered with ``_report``)
   order: Order | Callable[[dict], Order] = "seed"  # seed-major or arm-major (of a protocol)
@@ -103,13 +106,12 @@ def records(results) -> list[dict]:
   return [json.loads(p.read_text()) for p in sorted(results.glob("*_s*.json"))]
 
 
-def _save(study: Study, ctx: Context, out: Path, reg: dict, rec: dict | None) -> None:
-  """Add ``rec`` (``None``: none) to the one-file store ``out`` with ``reg`` merged in."""
+def _save(study: Study, ctx: Context, out: Path, reg: dict, recs: list) -> None:
+  """Add the records ``recs`` to the one-file store ``out`` with ``reg`` merged in."""
   with _report.results_lock(out):
     data = json.loads(out.read_text()) if out.exists() else {"runs": []}
-    if rec is not None:
-      key = (rec["arm"], rec["seed"])
-      data["runs"] = [r for r in data["runs"] if (r["arm"], r["seed"]) != key] + [rec]
+    keys = {(r["arm"], r["seed"]) for r in recs}
+    data["runs"] = [r for r in data["runs"] if (r["arm"], r["seed"]) not in keys] + recs
     if study.sort_key:
       data["runs"].sort(key=lambda r: study.sort_key(ctx.protocol, r))
     data.update(study.header(ctx, data["runs"]) if study.header else {})
@@ -119,39 +121,54 @@ def _save(study: Study, ctx: Context, out: Path, reg: dict, rec: dict | None) ->
 
 def run(study: Study, options: argparse.Namespace | None = None, log=print) -> list[dict]:
   """Run (or resume) ``study`` from its command line ``options`` (:func:`parse`; default
-  its defaults): every registered pair without a record; return every record there."""
+  its defaults): every registered pair without a finished record; return every record."""
   o = options or parse(study, ["run"])
+  ctx, arms, seeds = context(study, o, log)
+  reg = registration.start(o.protocol, trial=o.trial, repo=study.repo, sources=study.sources)
+  out, _ = where(study, o, ctx.protocol)
+  one_file = out.suffix == ".json"
+  ctx = ctx._replace(save=lambda recs: _save(study, ctx, out, reg, [dict(r) for r in recs]))
+  done = study.done or (lambda ctx, r: True)
+  have = {(r["arm"], r["seed"]) for r in records(out) if done(ctx, r)} if one_file else set()
+  order = study.order(ctx.protocol) if callable(study.order) else study.order
+  todo: dict = {}
+  for arm, seed in pairs(ctx.protocol, "arm" if study.batch else order, arms, seeds):
+    if (arm, seed) in have or (out / f"{arm}_s{seed}.json").is_file():
+      log(f"{arm} seed {seed}: done before, kept")
+    elif study.batch:
+      todo.setdefault((arm, None), []).append(seed)
+    else:
+      todo[(arm, seed)] = [seed]
+  for (arm, seed), seeds in todo.items():
+    log(f"{time.strftime('%H:%M:%S')} {arm} seeds {seeds}: start")
+    made = study.run_one(ctx, arm, seeds) if study.batch else [study.run_one(ctx, arm, seed)]
+    for rec, arrays in map(_record, made):
+      rec.update(arm=arm, seed=rec["seed"] if study.batch else seed)
+      if one_file:
+        ctx.save([rec])
+      else:
+        if arrays is not None:  # first: a record on disk means its arrays are there
+          _write(out / f"{arm}_s{rec['seed']}.npz", arrays=arrays)
+        _write(out / f"{arm}_s{rec['seed']}.json", {**rec, "registration": reg})
+    if study.saved:
+      study.saved(ctx, out)
+    log(f"{time.strftime('%H:%M:%S')} {arm} seeds {seeds}: written to {out}")
+  if one_file and out.exists():
+    ctx.save([])  # this process's commit recorded, the header renewed
+    if study.saved:
+      study.saved(ctx, out)
+  return records(out)
+
+
+def context(study: Study, o, log=print) -> tuple[Context, list | None, list | None]:
+  """The context of the command line ``o`` (its protocol read and checked, ``save`` not
+  set), and its ``--arms`` and ``--seeds`` (``None``: all)."""
   if not Path(o.protocol).is_file():
     raise SystemExit(f"--protocol {o.protocol}: no such file")
   protocol = _report.load_protocol(o.protocol)
   arms, seeds = _selection(protocol, o)
-  reg = registration.start(o.protocol, trial=o.trial, repo=study.repo, sources=study.sources)
-  out, runs = where(study, o, protocol)
-  ctx = Context(protocol, Path(o.protocol), runs, o, log)
-  one_file = out.suffix == ".json"
-  have = {(r["arm"], r["seed"]) for r in records(out)} if one_file else set()
-  order = study.order(protocol) if callable(study.order) else study.order
-  for arm, seed in pairs(protocol, order, arms, seeds):
-    if (arm, seed) in have or (out / f"{arm}_s{seed}.json").is_file():
-      log(f"{arm} seed {seed}: done before, kept")
-      continue
-    log(f"{time.strftime('%H:%M:%S')} {arm} seed {seed}: start")
-    rec, arrays = _record(study.run_one(ctx, arm, seed))
-    rec.update(arm=arm, seed=seed)
-    if one_file:
-      _save(study, ctx, out, reg, rec)
-    else:
-      if arrays is not None:  # first: a record on disk means its arrays are there
-        _write(out / f"{arm}_s{seed}.npz", arrays=arrays)
-      _write(out / f"{arm}_s{seed}.json", {**rec, "registration": reg})
-    if study.saved:
-      study.saved(ctx, out)
-    log(f"{time.strftime('%H:%M:%S')} {arm} seed {seed}: written to {out}")
-  if one_file and out.exists():
-    _save(study, ctx, out, reg, None)  # this process's commit recorded, the header renewed
-    if study.saved:
-      study.saved(ctx, out)
-  return records(out)
+  _, runs = where(study, o, protocol)
+  return Context(protocol, Path(o.protocol), runs, o, log, lambda recs: None), arms, seeds
 
 
 def where(study: Study, o, protocol: dict) -> tuple[Path, Path]:
@@ -197,7 +214,7 @@ def report(study: Study, log=print) -> dict[str, str]:
 
 
 def parse(study: Study, argv) -> argparse.Namespace:
-  """The command line of ``study``; a bad option ends it with one line (exit status 2)."""
+  """The command line of ``study``; a bad option ends it with one line (a non-zero exit)."""
   ap = argparse.ArgumentParser(description=f"run or report the study of {study.protocol.name}")
   ap.add_argument("command", choices=("run", "report", *(c for c, _ in study.commands)))
   ap.add_argument("--protocol", default=str(study.protocol))

@@ -1,36 +1,38 @@
-r"""Result studies of ``experiments/gan`` (issue 12), one resumable command each.
+r"""The Lookahead study of ``experiments/gan`` (issue 12; pre-registered from version 1), on the
+study runner (``experiments.study``: :data:`STUDY`).
 
-  python -m experiments.gan.results lookahead --seeds 0,1,2,3,4   # run (or resume) the study
-  python -m experiments.gan.results lookahead --table             # table of the committed JSON
+  python -m experiments.gan.results run                 # protocols/lookahead.v4.json, resumable
+  python -m experiments.gan.results run --protocol experiments/gan/protocols/lookahead.v2.json
+  python -m experiments.gan.results report              # the README blocks, from the JSON
+  python -m experiments.gan.results table               # the table of results/v<N>/lookahead.json
 
-``lookahead``: Lookahead-minmax against its base method on Fashion-MNIST with the
-Lipizzaner MLP pair (``configs/fashion_mnist_mlp.py``): AltGAN vs LA-AltGAN and
-ExtraGrad vs LA-ExtraGrad, LA with the paper's MNIST sync period k = 1000 and its
-CIFAR k = 5, alpha = 0.5. Every run is evaluated (classifier-FID, IS analogue, class
-TVD) at the point the paper evaluates, the slow weights (for the base methods: the
-iterate), and at an EMA of the fast weights and (LA only) an EMA of the slow weights
-updated at syncs (``minmaxlab.transforms.slow_ema``). Evaluation steps are multiples
-of k, where the fast weights equal the slow ones (they are reset at each sync), so the
-fast weights need no evaluation of their own.
+Lookahead-minmax against its base method on Fashion-MNIST: AltGAN vs LA-AltGAN and ExtraGrad
+vs LA-ExtraGrad with the protocol's networks, optimizer and sync periods. Every run is
+evaluated (classifier-FID, IS analogue, class TVD) at the point the paper evaluates, the slow
+weights (for the base methods: the iterate), and at an EMA of the fast weights and (LA only)
+an EMA of the slow weights updated at syncs (``minmaxlab.transforms.slow_ema``). Evaluation
+steps are multiples of k, where the fast weights equal the slow ones (they are reset at each
+sync), so the fast weights need no evaluation of their own.
 
-Each (arm, seed) trains in its own folder ``<runs>/<study>/<arm>_s<seed>`` with an
-orbax checkpoint at every evaluation; a finished run (``result.json``) is skipped and
-an interrupted one resumes from its checkpoint with identical numbers (every draw is
-a function of ``(seed, step)``, as in ``train.py``). The study writes
-``<out>/<study>.json`` (every run's curves) and ``<out>/<study>.png``. The arms and
-the training of one arm are in ``lookahead_study.py``; this file runs the study and
-reports it (JSON, figure, table); version 2 (pre-registered) is ``lookahead_v2.py``, versions 3
-and 4 ``lookahead_v3.py``.
+One arm at a time (:func:`run_arm`), its seeds vmapped in ``<runs>/lookahead/<arm>_s<seeds>``
+with an orbax checkpoint at every evaluation; every evaluation's progress is saved to
+``results/v<N>/lookahead.json`` (and its figure), a finished arm is skipped and an interrupted
+one resumes from its checkpoint with identical numbers (every draw is a function of
+``(seed, step)``, as in ``train.py``). The arms and the training of one arm are in
+``lookahead_study.py``; the blocks of version 2 are made by ``lookahead_v2.py``, of versions 3
+and 4 by ``lookahead_v3.py``, of version 0 (exploratory, not pre-registered: its JSON was
+written by this file's command before the runner, with its defaults) here.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
+from experiments import study
 from experiments.gan.lookahead_curves import (
   POINT_LABELS,
   ROOT,
@@ -40,120 +42,103 @@ from experiments.gan.lookahead_curves import (
   plot,
   runs_by_arm,
 )
-from experiments.gan.lookahead_study import ARMS, LABELS, POINTS, run_arm, study_config
+from experiments.gan.lookahead_study import LABELS, POINTS, study_config
+from experiments.gan.lookahead_study import run_arm as run_arm_seeds
 
-# Version 0's settings (issue 12, not pre-registered); a protocol file replaces them.
-DEFAULTS = {
-  "seeds": "0,1,2,3,4",
-  "arms": "alt,la_alt_k5,eg,la_eg_k5",
-  "steps": 4000,
-  "eval_every": 1000,
-  "eval_samples": 2000,
-  "batch_size": 50,
-  "lr": 1e-3,
-  "b1": 0.05,
-  "ema_horizon": 1000.0,
+# The study's settings (``protocols/lookahead.v<N>.json``'s ``settings``); a value given on
+# the command line replaces the protocol's and is recorded as an override (tests, smoke runs).
+SETTINGS = {
+  "steps": "steps",
+  "eval_every": "eval_every",
+  "eval_samples": "eval_samples",
+  "batch_size": "batch_size",
+  "lr": "lr",
+  "b1": "b1",
+  "ema_horizon": "ema_horizon_steps",
 }
 
 
-def resolve(args):
-  """Fill the study settings of ``args`` that the command line left unset: from the
-  protocol file (``--protocol``: its arms, seeds and settings) or from the version-0
-  defaults. Returns ``(args, arms, protocol)``: ``arms`` maps each arm to run to its
-  settings; ``protocol`` is the protocol's dict (``None`` without one). A setting given
-  on the command line overrides the protocol's and is recorded as an override (tests)."""
-  protocol = None
-  values = dict(DEFAULTS)
-  arm_table = {a: dict(v) for a, v in ARMS.items()}
-  args.registration = None
-  args.config_fields = {}
-  if args.protocol:
-    from experiments import _report, registration
-
-    args.registration = registration.start(args.protocol, trial=args.trial)
-    protocol = _report.load_protocol(args.protocol)
-    s = protocol["settings"]
-    values.update(
-      seeds=",".join(map(str, protocol["seeds"])),
-      arms=",".join(protocol["arms"]),
-      steps=s["steps"],
-      eval_every=s["eval_every"],
-      eval_samples=s["eval_samples"],
-      batch_size=s["batch_size"],
-      lr=s["lr"],
-      b1=s["b1"],
-      ema_horizon=float(s["ema_horizon_steps"]),
-    )
-    args.config_fields = dict(s.get("config_fields", {}))  # e.g. the networks, the optimizer
-    arm_table = {
-      a: {k: v for k, v in spec.items() if k != "label"} for a, spec in protocol["arms"].items()
-    }
-  overrides = sorted(k for k in values if k != "arms" and getattr(args, k) is not None)
-  for k, v in values.items():
-    if getattr(args, k) is None:
-      setattr(args, k, v)
-  args.overrides = overrides if protocol else []
-  arms = args.arms.split(",")
-  unknown = [a for a in arms if a not in arm_table]
-  if unknown:
-    raise SystemExit(f"--arms: {', '.join(unknown)} not in {', '.join(arm_table)}")
-  return args, {a: arm_table[a] for a in arms}, protocol
+def settings(ctx) -> SimpleNamespace:
+  """The settings of the command line ``ctx.options`` over the protocol's: what
+  ``lookahead_study.study_config`` reads (``args``), with the ``overrides``."""
+  s, o = ctx.protocol["settings"], ctx.options
+  given = {k: getattr(o, k) for k in SETTINGS if getattr(o, k) is not None}
+  values = {k: given.get(k, s[v]) for k, v in SETTINGS.items()}
+  values["ema_horizon"] = float(values["ema_horizon"])
+  overrides = sorted([*given, *(["seeds"] if o.seeds else [])])
+  fields = dict(s.get("config_fields", {}))  # e.g. the networks, the optimizer
+  return SimpleNamespace(**values, set=o.set, config_fields=fields, overrides=overrides)
 
 
-def run_study(args, log=print) -> dict:
-  """Run every arm (all seeds of an arm at once; finished arms are skipped), then
-  write ``<out>/<study>.json`` and the figure."""
-  args, arms, registered = resolve(args)
-  seeds = [int(s) for s in args.seeds.split(",")]
-  out_dir = Path(args.out)
-  out_dir.mkdir(parents=True, exist_ok=True)
-  path = out_dir / f"{args.study}.json"
-  runs: list[dict] = []
-  protocol = None
-  for arm, spec in arms.items():
-    config = study_config(arm, seeds[0], args, spec)
-    if protocol is None:
-      protocol = {
-        k: v
-        for k, v in config.to_dict().items()
-        if k not in ("seed", "scheme", "lookahead", "sync_period", "classifier")
-      }
-      protocol.update(ema_horizon_steps=args.ema_horizon, classifier_steps=config.classifier.steps)
-      if registered:
-        protocol.update(registered=registered, overrides=args.overrides)
-    folder = Path(args.runs) / args.study / f"{arm}_s{'-'.join(map(str, seeds))}"
-    label = (registered or {}).get("arms", {}).get(arm, {}).get("label", LABELS.get(arm, arm))
-
-    def progress(partial, arm=arm, label=label, spec=spec):  # runs so far, this arm's partial
-      mine = [{"arm": arm, "label": label, **spec, **r} for r in partial]
-      write_results(out_dir, args.study, protocol, runs + mine, args.registration)
-
-    for r in run_arm(config, seeds, folder, args.ema_horizon, log, progress):
-      runs.append({"arm": arm, "label": label, **spec, **r})
-    write_results(out_dir, args.study, protocol, runs, args.registration)
-  return json.loads(path.read_text())
+def arm_spec(protocol: dict, arm: str) -> dict:
+  return {k: v for k, v in protocol["arms"][arm].items() if k != "label"}
 
 
-def write_results(out_dir: Path, study: str, protocol: dict, runs: list[dict], reg=None) -> None:
-  """Merge ``runs`` into ``<out>/<study>.json`` (runs of other arms or seeds already there
-  are kept, so several processes can run different arms) and redraw the figure; ``reg``: the
-  registration record of a protocol's study (``experiments.registration.start``)."""
-  from experiments import _report, registration
+def run_arm(ctx, arm: str, seeds: list[int]) -> list[dict]:
+  """Every seed of ``arm`` at once (``lookahead_study.run_arm``: one vmapped program, its
+  checkpoint at every evaluation), each evaluation's progress saved; one record per seed."""
+  args, spec = settings(ctx), arm_spec(ctx.protocol, arm)
+  config = study_config(arm, seeds[0], args, spec)
+  label = ctx.protocol["arms"][arm].get("label", LABELS.get(arm, arm))
+  tag = lambda rs: [{"arm": arm, "label": label, **spec, **r} for r in rs]  # noqa: E731
+  folder = ctx.runs / "lookahead" / f"{arm}_s{'-'.join(map(str, seeds))}"
+  made = run_arm_seeds(config, seeds, folder, args.ema_horizon, ctx.log, lambda p: ctx.save(tag(p)))
+  return tag(made)
 
-  path = Path(out_dir) / f"{study}.json"
-  with _report.results_lock(path):
-    mine = {(r["arm"], r["seed"]) for r in runs}
-    before = json.loads(path.read_text()) if path.exists() else {}
-    old = before.get("runs", [])
-    merged = [r for r in old if (r["arm"], r["seed"]) not in mine] + runs
-    arm_names = list(protocol.get("registered", {}).get("arms", ARMS))
-    order = {arm: i for i, arm in enumerate(arm_names)}
-    merged.sort(key=lambda r: (order.get(r["arm"], 99), r["seed"]))
-    data = {"study": study, "protocol": protocol, "runs": merged}
-    if reg is not None:
-      data["registration"] = registration.merge(before.get("registration"), reg)
-    _report.write_json(path, data)
-    plot(data, Path(out_dir) / f"{study}.png")
+
+def _header(ctx, runs: list) -> dict:
+  """The JSON's ``protocol`` record: the config every arm shares, the protocol, overrides."""
+  args, arm = settings(ctx), next(iter(ctx.protocol["arms"]))
+  config = study_config(arm, ctx.protocol["seeds"][0], args, arm_spec(ctx.protocol, arm))
+  drop = ("seed", "scheme", "lookahead", "sync_period", "classifier")
+  protocol = {k: v for k, v in config.to_dict().items() if k not in drop}
+  protocol.update(ema_horizon_steps=args.ema_horizon, classifier_steps=config.classifier.steps)
+  protocol.update(registered=ctx.protocol, overrides=args.overrides)
+  return {"study": "lookahead", "protocol": protocol}
+
+
+def _options(p) -> None:
+  p.add_argument("--steps", type=int, help="generator steps per run")
+  p.add_argument("--eval-every", type=int, help="a multiple of every k")
+  p.add_argument("--eval-samples", type=int)
+  p.add_argument("--batch-size", type=int)
+  p.add_argument("--lr", type=float, help="Adam lr of both players")
+  p.add_argument("--b1", type=float, help="Adam b1")
+  p.add_argument("--ema-horizon", type=float, help="EMA decay 1 - 1/H per step")
+  p.add_argument("--set", action="append", help="any config field: --set dataset=digits8")
+  p.add_argument("--last", type=int, default=1, help="table: mean of each run's last evaluations")
+
+
+def _print_table(o) -> None:
+  """``table``: the table of the results JSON (``--out``)."""
+  from experiments import _report
+
+  out, _ = study.where(STUDY, o, _report.load_protocol(o.protocol))
+  print(table(json.loads(out.read_text()), o.last))
+
+
+def _figure_v2(o) -> None:
+  """``figure_v2``: ``results/v2/lookahead_all_seeds.png`` (protocol v2: all ten seeds)."""
+  from experiments.gan.lookahead_v2 import plot_v2
+
+  print(plot_v2())
+
+
+# One arm at a time, its seeds vmapped, into ``results/v<N>/lookahead.json`` (and its figure).
+STUDY = study.Study(
+  protocol=ROOT / "protocols" / "lookahead.v4.json",
+  results=ROOT / "results" / "v{version}" / "lookahead.json",
+  run_one=run_arm,
+  runs="runs/lookahead_v{version}",
+  blocks=("lookahead_v4", "lookahead_v3", "lookahead_v2"),
+  batch=True,
+  done=lambda ctx, r: r["steps"] >= settings(ctx).steps,
+  header=_header,
+  sort_key=lambda p, r: (list(p["arms"]).index(r["arm"]), r["seed"]),
+  saved=lambda ctx, out: plot(json.loads(out.read_text()), out.with_suffix(".png")),
+  options=_options,
+  commands=(("table", _print_table), ("figure_v2", _figure_v2)),
+)
 
 
 def table(data: dict, last: int = 1) -> str:
@@ -271,59 +256,9 @@ def _register() -> None:
 _register()
 
 
-def parse_args(argv=None):
-  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-  p.add_argument("study", choices=["lookahead"])
-  p.add_argument("--table", action="store_true", help="only print the table of <out>/<study>.json")
-  p.add_argument(
-    "--report",
-    action="store_true",
-    help="only draw results/v2/lookahead_all_seeds.png (protocol v2: all ten seeds) and print "
-    "its README block",
-  )
-  p.add_argument("--last", type=int, default=1, help="table: mean of each run's last evaluations")
-  p.add_argument(
-    "--protocol",
-    help="a protocol file (protocols/<study>.v<N>.json): its arms, seeds and settings",
-  )
-  p.add_argument("--trial", action="store_true", help="a smoke run: registration not checked")
-  p.add_argument("--seeds", help=f"default: the protocol's, else {DEFAULTS['seeds']}")
-  p.add_argument("--arms", help="a subset of the protocol's arms (default: all of them)")
-  p.add_argument("--steps", type=int, help="generator steps per run")
-  p.add_argument("--eval-every", type=int, help="a multiple of every k")
-  p.add_argument("--eval-samples", type=int)
-  p.add_argument("--batch-size", type=int, help="the paper's MNIST batch: 50")
-  p.add_argument("--lr", type=float, help="Adam lr of both players (paper, MNIST: 1e-3)")
-  p.add_argument("--b1", type=float, help="Adam b1 (the paper's MNIST: 0.05)")
-  p.add_argument(
-    "--ema-horizon",
-    type=float,
-    help="EMA decay 1 - 1/H per step (slow EMA: (1 - 1/H)^k per sync)",
-  )
-  p.add_argument("--set", action="append", help="any config field: --set dataset=digits8")
-  p.add_argument("--runs", default="runs/gan_results")
-  p.add_argument("--out", default=str(ROOT / "results"))
-  return p.parse_args(argv)
-
-
-def main(argv=None) -> None:
-  args = parse_args(argv)
-  if args.report:
-    from experiments.gan.lookahead_v2 import plot_v2, readme_table_v2
-
-    plot_v2()
-    print(readme_table_v2())
-    return
-  if args.table:
-    data = json.loads((Path(args.out) / f"{args.study}.json").read_text())
-    print(table(data, args.last))
-    return
-  from absl import logging
-
-  logging.set_verbosity(logging.WARNING)
-  data = run_study(args, log=lambda s: print(s, flush=True))
-  print(table(data))
+def main(argv=None) -> int:
+  return study.main(STUDY, argv)
 
 
 if __name__ == "__main__":
-  main()
+  raise SystemExit(main())

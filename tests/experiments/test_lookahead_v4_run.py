@@ -1,4 +1,4 @@
-"""Lookahead v4's run command (``experiments.gan.results lookahead --protocol
+"""Lookahead v4's run command (``experiments.gan.results run --protocol
 protocols/lookahead.v4.json``): the protocol's configuration reaches the study (the notebook's
 networks, optimizer and per-player latent draws), and a run stopped after its first
 evaluation and started again ends with the numbers of an uninterrupted run.
@@ -13,10 +13,11 @@ the whole training state whatever the network)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from experiments import _report
+from experiments import _report, study
 from experiments.gan import lookahead_study, lookahead_v3, results
 
 V4 = lookahead_v3.VERSIONS[4][0]
@@ -27,11 +28,13 @@ class _Stop(Exception):
 
 
 def test_the_v4_protocol_configures_the_notebooks_networks_and_draws(tmp_path):
-  argv = ["lookahead", "--protocol", str(_report.REPO / V4), "--trial", f"--runs={tmp_path}"]
-  args, arms, protocol = results.resolve(results.parse_args(argv))
-  assert list(arms) == ["alt", "la_alt_k1000", "eg", "la_eg_k1000"] and args.overrides == []
-  assert args.registration["trial"] is True and args.seeds == ",".join(map(str, range(10)))
-  config = lookahead_study.study_config("la_eg_k1000", 0, args, arms["la_eg_k1000"])
+  argv = ["run", "--protocol", str(_report.REPO / V4), "--trial", f"--runs={tmp_path}"]
+  ctx, arms, seeds = study.context(results.STUDY, study.parse(results.STUDY, argv))
+  args = results.settings(ctx)
+  assert list(ctx.protocol["arms"]) == ["alt", "la_alt_k1000", "eg", "la_eg_k1000"]
+  assert args.overrides == [] and arms is None and seeds is None and ctx.runs == tmp_path
+  spec = results.arm_spec(ctx.protocol, "la_eg_k1000")
+  config = lookahead_study.study_config("la_eg_k1000", 0, args, spec)
   assert (config.architecture, config.optimizer) == ("dcgan_notebook", "notebook")
   assert config.latent_draws == "per_player" and config.num_steps == 100_000
   assert (config.scheme, config.sync_period, config.slow_step_size) == ("extragradient", 1000, 0.5)
@@ -40,7 +43,7 @@ def test_the_v4_protocol_configures_the_notebooks_networks_and_draws(tmp_path):
 
 def _argv(tmp_path, name: str) -> list[str]:
   return [
-    "lookahead",
+    "run",
     "--protocol",
     str(_report.REPO / V4),
     "--trial",
@@ -58,8 +61,13 @@ def _argv(tmp_path, name: str) -> list[str]:
     "--set=classifier.steps=20",
     f"--set=classifier.cache_dir={tmp_path / 'cache'}",
     f"--runs={tmp_path / name / 'runs'}",
-    f"--out={tmp_path / name / 'out'}",
+    f"--out={tmp_path / name / 'out' / 'lookahead.json'}",
   ]
+
+
+def _run(argv, log) -> dict:
+  study.run(results.STUDY, study.parse(results.STUDY, argv), log)
+  return json.loads(Path(argv[-1].split("=", 1)[1]).read_text())
 
 
 def _without_cpu(data: dict) -> list[dict]:
@@ -72,22 +80,24 @@ def _without_cpu(data: dict) -> list[dict]:
 
 
 def test_a_stopped_v4_run_resumes_to_the_uninterrupted_result(tmp_path):
-  whole = results.run_study(results.parse_args(_argv(tmp_path, "whole")), log=lambda s: None)
+  whole = _run(_argv(tmp_path, "whole"), log=lambda s: None)
   assert [[row["step"] for row in r["curves"]] for r in whole["runs"]] == [[2, 4], [2, 4]]
   assert whole["protocol"]["latent_draws"] == "per_player"
   assert whole["protocol"]["optimizer"] == "notebook"
 
   def stop(line):  # the process dies after the first evaluation's checkpoint
-    raise _Stop(line)
+    if " step 2:" in line:
+      raise _Stop(line)
 
   argv = _argv(tmp_path, "stopped")
   with pytest.raises(_Stop, match="step 2"):
-    results.run_study(results.parse_args(argv), log=stop)
+    _run(argv, log=stop)
   out = tmp_path / "stopped" / "out" / "lookahead.json"
   partial = json.loads(out.read_text())  # the progress written at the evaluation
   assert {r["steps"] for r in partial["runs"]} == {2}
   logs = []
-  resumed = results.run_study(results.parse_args(argv), log=logs.append)
-  assert len(logs) == 1 and "step 4" in logs[0]  # only the steps after the checkpoint ran
+  resumed = _run(argv, log=logs.append)
+  steps = [line for line in logs if " step " in line]
+  assert len(steps) == 1 and "step 4" in steps[0]  # only the steps after the checkpoint ran
   assert _without_cpu(resumed) == _without_cpu(whole)
   assert resumed["registration"]["trial"] is True

@@ -12,10 +12,13 @@ FASHION = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 
 
 def test_gan_lookahead_study_writes_json_figure_and_table(tmp_path):
+  from experiments import study
   from experiments.gan import results
 
   argv = [
-    "lookahead",
+    "run",
+    f"--protocol={Path(__file__).parents[2] / 'experiments/gan/protocols/lookahead.v2.json'}",
+    "--trial",
     "--seeds=0,1",
     "--arms=alt,la_alt_k5",
     "--steps=20",
@@ -26,12 +29,18 @@ def test_gan_lookahead_study_writes_json_figure_and_table(tmp_path):
     "--set=classifier.steps=30",
     f"--set=classifier.cache_dir={tmp_path / 'cache'}",
     f"--runs={tmp_path / 'runs'}",
-    f"--out={tmp_path / 'out'}",
+    f"--out={tmp_path / 'out' / 'lookahead.json'}",
   ]
   logs = []
-  data = results.run_study(results.parse_args(argv), log=logs.append)
   path, fig = tmp_path / "out" / "lookahead.json", tmp_path / "out" / "lookahead.png"
-  assert json.loads(path.read_text()) == data
+  runs = study.run(results.STUDY, study.parse(results.STUDY, argv), log=logs.append)
+  data = json.loads(path.read_text())
+  assert runs == data["runs"] and data["protocol"]["overrides"] == [
+    "eval_every",
+    "eval_samples",
+    "seeds",
+    "steps",
+  ]
   assert fig.is_file() and 0 < fig.stat().st_size < 200_000
   assert sorted((r["arm"], r["seed"]) for r in data["runs"]) == [
     ("alt", 0),
@@ -59,8 +68,8 @@ def test_gan_lookahead_study_writes_json_figure_and_table(tmp_path):
   assert "| LA-AltGAN k=5 | 0,1 | 20 |" in text
   # a second call skips the finished runs (no training) and rewrites the same results
   logs.clear()
-  again = results.run_study(results.parse_args(argv), log=logs.append)
-  assert logs == [] and again["runs"] == data["runs"]
+  again = study.run(results.STUDY, study.parse(results.STUDY, argv), log=logs.append)
+  assert all(line.endswith("done before, kept") for line in logs) and again == data["runs"]
 
 
 @pytest.mark.skipif(not FASHION.exists(), reason="Debian package dataset-fashion-mnist missing")

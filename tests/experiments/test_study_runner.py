@@ -162,3 +162,28 @@ def test_report_rewrites_the_studys_blocks(repo, tmp_path, monkeypatch):
   assert study.report(fake, log=lines.append) == {"fake_block": block_text()}
   assert _report.read_block(doc, "fake_block") == block_text()
   assert lines == [f"{doc} [fake_block]: rewritten"]
+
+
+def test_a_batch_study_runs_an_arms_seeds_at_once_and_resumes_unfinished_ones(repo, tmp_path):
+  """``batch``: one call per arm with its missing seeds; a record saved as progress
+  (``ctx.save``) and not ``done`` is run again."""
+  calls, out = [], tmp_path / "out.json"
+
+  def run_arm(ctx, arm, seeds):
+    calls.append((arm, seeds))
+    ctx.save([{"arm": arm, "seed": s, "steps": 1} for s in seeds])  # progress: at step 1
+    if arm == "b" and len(calls) == 2:
+      raise KeyboardInterrupt  # stopped after b's progress was saved
+    return [{"seed": s, "steps": 2} for s in seeds]
+
+  fake = dataclasses.replace(
+    _fake(repo, out, []), run_one=run_arm, batch=True, done=lambda ctx, r: r["steps"] == 2
+  )
+  with pytest.raises(KeyboardInterrupt):
+    study.main(fake, ["run", "--seeds", "0,2"])
+  assert [(r["arm"], r["steps"]) for r in study.records(out)] == [("a", 2), ("b", 1)] * 2
+  study.main(fake, ["run", "--seeds", "0,2"])
+  assert calls == [("a", [0, 2]), ("b", [0, 2]), ("b", [0, 2])]
+  assert {(r["arm"], r["seed"], r["steps"]) for r in study.records(out)} == {
+    (a, s, 2) for a in "ab" for s in (0, 2)
+  }
