@@ -34,12 +34,10 @@ from __future__ import annotations
 import functools
 import json
 import os
-import platform
-import subprocess
 import time
 from pathlib import Path
 
-from experiments import study
+from experiments import registration, study
 from experiments.coevolution import ring_issue18, ring_tables
 from experiments.coevolution.ring_tables import (
   FIGURE,
@@ -94,23 +92,11 @@ def arm_config(protocol: dict, arm: str, seed: int):
 
 
 def _git_commit() -> str:
+  """HEAD, short (``""`` where git cannot say)."""
   try:
-    out = subprocess.run(
-      ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-    )
-    return out.stdout.strip()
-  except OSError:
+    return registration.git(REPO, "rev-parse", "--short", "HEAD")
+  except registration.Refused:
     return ""
-
-
-def _cpu_model() -> str:
-  try:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-      if line.startswith("model name"):
-        return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor()
 
 
 def _round(x, digits: int):
@@ -207,13 +193,15 @@ def _header(ctx, runs: list) -> dict:
   """The fields of the results JSON beside its runs."""
   import jax
 
+  from minmaxlab import runner
+
   return {
     "study": ctx.protocol["study"],
     "version": ctx.protocol["version"],
     "protocol": _relative(ctx.protocol_path),
     "registered": ctx.protocol.get("registered"),  # typed in old protocols; git: "registration"
     "classifier": None,
-    "host": {"cpu": _cpu_model(), "cpus": os.cpu_count(), "jax": jax.__version__},
+    "host": {"cpu": runner.cpu_model(), "cpus": os.cpu_count(), "jax": jax.__version__},
     # the commits the runs started from (HEAD of the study process); HEAD now if unrecorded
     "commit": ", ".join(sorted({r["commit"] for r in runs if r.get("commit")})) or _git_commit(),
   }
