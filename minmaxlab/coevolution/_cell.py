@@ -97,30 +97,71 @@ def generation(setup: CellSetup, key, cell_id, neighbourhood, weights, mask, dat
   trained, g_losses, d_losses = _train(setup, keys, data, pool, usable, selected, per_logit, params)
   train_ok = jnp.all(jnp.isfinite(g_losses)) & jnp.all(jnp.isfinite(d_losses))
   new, src = _replacement(setup, pool, fit, batch, trained, selected, per_logit)
-  # 5. mixture weights: (1+1)-ES over the neighbourhood's best generators
-  own_best = take(new.params.min, jnp.argmin(new.fitness.min))
-  gens, mix_ok = ph.mixture_members(pool, fit.min, own_best, mask)
-  weights_out, score_out, accept = ph.mixture_es(
-    (keys.mixture_noise, keys.mixture_es),
-    spec.pair.generator,
-    lambda samples, w: spec.score_fn(data, samples, w),
-    gens,
-    mix_ok,
-    weights,
-    params.mixture_sigma,
-    c.mixture_samples,
-    spec.pair.latent_dim,
-  )
+  if c.mixture_generators == "pool":
+    # 5. mixture weights: (1+1)-ES over the neighbourhood's best generators
+    own_best = take(new.params.min, jnp.argmin(new.fitness.min))
+    gens, mix_ok = ph.mixture_members(pool, fit.min, own_best, mask)
+    weights_out, score_out, accept = _mixture_es(setup, keys, data, gens, mix_ok, weights, params)
+    healthy = train_ok & jnp.isfinite(score_out)
+  else:  # "trained": phase 5 runs after a second exchange (mixture_of_trained)
+    weights_out, score_out, accept = weights, jnp.asarray(INF), jnp.asarray(False)
+    mix_ok, healthy = mask, train_ok
   # 6. divergence: re-seed from the best neighbour (fresh networks without one). The
   # repair runs under a cond: a healthy cell builds no fresh networks and selects
   # nothing (with vmapped cells the cond becomes a select: the same values).
-  diverged = ph.diverged(pool, P, new, train_ok & jnp.isfinite(score_out))
+  diverged = ph.diverged(pool, P, new, healthy)
   repaired = lambda new: _repaired(setup, keys, cell_id, gen, diverged, new, pool, fit)
   new = jax.lax.cond(diverged, repaired, lambda new: new, new)
   weights_out = jnp.where(diverged, mix_ok / jnp.sum(mix_ok), weights_out)
   score_out = jnp.where(diverged, INF, score_out)
   metrics = _metrics(setup, new, g_losses, d_losses, score_out, accept, diverged, src)
   return CellResult(individuals=new, mixture_weights=weights_out, mixture_score=score_out), metrics
+
+
+def _mixture_es(setup: CellSetup, keys: CellKeys, data, gens, usable, weights, params):
+  """Phase 5: one (1+1)-ES step of the cell's mixture weights over ``gens`` ``[M, ...]``
+  (``usable [M]``): ``(weights, score, accepted)``."""
+  spec, c = setup.spec, setup.spec.config
+  return setup.phases.mixture_es(
+    (keys.mixture_noise, keys.mixture_es),
+    spec.pair.generator,
+    lambda samples, w: spec.score_fn(data, samples, w),
+    gens,
+    usable,
+    weights,
+    params.mixture_sigma,
+    c.mixture_samples,
+    spec.pair.latent_dim,
+  )
+
+
+def mixture_of_trained(
+  setup: CellSetup, key, cell_id, members, weights, mask, diverged, data, params
+):
+  """Phase 5 with ``mixture_generators="trained"``, after every cell's generation: the
+  (1+1)-ES over each member's best generator as it left its own generation.
+
+  Args:
+    key: the cell's key of the generation (the same ES draws as phase 5 in place).
+    members: the gathered ``(generator params, generator fitness)``, leaves ``[M, P, ...]``
+      and ``[M, P]``, the cell itself first (after its replacement and repair).
+    weights: the cell's weights ``[M]`` before the generation.
+    diverged: whether the cell was repaired in this generation.
+
+  Returns:
+    ``(weights, score, accepted)``: a repaired cell or a non-finite score gives weights
+    equal over the usable members and an infinite score, as in place."""
+  if setup.cell_data is not None:
+    data = setup.cell_data(data, cell_id)
+  gens, fit = members
+  M = mask.shape[0]
+  gens = jax.tree.map(lambda x: x[jnp.arange(M), jnp.argmin(fit, axis=1)], gens)
+  usable = mask & jnp.isfinite(jnp.min(fit, axis=1)).at[0].set(True)
+  keys = cell_keys(key)
+  out, score, accept = _mixture_es(setup, keys, data, gens, usable, weights, params)
+  reset = diverged | ~jnp.isfinite(score)
+  out = jnp.where(reset, usable / jnp.sum(usable), out)
+  return out, jnp.where(reset, INF, score), accept & ~reset
 
 
 def _fitness(spec: CellSpec, ph: Phases, keys: CellKeys, data, pool: Pool, per_logit):

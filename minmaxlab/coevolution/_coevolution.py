@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from minmaxlab.coevolution._cell import MUSTANGS_SALT, CellSetup
+from minmaxlab.coevolution._cell import MUSTANGS_SALT, CellSetup, mixture_of_trained
 from minmaxlab.coevolution._cell import generation as cell_generation
 from minmaxlab.coevolution._config import MUSTANGS_LOSSES, CoevolutionConfig, CoevolutionParams
 from minmaxlab.coevolution._exchange import WholeGrid
@@ -360,6 +360,8 @@ class Coevolution:
       out = jax.lax.map(lambda a: cell((a[0], a[1], take(source, a[2]), *a[3:])), flat)
       out = jax.tree.map(lambda x: x.reshape((lr, lc) + x.shape[1:]), out)
     cells, metrics = out
+    if c.mixture_generators == "trained":  # phase 5 on every cell's trained generators
+      cells, metrics = self._trained_mixture(setup, keys, ids, mask, cells, metrics, data, params)
     new, score = cells.individuals, cells.mixture_score
     new_state = CoevolutionState(
       params=new.params,
@@ -380,6 +382,32 @@ class Coevolution:
     divergences = ex.reduce(jnp.sum(metrics["diverged"]).astype(jnp.int32), "sum")
     metrics = dict(metrics, best_cell=best_cell, best_score=best_score, divergences=divergences)
     return new_state, metrics
+
+  def _trained_mixture(self, setup, keys, ids, mask, cells, metrics, data, params):
+    """``mixture_generators="trained"``: a second exchange of the cells' generators and
+    fitness after their generation, then each cell's mixture ES on its members' ones."""
+    c, ex, new = self.config, self.exchange, cells.individuals
+    trained = (new.params.min, new.fitness.min)
+    mix = lambda a: mixture_of_trained(setup, *a, data, params)
+    diverged = metrics["diverged"]
+    if self.cell_strategy == "vmap":
+      inputs = (
+        keys,
+        ids,
+        ex.gather(trained, c.neighbourhood),
+        cells.mixture_weights,
+        mask,
+        diverged,
+      )
+      weights, score, accept = jax.vmap(jax.vmap(mix))(inputs)
+    else:  # cells one after another, each taking its members' rows
+      source, members = ex.members(trained, c.neighbourhood)
+      inputs = (keys, ids, jnp.asarray(members, jnp.int32), cells.mixture_weights, mask, diverged)
+      flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), inputs)
+      out = jax.lax.map(lambda a: mix((a[0], a[1], take(source, a[2]), *a[3:])), flat)
+      weights, score, accept = jax.tree.map(lambda x: x.reshape(ids.shape + x.shape[1:]), out)
+    cells = cells._replace(mixture_weights=weights, mixture_score=score)
+    return cells, dict(metrics, mixture_score=score, mixture_accepted=accept)
 
   # ------------------------------------------------------------ read-out
   def mixture(self, state: CoevolutionState, cell: int | None = None):

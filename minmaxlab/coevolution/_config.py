@@ -18,6 +18,7 @@ DPhase = Literal["last", "first"]
 NeighbourhoodLayout = Literal["rows", "transposed"]
 CellSeeds = Literal["per_cell", "shared"]
 RescoreOwn = Literal["pool", "trained"]
+MixtureGenerators = Literal["pool", "trained"]
 GeneratorSelection = Literal["tournament", "lineage"]
 TournamentSampling = Literal["with_replacement", "without_replacement"]
 FitnessNoise = Literal["shared", "fresh"]
@@ -143,6 +144,13 @@ class CoevolutionConfig:
       trained generator is rescored against the trained discriminator, and vice versa).
       Only the rescored fitness changes (the logged ``g_fitness``/``d_fitness`` and, with
       ``population_size > 1``, which own generator the mixture takes).
+    mixture_generators: which generators the mixture-weight ES weighs: ``"pool"``
+      (default: the neighbours' best as gathered at the generation's start, the cell's own
+      after replacement) or ``"trained"`` (Lipizzaner: its ES reads each neighbour's best
+      generator over HTTP when it runs, after the neighbour's own training; here a second
+      exchange after every cell's training and replacement gathers them, and the ES runs
+      on those). With ``"trained"`` a non-finite mixture score resets the cell's weights
+      but does not re-seed its individuals (their own divergence test still does).
     loss: a name of ``minmaxlab.gan.losses.LOSSES`` (except ``"wgan_gp"``),
       ``"mustangs"`` (each individual trains with BCE, least squares or heuristic
       drawn at random, see ``mustangs_mode``) or ``"wgan"`` (Lipizzaner's WGAN
@@ -234,6 +242,7 @@ class CoevolutionConfig:
   neighbourhood_layout: NeighbourhoodLayout = "rows"
   cell_seeds: CellSeeds = "per_cell"
   rescore_own: RescoreOwn = "pool"
+  mixture_generators: MixtureGenerators = "pool"
 
   def __post_init__(self):
     def bad(name, expected):

@@ -66,6 +66,9 @@ def get_config() -> ml_collections.ConfigDict:
   # Without selection, the rescoring's own opponents: "pool" (as at the generation's start)
   # or "trained" (Lipizzaner: its trained local individuals).
   c.rescore_own = "pool"
+  # The generators the mixture ES weighs: "pool" (the neighbours' as gathered at the
+  # generation's start) or "trained" (Lipizzaner: each neighbour's after its training).
+  c.mixture_generators = "pool"
   # A minmaxlab.gan.losses name (not wgan_gp), "mustangs" or "wgan" (Lipizzaner's WGAN trainer:
   # Wasserstein critic, RMSprop instead of Adam, the critic clipped to [-wgan_clip, wgan_clip];
   # Lipizzaner: --config.loss=wgan --config.n_critic=5 --config.lookahead=False).
