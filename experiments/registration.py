@@ -1,7 +1,7 @@
 """Registration enforced by the study tool: a pre-registered study starts only from committed code.
 
 Every study command that runs a protocol (``experiments.gan.results run``,
-``experiments.gan.dynamics_study run``, ``experiments.coevolution.lipizzaner_grids --protocol``,
+``experiments.gan.dynamics_study run``, ``experiments.coevolution.lipizzaner_grids run``,
 ``experiments.coevolution.ring_study run``, ``experiments.pbt.pbt_vs_rs_v1 run``) calls
 :func:`start` before its first run. It refuses, in one line with a non-zero exit, unless
 

@@ -60,6 +60,7 @@ class Study:
   run_one: Callable[[Context, str, Any], Any]  # (arm, seed) -> record or (record, arrays)
   batch: bool = False  # run_one(ctx, arm, seeds) -> records: an arm's seeds at once
   done: Callable[[Context, dict], bool] | None = None  # a finished record (default: every)
+  arm_key: str = "arm"  # the records' field that names their arm
   runs: str = "runs/study"  # the default parent of the work folders ({version} filled)
   blocks: tuple[str, ...] = ()  # its generated blocks (registered with ``_report``)
   order: Order | Callable[[dict], Order] = "seed"  # seed-major or arm-major (of a protocol)
@@ -110,8 +111,8 @@ def _save(study: Study, ctx: Context, out: Path, reg: dict, recs: list) -> None:
   """Add the records ``recs`` to the one-file store ``out`` with ``reg`` merged in."""
   with _report.results_lock(out):
     data = json.loads(out.read_text()) if out.exists() else {"runs": []}
-    keys = {(r["arm"], r["seed"]) for r in recs}
-    data["runs"] = [r for r in data["runs"] if (r["arm"], r["seed"]) not in keys] + recs
+    keys = {_key(study, r) for r in recs}
+    data["runs"] = [r for r in data["runs"] if _key(study, r) not in keys] + recs
     if study.sort_key:
       data["runs"].sort(key=lambda r: study.sort_key(ctx.protocol, r))
     data.update(study.header(ctx, data["runs"]) if study.header else {})
@@ -129,7 +130,7 @@ def run(study: Study, options: argparse.Namespace | None = None, log=print) -> l
   one_file = out.suffix == ".json"
   ctx = ctx._replace(save=lambda recs: _save(study, ctx, out, reg, [dict(r) for r in recs]))
   done = study.done or (lambda ctx, r: True)
-  have = {(r["arm"], r["seed"]) for r in records(out) if done(ctx, r)} if one_file else set()
+  have = {_key(study, r) for r in records(out) if done(ctx, r)} if one_file else set()
   order = study.order(ctx.protocol) if callable(study.order) else study.order
   todo: dict = {}
   for arm, seed in pairs(ctx.protocol, "arm" if study.batch else order, arms, seeds):
@@ -143,7 +144,7 @@ def run(study: Study, options: argparse.Namespace | None = None, log=print) -> l
     log(f"{time.strftime('%H:%M:%S')} {arm} seeds {seeds}: start")
     made = study.run_one(ctx, arm, seeds) if study.batch else [study.run_one(ctx, arm, seed)]
     for rec, arrays in map(_record, made):
-      rec.update(arm=arm, seed=rec["seed"] if study.batch else seed)
+      rec.update({study.arm_key: arm, "seed": rec["seed"] if study.batch else seed})
       if one_file:
         ctx.save([rec])
       else:
@@ -160,6 +161,10 @@ def run(study: Study, options: argparse.Namespace | None = None, log=print) -> l
   return records(out)
 
 
+def _key(study: Study, record: dict) -> tuple:
+  return record[study.arm_key], record["seed"]
+
+
 def context(study: Study, o, log=print) -> tuple[Context, list | None, list | None]:
   """The context of the command line ``o`` (its protocol read and checked, ``save`` not
   set), and its ``--arms`` and ``--seeds`` (``None``: all)."""
@@ -173,9 +178,13 @@ def context(study: Study, o, log=print) -> tuple[Context, list | None, list | No
 
 def where(study: Study, o, protocol: dict) -> tuple[Path, Path]:
   """The results and the work folders of the command line ``o`` (``--out``, ``--runs``;
-  by default the study's, with the protocol's ``{version}`` filled in)."""
+  by default the study's, with the protocol's ``{version}`` filled in; an ``--out`` folder of a
+  one-file study: its results file's name in that folder)."""
   fill = lambda p: Path(str(p).format(version=protocol["version"]))  # noqa: E731
-  return fill(o.out or study.results), fill(o.runs or study.runs)
+  out, one_file = fill(o.out or study.results), Path(study.results).suffix == ".json"
+  if one_file and out.suffix != ".json":  # a folder: the study's results file in it
+    out = out / Path(study.results).name
+  return out, fill(o.runs or study.runs)
 
 
 def _record(made) -> tuple[dict, dict | None]:
@@ -216,7 +225,8 @@ def report(study: Study, log=print) -> dict[str, str]:
 def parse(study: Study, argv) -> argparse.Namespace:
   """The command line of ``study``; a bad option ends it with one line (a non-zero exit)."""
   ap = argparse.ArgumentParser(description=f"run or report the study of {study.protocol.name}")
-  ap.add_argument("command", choices=("run", "report", *(c for c, _ in study.commands)))
+  commands = ("run", "report", *(c for c, _ in study.commands))
+  ap.add_argument("command", nargs="?", default="run", choices=commands, help="default: run")
   ap.add_argument("--protocol", default=str(study.protocol))
   ap.add_argument("--arms", help="comma-separated subset of the protocol's arms")
   ap.add_argument("--seeds", help="comma-separated subset of the protocol's seeds")

@@ -1,44 +1,44 @@
 r"""Issue-12 study 1: do larger Lipizzaner grids lower the class TVD of the best mixture
-(RQ1) without mode collapse (RQ2)? Fashion-MNIST with Lipizzaner's MNIST protocol.
+(RQ1) without mode collapse (RQ2)? Fashion-MNIST with Lipizzaner's MNIST protocol; pre-registered
+from version 1 (``protocols/lipizzaner_grids.v<N>.json``; the bfloat16 parity study's protocols
+run here too), on the study runner (``experiments.study``: :data:`STUDY`).
 
-  nice python -m experiments.coevolution.lipizzaner_grids --grids 1,2,3 --seeds 0,1,2 \
-      --generations 30 [--steps 600] [--control]       # run (or resume) the study
-  python -m experiments.coevolution.lipizzaner_grids --table
+  nice python -m experiments.coevolution.lipizzaner_grids run --protocol PROTOCOL --out DIR
+  python -m experiments.coevolution.lipizzaner_grids table --out DIR
+  python -m experiments.coevolution.lipizzaner_grids samples --runs RUNS --out DIR
+  python -m experiments.coevolution.lipizzaner_grids merge --from JSON --out DIR
 
-Every run is ``configs/fashion_mnist_3x3.py`` with Lipizzaner's settings made explicit:
-the MLP pair, batch 100, ``steps`` batches per cell and generation (600 = a full epoch),
-the generator on every batch and the discriminator on every second one against the
-updated generator (``schedule="lipizzaner"``, ``d_every=2``), Adam 2e-4 (0.5, 0.999)
-without Lookahead, learning-rate mutation, tournament 2 with one replacement, the
-mixture (1+1)-ES (sigma 0.01) scored by classifier-FID. ``--control`` adds a 1x1 grid
-with the largest grid's total number of steps per generation (same total compute).
+Every run is ``configs/fashion_mnist_3x3.py`` with Lipizzaner's settings made explicit
+(:func:`run_config`): the MLP pair, batch 100, the arm's batches per cell and generation, the
+generator on every batch and the discriminator on every second one against the updated
+generator (``schedule="lipizzaner"``, ``d_every=2``), Adam 2e-4 (0.5, 0.999) without
+Lookahead, the mixture (1+1)-ES (sigma 0.01) scored by classifier-FID; then the arm's
+coupling fields and the protocol's sample sizes.
 
-Each (grid, seed) runs in ``<runs>/<n>x<n>_s<seed>`` (``train.train``: a killed run
-resumes from its checkpoint, a finished one is skipped). Writes
-``<out>/lipizzaner_grids.json`` (every run's best-mixture curves against generations and
-seconds), ``<out>/lipizzaner_grids.png`` and ``<out>/lipizzaner_grids_samples.png`` (each
-grid's final samples: :func:`samples_figure`). The tables and README blocks are in
-``lipizzaner_tables.py`` (their names are importable from here too).
+Each (arm, seed) runs in ``<runs>/<arm>_s<seed>`` (``train.train``: a killed run resumes from
+its checkpoint, a finished one is read back), seed-major, into ``<out>/lipizzaner_grids.json``
+(every run's best-mixture curves against generations and seconds) and its figure
+``lipizzaner_grids.png``; ``samples`` draws ``lipizzaner_grids_samples.png`` (each arm's final
+samples: :func:`samples_figure`). The tables and README blocks are in ``lipizzaner_tables.py``.
+Version 0 (exploratory, not pre-registered) ran this file's command before the runner, with
+``--grids`` and ``--control`` (commits up to ``d8cb216``); its JSON and blocks stay.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 
 import numpy as np
 
-from experiments.coevolution.lipizzaner_tables import COLLAPSE_TVD as COLLAPSE_TVD
+from experiments import study
 from experiments.coevolution.lipizzaner_tables import METRICS, ROOT, groups, table
-from experiments.coevolution.lipizzaner_tables import readme_table as readme_table
-from experiments.coevolution.lipizzaner_tables import readme_table_v0 as readme_table_v0
-from experiments.coevolution.lipizzaner_tables import readme_table_v1 as readme_table_v1
-from experiments.coevolution.lipizzaner_tables import readme_table_v2 as readme_table_v2
 
 
-def run_config(args, n: int, seed: int, steps: int):
+def run_config(args, n: int, seed: int, steps: int, fields: dict):
+  """The config of one run: Lipizzaner's settings, ``args``' ``generations`` and
+  ``eval_every``, then ``fields``, then ``args.set`` (``field=value`` items)."""
   from experiments.coevolution.configs import fashion_mnist_3x3
 
   c = fashion_mnist_3x3.get_config()
@@ -55,6 +55,8 @@ def run_config(args, n: int, seed: int, steps: int):
   c.eval_every = c.checkpoint_every = args.eval_every
   c.plot_every = 0
   c.tensorboard = c.progress = False
+  for k, v in fields.items():
+    c[k] = v
   for item in args.set or ():  # "field=json value" or "field=text", dotted fields allowed
     name, value = item.split("=", 1)
     *parents, leaf = name.split(".")
@@ -65,7 +67,8 @@ def run_config(args, n: int, seed: int, steps: int):
   return c
 
 
-def run_one(config, workdir: Path, log=print) -> dict:
+def train_run(config, workdir: Path, log=print) -> dict:
+  """Train (or resume, or read back) one run in ``workdir``; its record."""
   from experiments import _classifier_cache
   from experiments.coevolution import train
   from minmaxlab import runner
@@ -103,97 +106,36 @@ def run_one(config, workdir: Path, log=print) -> dict:
   }
 
 
-def protocol_jobs(args) -> tuple[dict, list[tuple[str, int, int, dict]]]:
-  """The protocol file ``args.protocol`` and its runs: ``(arm, rows, steps, coupling
-  fields)`` per arm (``--grids`` may pick a subset of its arms by name)."""
-  from experiments import _report
+def _config(ctx, arm: str, seed: int):
+  """The config of ``arm`` and ``seed``: the protocol's settings and the arm's coupling
+  fields (a command-line ``--generations``/``--eval-every``/``--set`` over them; ``--steps``:
+  the smallest arm's batches per generation, every arm scaled alike)."""
+  from types import SimpleNamespace
 
-  protocol = _report.load_protocol(args.protocol)
-  names = list(protocol["arms"]) if not args.arms else args.arms.split(",")
-  unknown = [a for a in names if a not in protocol["arms"]]
-  if unknown:
-    raise SystemExit(f"--arms: {', '.join(unknown)} not in {', '.join(protocol['arms'])}")
-  jobs = []
-  for name in names:
-    arm = protocol["arms"][name]
-    coupling = {k: v for k, v in protocol["couplings"][arm["coupling"]].items() if k != "note"}
-    jobs.append((name, arm["rows"], arm["steps_per_generation"], coupling))
-  return protocol, jobs
-
-
-def run_study(args, log=print) -> dict:
-  from experiments import registration
-
-  registered = reg = None
-  if args.protocol:  # refused unless the protocol and the code are committed (or --trial)
-    reg = registration.start(args.protocol, trial=args.trial)
-    registered, jobs = protocol_jobs(args)
-    s = registered["settings"]
-    args.generations = args.generations or s["generations"]
-    args.eval_every = args.eval_every or s["eval_every"]
-    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else registered["seeds"]
-    if args.steps is not None:  # a smaller budget (tests): every arm's steps scaled alike
-      base = min(steps for _, _, steps, _ in jobs)
-      jobs = [(a, n, steps * args.steps // base, c) for a, n, steps, c in jobs]
-  else:
-    grids = [int(g) for g in (args.grids or "1,2,3").split(",")]
-    seeds = [int(s) for s in (args.seeds or "0,1,2").split(",")]
-    args.generations, args.eval_every = args.generations or 30, args.eval_every or 5
-    args.steps = 600 if args.steps is None else args.steps
-    jobs = [] if args.control_only else [(f"{n}x{n}", n, args.steps, {}) for n in grids]
-    if args.control or args.control_only:
-      big = max(grids)
-      jobs.append((f"1x1_x{big * big}", 1, args.steps * big * big, {}))
-  out_dir = Path(args.out)
-  out_dir.mkdir(parents=True, exist_ok=True)
-  path = out_dir / "lipizzaner_grids.json"
-  data = {"protocol": None, "runs": []}
-  if registered and path.exists():  # parallel processes of one protocol share the JSON
-    data = json.loads(path.read_text())
-  if reg:
-    data["registration"] = registration.merge(data.get("registration"), reg)
-  for seed in seeds:  # seed-major: a stopped study has every grid at the same seeds
-    for name, n, steps, coupling in jobs:
-      config = run_config(args, n, seed, steps)
-      for k, v in coupling.items():
-        config[k] = v
-      if registered:
-        config.fitness_samples = registered["settings"]["fitness_samples"]
-        config.mixture_samples = registered["settings"]["mixture_samples_per_generator"]
-        config.num_eval_samples = registered["settings"]["num_eval_samples"]
-      if data["protocol"] is None:
-        protocol = {k: v for k, v in config.to_dict().items() if k not in ("rows", "cols", "seed")}
-        if registered:
-          protocol.update(registered=registered, overrides=list(args.set or ()))
-        data["protocol"] = json.loads(json.dumps(protocol))  # tuples as JSON lists
-      r = run_one(config, Path(args.runs) / f"{name}_s{seed}", log)
-      _merge_run(path, data, {"grid": name, **r}, registered)
-  if not registered:
-    samples_figure(Path(args.runs), out_dir)
-  return json.loads(path.read_text())
+  p, o = ctx.protocol, ctx.options
+  s, spec = p["settings"], p["arms"][arm]
+  steps = spec["steps_per_generation"]
+  if o.steps is not None:  # a smaller budget (tests)
+    steps = steps * o.steps // min(a["steps_per_generation"] for a in p["arms"].values())
+  gens, every = o.generations or s["generations"], o.eval_every or s["eval_every"]
+  args = SimpleNamespace(generations=gens, eval_every=every, set=o.set)
+  fields = {k: v for k, v in p["couplings"][spec["coupling"]].items() if k != "note"}
+  fields.update(fitness_samples=s["fitness_samples"], num_eval_samples=s["num_eval_samples"])
+  fields["mixture_samples"] = s["mixture_samples_per_generator"]
+  return run_config(args, spec["rows"], seed, steps, fields)
 
 
-def _merge_run(path: Path, data: dict, run: dict, registered) -> None:
-  """Add ``run`` to ``path`` (replacing the same grid and seed), under a lock: several
-  processes may run different seeds of one protocol."""
-  from experiments import _report, registration
+def run_one(ctx, arm: str, seed: int) -> dict:
+  """One (arm, seed) of the protocol: :func:`train_run` in ``<runs>/<arm>_s<seed>``."""
+  return {"grid": arm, **train_run(_config(ctx, arm, seed), ctx.runs / f"{arm}_s{seed}", ctx.log)}
 
-  with _report.results_lock(path):
-    if registered and path.exists():
-      mine = data.get("registration")
-      data.update(json.loads(path.read_text()))
-      if mine:  # another process's commits kept beside this one's
-        data["registration"] = registration.merge(data.get("registration"), mine)
-    runs = [r for r in data["runs"] if (r["grid"], r["seed"]) != (run["grid"], run["seed"])]
-    order = list(registered["arms"]) if registered else []
-    runs.append(run)
-    if order:
-      runs.sort(key=lambda r: (order.index(r["grid"]) if r["grid"] in order else 99, r["seed"]))
-    data["runs"] = runs
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, separators=(",", ":")))
-    tmp.replace(path)
-    plot(data, path.with_suffix(".png"))
+
+def _header(ctx, runs: list) -> dict:
+  """The JSON's ``protocol`` record: the first arm's config, the protocol, the ``--set``s."""
+  config = _config(ctx, next(iter(ctx.protocol["arms"])), ctx.protocol["seeds"][0])
+  protocol = {k: v for k, v in config.to_dict().items() if k not in ("rows", "cols", "seed")}
+  protocol.update(registered=ctx.protocol, overrides=list(ctx.options.set or ()))
+  return {"protocol": json.loads(json.dumps(protocol))}  # tuples as JSON lists
 
 
 def samples_figure(runs_dir: Path, out_dir: Path) -> Path | None:
@@ -244,9 +186,9 @@ def merge(src: Path, out_dir: Path) -> dict:
   common = (set(data["protocol"]) & set(new["protocol"])) - {"steps_per_generation"}
   differs = sorted(k for k in common if data["protocol"][k] != new["protocol"][k])
   if differs:
-    raise SystemExit(f"--merge: {src} has another protocol (fields {', '.join(differs)})")
+    raise SystemExit(f"merge --from {src}: another protocol (fields {', '.join(differs)})")
   if data["runs"] and bool(data.get("registration")) != bool(new.get("registration")):
-    raise SystemExit(f"--merge: only one of {src} and {path} has a registration record")
+    raise SystemExit(f"merge --from {src}: only it or {path} has a registration record")
   if new.get("registration"):
     from experiments import registration
 
@@ -295,61 +237,46 @@ def plot(data: dict, path: Path) -> None:
   plt.close(fig)
 
 
-def parse_args(argv=None):
-  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-  p.add_argument("--table", action="store_true", help="only print the table of the JSON")
-  p.add_argument(
-    "--protocol", help="a protocol file (protocols/lipizzaner_grids.v<N>.json): arms, seeds"
-  )
-  p.add_argument("--trial", action="store_true", help="a smoke run: registration not checked")
-  p.add_argument("--arms", help="with --protocol: a subset of its arms")
-  p.add_argument("--grids", help="without --protocol (version 0): grid sizes, default 1,2,3")
-  p.add_argument("--seeds", help="default: the protocol's (version 0: 0,1,2)")
-  p.add_argument("--generations", type=int, help="default: the protocol's (version 0: 30)")
-  p.add_argument("--eval-every", type=int, help="default: the protocol's (version 0: 5)")
-  p.add_argument(
-    "--steps",
-    type=int,
-    help="batches per cell and generation (version 0: 600); with --protocol, the smallest "
-    "arm's steps, the others scaled alike (tests)",
-  )
-  p.add_argument("--control", action="store_true", help="add the same-total-compute 1x1 run")
-  p.add_argument(
-    "--control-only", action="store_true", help="only the control of the largest grid in --grids"
-  )
-  p.add_argument(
-    "--merge",
-    metavar="JSON",
-    help="merge another run's lipizzaner_grids.json into <out>'s (a (grid, seed) there "
-    "replaces the same one here), redraw the figure, print the table",
-  )
-  p.add_argument(
-    "--samples",
-    action="store_true",
-    help="only draw <out>/lipizzaner_grids_samples.png from the run folders in --runs",
-  )
+def _options(p) -> None:
+  p.add_argument("--generations", type=int, help="default: the protocol's")
+  p.add_argument("--eval-every", type=int, help="default: the protocol's")
+  p.add_argument("--steps", type=int, help="the smallest arm's batches per generation (tests)")
   p.add_argument("--set", action="append", help="any config field: --set fitness_samples=500")
-  p.add_argument("--runs", default="runs/coev_lipizzaner_grids")
-  p.add_argument("--out", default=str(ROOT / "results"))
-  return p.parse_args(argv)
+  p.add_argument("--from", dest="source", help="merge: another lipizzaner_grids.json")
 
 
-def main(argv=None) -> None:
-  args = parse_args(argv)
-  if args.table:
-    print(table(json.loads((Path(args.out) / "lipizzaner_grids.json").read_text())))
-    return
-  if args.samples:
-    print(samples_figure(Path(args.runs), Path(args.out)) or f"no samples in {args.runs}")
-    return
-  if args.merge:
-    print(table(merge(Path(args.merge), Path(args.out))))
-    return
-  from absl import logging
+def _folder(o) -> Path:
+  """The results folder of the command line ``o`` (``--out``, or its JSON file's folder)."""
+  out = Path(o.out or ROOT / "results")
+  return out.parent if out.suffix == ".json" else out
 
-  logging.set_verbosity(logging.WARNING)
-  print(table(run_study(args, log=lambda s: print(s, flush=True))))
+
+def _table(o) -> None:
+  print(table(json.loads((_folder(o) / "lipizzaner_grids.json").read_text())))
+
+
+STUDY = study.Study(
+  protocol=ROOT / "protocols" / "lipizzaner_grids.v2.json",
+  results=ROOT / "results" / "v{version}" / "lipizzaner_grids.json",
+  run_one=run_one,
+  runs="runs/grids_v{version}",
+  blocks=("lipizzaner_grids_v2", "lipizzaner_grids_v1", "lipizzaner_grids_v0"),
+  header=_header,
+  arm_key="grid",
+  sort_key=lambda p, r: (list(p["arms"]).index(r["grid"]), r["seed"]),
+  saved=lambda ctx, out: plot(json.loads(out.read_text()), out.with_suffix(".png")),
+  options=_options,
+  commands=(
+    ("table", _table),
+    ("samples", lambda o: print(samples_figure(Path(o.runs or "runs"), _folder(o)))),
+    ("merge", lambda o: print(table(merge(Path(o.source), _folder(o))))),
+  ),
+)
+
+
+def main(argv=None) -> int:
+  return study.main(STUDY, argv)
 
 
 if __name__ == "__main__":
-  main()
+  raise SystemExit(main())

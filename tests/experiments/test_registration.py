@@ -141,7 +141,7 @@ def test_merge_keeps_every_commit_and_refuses_another_protocol():
   [
     ("experiments.gan.results", ["run", "--protocol", "{p}"]),
     ("experiments.gan.dynamics_study", ["run", "--protocol", "{p}"]),
-    ("experiments.coevolution.lipizzaner_grids", ["--protocol", "{p}"]),
+    ("experiments.coevolution.lipizzaner_grids", ["run", "--protocol", "{p}"]),
     ("experiments.pbt.pbt_vs_rs_v1", ["run", "--protocol", "{p}"]),
   ],
 )

@@ -120,18 +120,22 @@ def test_pbt_vs_random_search_study_writes_json_figure_and_table(tmp_path):
 
 @pytest.mark.slow  # the study's arms run end to end
 def test_lipizzaner_grids_study_writes_json_figure_and_table(tmp_path):
-  from experiments.coevolution import lipizzaner_grids as study
+  from experiments.coevolution import lipizzaner_grids as grids
   from experiments.coevolution.configs import fashion_mnist_3x3
 
   if "schedule" not in fashion_mnist_3x3.get_config():
     pytest.skip("the exact Lipizzaner schedule (issue 11) is not in the coevolution config")
+  protocol = Path(__file__).parents[2] / "experiments/coevolution/protocols"
+  protocol = protocol / "lipizzaner_grids.v2.json"
   argv = [
-    "--grids=2",
+    "run",
+    f"--protocol={protocol}",
+    "--trial",
+    "--arms=2x2,plain_gan",
     "--seeds=0",
     "--generations=2",
     "--eval-every=1",
     "--steps=4",
-    "--control",
     "--set=dataset=digits8",
     "--set=hidden=[16,16]",
     "--set=batch_size=16",
@@ -142,52 +146,56 @@ def test_lipizzaner_grids_study_writes_json_figure_and_table(tmp_path):
     "--set=classifier.steps=20",
     f"--set=classifier.cache_dir={tmp_path / 'cache'}",
     f"--runs={tmp_path / 'runs'}",
-    f"--out={tmp_path / 'out'}",
+    f"--out={tmp_path / 'out'}",  # a folder: its lipizzaner_grids.json
   ]
-  data = study.run_study(study.parse_args(argv), log=lambda s: None)
+  grids.main(argv)
+  grids.main(["samples", f"--runs={tmp_path / 'runs'}", f"--out={tmp_path / 'out'}"])
   path, fig = tmp_path / "out" / "lipizzaner_grids.json", tmp_path / "out" / "lipizzaner_grids.png"
-  assert json.loads(path.read_text()) == data
+  data = json.loads(path.read_text())
   assert fig.is_file() and 0 < fig.stat().st_size < 200_000
   samples = tmp_path / "out" / "lipizzaner_grids_samples.png"  # each grid's final samples
   assert samples.is_file() and 0 < samples.stat().st_size < 200_000
   assert [(r["grid"], r["rows"], r["steps_per_generation"]) for r in data["runs"]] == [
     ("2x2", 2, 4),
-    ("1x1_x4", 1, 16),  # the control: the 2x2 grid's total steps in one GAN
+    ("plain_gan", 1, 16),  # the 2x2 grid's total steps in one GAN
   ]
   for r in data["runs"]:
     assert [c["generation"] for c in r["curves"]] == [1, 2]
     assert all(c["fid"] > 0 and 0 <= c["class_tvd"] <= 1 for c in r["curves"])
+  assert data["protocol"]["fitness_samples"] == 64 and data["protocol"]["selection"] is False
   assert data["protocol"]["schedule"] == "lipizzaner" and data["protocol"]["d_every"] == 2
   assert data["protocol"]["lookahead"] is False
-  text = study.table(data)
-  for grid in ("2x2", "1x1_x4"):
+  text = grids.table(data)
+  for grid in ("2x2", "plain_gan"):
     assert f"| {grid} | 0 | 2 |" in text
   # both runs were scored by the cached classifier, and say so; one table, one classifier
   digests = {r["classifier"]["params_digest"] for r in data["runs"]}
   assert len(digests) == 1 and "different evaluation classifiers" not in text
   other = dict(data["runs"][1], classifier=None, seed=5)
-  note = study.table({**data, "runs": [*data["runs"], other]}).splitlines()[-1]
-  assert note.startswith("Scored by different evaluation classifiers") and "1x1_x4 s5" in note
-  assert f"{digests.pop()} (test accuracy" in note and "unrecorded: 1x1_x4 s5" in note
+  note = grids.table({**data, "runs": [*data["runs"], other]}).splitlines()[-1]
+  assert note.startswith("Scored by different evaluation classifiers") and "plain_gan s5" in note
+  assert f"{digests.pop()} (test accuracy" in note and "unrecorded: plain_gan s5" in note
+  # again: every run is read back from the JSON, none trained
+  logs = []
+  from experiments import study
 
-  # --control-only: the finished control is read back (not retrained), no grid job runs
-  only = study.run_study(
-    study.parse_args([*argv, f"--out={tmp_path / 'only'}", "--control-only"]), log=lambda s: None
-  )
-  assert [r["grid"] for r in only["runs"]] == ["1x1_x4"] and only["runs"][0] == data["runs"][1]
-  # --merge: a (grid, seed) of the source replaces the same one, new ones are added in order
+  study.run(grids.STUDY, study.parse(grids.STUDY, argv), log=logs.append)
+  assert len(logs) == 2 and all(line.endswith("done before, kept") for line in logs)
+  # merge: a (grid, seed) of the source replaces the same one, new ones are added in order
   src = {"protocol": {**data["protocol"], "new_field": 1}, "runs": [dict(data["runs"][1])]}
+  src["registration"] = data["registration"]  # a trial's, as the runs' own
   src["runs"][0]["curves"] = src["runs"][0]["curves"][:1]
   src["runs"].append({**data["runs"][0], "seed": 7})
   (tmp_path / "src.json").write_text(json.dumps(src))
-  study.main([f"--out={tmp_path / 'out'}", f"--merge={tmp_path / 'src.json'}"])
+  merge = ["merge", f"--out={tmp_path / 'out'}", f"--from={tmp_path / 'src.json'}"]
+  grids.main(merge)
   merged = json.loads(path.read_text())
   assert [(r["grid"], r["seed"], len(r["curves"])) for r in merged["runs"]] == [
     ("2x2", 0, 2),
     ("2x2", 7, 2),
-    ("1x1_x4", 0, 1),
+    ("plain_gan", 0, 1),
   ]
   src["protocol"]["d_every"] = 3
   (tmp_path / "src.json").write_text(json.dumps(src))
   with pytest.raises(SystemExit, match="d_every"):
-    study.main([f"--out={tmp_path / 'out'}", f"--merge={tmp_path / 'src.json'}"])
+    grids.main(merge)

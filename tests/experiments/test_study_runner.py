@@ -115,7 +115,7 @@ def test_a_dirty_tree_or_an_edited_protocol_is_refused_in_one_line(repo, tmp_pat
   _git(repo, "add", "src/new.py")
   _git(repo, "commit", "-q", "-m", "new")
   (repo / "fake.v1.json").write_text(json.dumps({**PROTOCOL, "seeds": [0, 1]}))
-  assert "protocol fake.v1.json is not committed as it is" in _refused(_fake(repo, out, calls))
+  assert "protocol fake.v1.json is not committed as it is" in _refused(_fake(repo, out, calls), [])
   _git(repo, "commit", "-q", "-am", "edit")
   assert "was edited after its first commit" in _refused(_fake(repo, out, calls))
   assert calls == [] and not out.exists()
