@@ -80,6 +80,11 @@ STUDIES = (
     "docs/parity.md",
     (
       Version(
+        "v4",
+        "experiments/parity/protocols/lipizzaner_ring_outcome.v4.json",
+        "lipizzaner_ring_outcome_v4",
+      ),
+      Version(
         "v3",
         "experiments/parity/protocols/lipizzaner_ring_outcome.v3.json",
         "lipizzaner_ring_outcome_v3",
@@ -146,6 +151,12 @@ SUPERSEDED = {
     "its library side trained the library's DCGAN pair with one latent batch for both "
     "players' fields while the reference side runs the notebook's; v2 runs the library side "
     f"on {_NOTEBOOK_OPS} (margin, test, seeds and horizon unchanged). No run of it finished",
+  ),
+  ("Lipizzaner outcome parity: the reference's own code vs the library on the ring", "v3"): (
+    "v4",
+    "its library arms' mixture ES fitted the weights to the neighbours' generators of the "
+    "generation's start, while the reference's ES reads them after their training; v4 runs "
+    "them anew, on new seeds, with mixture_generators 'trained' and reuses v2's reference runs",
   ),
   ("Lipizzaner outcome parity: the reference's own code vs the library on the ring", "v2"): (
     "v3",

@@ -109,7 +109,7 @@ def _literal_fields(cls) -> dict[str, tuple]:
 def test_coevolution_config_checks_each_literal_from_its_type():
   """Each value of the type is accepted; another is one line naming it and the allowed set."""
   fields = _literal_fields(coevolution.CoevolutionConfig)
-  assert len(fields) == 15, sorted(fields)
+  assert len(fields) == 16, sorted(fields)
   for field, allowed in fields.items():
     for value in allowed:
       assert getattr(coevolution.CoevolutionConfig(**{field: value}), field) == value

@@ -72,7 +72,9 @@ SCORES = ("fid", "gaussian_toy_distances", "ring_tvd")  # ring_tvd: lipizzaner_r
 # that the library names (CoevolutionConfig's docstring; tests/parity/ checks each against
 # the reference's own output): one opponent drawn per batch and side, the discriminator's
 # phase, _adjacent_cells' transposed neighbourhoods, get_heuristic_seed's one seed for every
-# client; and its networks' start, PyTorch's nn.Linear default (initializer "torch").
+# client; its networks' start, PyTorch's nn.Linear default (initializer "torch"); its
+# rescoring against the trained local individuals (rescore_own) and its mixture ES on the
+# neighbours' generators after their training (mixture_generators).
 # Opponents: with selection the selected individuals, else the neighbourhood's.
 REFERENCE_COUPLING = {
   "initializer": "torch",
@@ -81,6 +83,8 @@ REFERENCE_COUPLING = {
   "neighbourhood_layout": "transposed",
   "cell_seeds": "shared",
   "generator_selection": "tournament",
+  "rescore_own": "trained",
+  "mixture_generators": "trained",
 }
 LOSSES = {"bceloss": "ns_bce", "mseloss": "lsgan", "heuristicloss": "heuristic"}
 FITNESS_MODES = {"average": "average", "best": "best", "worse": "worst"}

@@ -9,7 +9,7 @@ the library, the same configuration, N seeds each, compared by two one-sided tes
   python -m experiments.parity.lipizzaner_ring_outcome table   # the docs/parity.md block
 
 The arms and seeds are the protocol's (``--protocol``, default the newest,
-``protocols/lipizzaner_ring_outcome.v3.json``; its ``"results"`` names its folder; v2's is
+``protocols/lipizzaner_ring_outcome.v4.json``; its ``"results"`` names its folder; v2's is
 ``results/lipizzaner_ring_outcome``); an arm with ``"run": false`` is reused, not run. A
 reference arm's run is Lipizzaner's own code (``lipizzaner_ring_run.reference_run``: 9 local
 clients and the master, ring data, networks and score added at run time); its final mixture
@@ -37,7 +37,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-PROTOCOL = HERE / "protocols" / "lipizzaner_ring_outcome.v3.json"
+PROTOCOL = HERE / "protocols" / "lipizzaner_ring_outcome.v4.json"
 RESULTS = HERE / "results" / "lipizzaner_ring_outcome"  # v2's (a protocol's "results")
 RUNS = REPO / "runs" / "lipizzaner_ring_outcome"
 
@@ -195,7 +195,8 @@ def main(argv=None) -> int:
   if args.command == "table":
     from experiments.parity import lipizzaner_ring_tables as t
 
-    for name, text in ((t.BLOCK, t.block()), (t.BLOCK_V3, t.block_v3())):
+    blocks = ((t.BLOCK, t.block()), (t.BLOCK_V3, t.block_v3()), (t.BLOCK_V4, t.block_v4()))
+    for name, text in blocks:
       changed = _report.write_block(REPO / t.DOC, name, text)
       print(f"{t.DOC}: block {name} {'rewritten' if changed else 'unchanged'}")
     return 0

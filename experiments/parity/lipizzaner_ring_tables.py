@@ -21,9 +21,13 @@ RESULTS = REPO / "experiments/parity/results/lipizzaner_ring_outcome"
 # v3: the library's arms with the reference's initialisation (initializer "torch")
 PROTOCOL_V3 = REPO / "experiments/parity/protocols/lipizzaner_ring_outcome.v3.json"
 RESULTS_V3 = REPO / "experiments/parity/results/lipizzaner_ring_outcome_v3"
+# v4: also the mixture ES on the neighbours' trained generators (mixture_generators "trained")
+PROTOCOL_V4 = REPO / "experiments/parity/protocols/lipizzaner_ring_outcome.v4.json"
+RESULTS_V4 = REPO / "experiments/parity/results/lipizzaner_ring_outcome_v4"
 DOC = "docs/parity.md"
 BLOCK = "lipizzaner_ring_outcome"
 BLOCK_V3 = "lipizzaner_ring_outcome_v3"
+BLOCK_V4 = "lipizzaner_ring_outcome_v4"
 
 
 def load_runs(protocol: dict, results: Path = RESULTS) -> dict[str, list[dict]]:
@@ -202,5 +206,11 @@ def block_v3() -> str:
   return block(PROTOCOL_V3, RESULTS_V3)
 
 
+def block_v4() -> str:
+  """The v4 block's text (v2's reused reference runs and v4's library runs)."""
+  return block(PROTOCOL_V4, RESULTS_V4)
+
+
 _report.register(BLOCK, DOC, f"{__name__}:block")
 _report.register(BLOCK_V3, DOC, f"{__name__}:block_v3")
+_report.register(BLOCK_V4, DOC, f"{__name__}:block_v4")

@@ -18,7 +18,7 @@ from experiments.parity import lipizzaner_ring_run as ring_run
 from tests._lipizzaner_yaml import GENERAL, MNIST
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTOCOL = ROOT / "experiments/parity/protocols/lipizzaner_ring_outcome.v3.json"
+PROTOCOL = ROOT / "experiments/parity/protocols/lipizzaner_ring_outcome.v4.json"
 ARMS = {"library_selection": True, "library_whole": False}  # arm -> the reference's selection
 
 
