@@ -1,14 +1,12 @@
-"""Smoke tests of the issue-12 result studies at a tiny budget: each command writes its
-JSON (every seed's curves) and figure, resumes/skips finished runs, and its table reads
-the JSON back."""
+"""Smoke tests of the Lookahead and Lipizzaner-grids studies (on the study runner) at a tiny
+budget, as trials of their registered protocols: each writes its JSON (every seed's curves)
+and figure, skips finished runs, and its table reads the JSON back."""
 
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-FASHION = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
 
 
 def test_gan_lookahead_study_writes_json_figure_and_table(tmp_path):
@@ -70,52 +68,6 @@ def test_gan_lookahead_study_writes_json_figure_and_table(tmp_path):
   logs.clear()
   again = study.run(results.STUDY, study.parse(results.STUDY, argv), log=logs.append)
   assert all(line.endswith("done before, kept") for line in logs) and again == data["runs"]
-
-
-@pytest.mark.skipif(not FASHION.exists(), reason="Debian package dataset-fashion-mnist missing")
-def test_pbt_vs_random_search_study_writes_json_figure_and_table(tmp_path):
-  from experiments.pbt import results
-
-  argv = [
-    "pbt_vs_rs",
-    "--seeds=0",
-    "--population=2",
-    "--trials=4",
-    "--steps-per-trial=5",
-    "--batch-size=16",
-    "--eval-samples=100",
-    "--replay-seeds=1",
-    "--set=train_examples=1000",
-    "--set=hidden=[16,16]",
-    "--set=latent_dim=8",
-    "--set=top_k=1",
-    "--set=classifier.steps=20",
-    f"--set=classifier.cache_dir={tmp_path / 'cache'}",
-    f"--runs={tmp_path / 'runs'}",
-    f"--out={tmp_path / 'out'}",
-  ]
-  data = results.run_study(results.parse_args(argv), log=lambda s: None)
-  path, fig = tmp_path / "out" / "pbt_vs_rs.json", tmp_path / "out" / "pbt_vs_rs.png"
-  assert json.loads(path.read_text()) == data
-  assert fig.is_file() and 0 < fig.stat().st_size < 200_000
-  assert sorted(r["method"] for r in data["runs"]) == ["pbt", "random_search"]
-  for r in data["runs"]:
-    fids = [t["fid"] for t in r["trials"]]
-    assert len(fids) == 4 and all(f > 0 for f in fids)
-    assert r["best_fid"] == min(fids)
-  rs = next(r for r in data["runs"] if r["method"] == "random_search")
-  for member in (0, 1):  # random search: a member never changes its hyperparameters
-    hp = {(t["lr_G"], t["lr_D"]) for t in rs["trials"] if t["member"] == member}
-    assert len(hp) == 1
-  (rep,) = data["replays"]
-  n = len(next(r for r in data["runs"] if r["method"] == "pbt")["best_lineage"])
-  assert len(rep["pbt_schedule/0"]["fids"]) == len(rep["rs_static/0"]["fids"]) == n
-  text = results.table(data)
-  assert "| pbt | 0 |" in text and "| random_search | 0 |" in text
-  assert "| pbt_schedule | 0 |" in text and "| rs_static | 0 |" in text
-  # finished runs and replays are skipped on a second call
-  again = results.run_study(results.parse_args(argv), log=lambda s: None)
-  assert again["runs"] == data["runs"] and again["replays"] == data["replays"]
 
 
 @pytest.mark.slow  # the study's arms run end to end
