@@ -78,6 +78,8 @@ def runs():
 
 
 def test_trained_scores_the_members_the_new_state_holds(runs):
+  """mixture_generators="trained": each cell's returned score is the score of its returned
+  weights on its members' generators after their generation (as Lipizzaner's ES reads them)."""
   key, out = runs
   coev, new, metrics = out["trained", "vmap"]
   got = np.asarray(new.mixture_score)
@@ -90,6 +92,7 @@ def test_trained_scores_the_members_the_new_state_holds(runs):
 
 
 def test_the_default_scores_the_generators_of_the_generations_start(runs):
+  """The default ("pool") misses that score (the perturbed twin); training is the same."""
   key, out = runs
   coev, new, _ = out["pool", "vmap"]
   got = np.asarray(new.mixture_score)
@@ -101,6 +104,7 @@ def test_the_default_scores_the_generators_of_the_generations_start(runs):
 
 
 def test_cells_one_after_another_give_the_vmapped_result(runs):
+  """The second exchange with cells one after another gives the vmapped weights."""
   _, out = runs
   a, b = out["trained", "vmap"][1], out["trained", "map"][1]
   np.testing.assert_allclose(np.asarray(a.mixture_score), np.asarray(b.mixture_score), rtol=1e-5)
