@@ -15,6 +15,9 @@ generates. The runner owns the rest:
   ``--arms``, ``--seeds``, ``--trial``, ``--runs``, ``--out`` and the study's own options; a
   bad value ends it with one line naming the value and a non-zero exit.
 
+Several studies may share one results file, each its own ``tag`` (``{"system": "reference"}``
+and ``{"system": "library"}``: the two sides of an outcome-parity study).
+
 Two stores. ``results`` a folder: one ``<arm>_s<seed>.json`` per record, each with the
 registration record. ``results`` a ``.json`` file: one object, the study's ``header`` fields,
 the registration record (merged over every process that wrote it: ``registration.merge``) and
@@ -30,8 +33,8 @@ import argparse
 import json
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -61,6 +64,7 @@ class Study:
   batch: bool = False  # run_one(ctx, arm, seeds) -> records: an arm's seeds at once
   done: Callable[[Context, dict], bool] | None = None  # a finished record (default: every)
   arm_key: str = "arm"  # the records' field that names their arm
+  tag: Mapping[str, Any] = field(default_factory=dict)  # fields of its every record (a side)
   runs: str = "runs/study"  # the default parent of the work folders ({version} filled)
   blocks: tuple[str, ...] = ()  # its generated blocks (registered with ``_report``)
   order: Order | Callable[[dict], Order] = "seed"  # seed-major or arm-major (of a protocol)
@@ -134,7 +138,7 @@ def run(study: Study, options: argparse.Namespace | None = None, log=print) -> l
   order = study.order(ctx.protocol) if callable(study.order) else study.order
   todo: dict = {}
   for arm, seed in pairs(ctx.protocol, "arm" if study.batch else order, arms, seeds):
-    if (arm, seed) in have or (out / f"{arm}_s{seed}.json").is_file():
+    if (*study.tag.values(), arm, seed) in have or (out / f"{arm}_s{seed}.json").is_file():
       log(f"{arm} seed {seed}: done before, kept")
     elif study.batch:
       todo.setdefault((arm, None), []).append(seed)
@@ -144,7 +148,7 @@ def run(study: Study, options: argparse.Namespace | None = None, log=print) -> l
     log(f"{time.strftime('%H:%M:%S')} {arm} seeds {seeds}: start")
     made = study.run_one(ctx, arm, seeds) if study.batch else [study.run_one(ctx, arm, seed)]
     for rec, arrays in map(_record, made):
-      rec.update({study.arm_key: arm, "seed": rec["seed"] if study.batch else seed})
+      rec.update({**study.tag, study.arm_key: arm, "seed": rec["seed"] if study.batch else seed})
       if one_file:
         ctx.save([rec])
       else:
@@ -162,7 +166,7 @@ def run(study: Study, options: argparse.Namespace | None = None, log=print) -> l
 
 
 def _key(study: Study, record: dict) -> tuple:
-  return record[study.arm_key], record["seed"]
+  return *(record.get(k) for k in study.tag), record[study.arm_key], record["seed"]
 
 
 def context(study: Study, o, log=print) -> tuple[Context, list | None, list | None]:

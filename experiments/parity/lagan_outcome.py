@@ -8,13 +8,15 @@ protocol's margin.
   python -m experiments.parity.lagan_outcome run --lagan PATH --python /work/refvenv/bin/python
   python -m experiments._report          # the blocks parity_lagan_outcome[_v2] of docs/parity.md
 
-Version 2 (the current one, ``run``'s default ``--version``) runs the library side on the
+Version 2 (the current one, ``run``'s default ``--protocol``) runs the library side on the
 notebook's own networks (``make_pair('dcgan_notebook')``) and draws (``latent_draws=
 'per_player'``); version 1, which ran it on the library's DCGAN pair with shared latent
 draws, is superseded and not run (:data:`STATUS`).
 
-``run`` starts only through the registration tool (``experiments.registration``) and runs
-the reference's runs first (one torch thread, little memory), then the library's. It is
+``run`` is the study runner's (``experiments.study``: :data:`REFERENCE`, then :data:`LIBRARY`,
+the two sides in one results file): it starts only through the registration tool
+(``experiments.registration``) and runs the reference's runs first (one torch thread, little
+memory), then the library's. It is
 resumable: the library's arms resume from their checkpoint at the last evaluation
 (``lookahead_study.run_arm``), a reference run is one process that writes its samples
 atomically at the end (``lagan_outcome_driver.py``), so a finished run is never redone and
@@ -25,17 +27,15 @@ runs are missing, every arm's progress on each side and the CPU-hours left.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import subprocess
-import sys
 import types
 from pathlib import Path
 
 import numpy as np
 
-from experiments import _report  # the report needs neither jax nor torch
+from experiments import _report, study  # the report needs neither jax nor torch
 
 VERSIONS = (1, 2)
 CURRENT = 2
@@ -77,107 +77,116 @@ def _args(protocol: dict):
   )
 
 
-def _save(data: dict) -> None:
-  """Write ``data`` to the results JSON it was read from (``data["_out"]``)."""
-  out = Path(data["_out"])
-  out.parent.mkdir(parents=True, exist_ok=True)
-  with _report.results_lock(out):
-    _report.write_json(out, {k: v for k, v in data.items() if k != "_out"}, compact=False)
+def arm_spec(protocol: dict, arm: str) -> dict:
+  return {k: v for k, v in protocol["arms"][arm].items() if k != "label"}
 
 
-def _library(protocol, arm, spec, data, runs_dir, log) -> None:
+def _config(protocol: dict, arm: str):
   from experiments.gan import lookahead_study
 
-  seeds, args = protocol["seeds"], _args(protocol)
-  config = lookahead_study.study_config(arm, seeds[0], args, spec)
-  horizon = float(protocol["settings"]["ema_horizon_steps"])
+  return lookahead_study.study_config(
+    arm, protocol["seeds"][0], _args(protocol), arm_spec(protocol, arm)
+  )
 
-  def record(results):
-    for r in results:
-      last = r["curves"][-1] if r["curves"] else {}
-      data["runs"][f"library/{arm}/{r['seed']}"] = dict(
+
+def reference_seed(ctx, arm: str, seed: int) -> dict:
+  """One reference run (``lagan_outcome_driver.py``, one process that writes its samples
+  atomically at its end: a cut-off run starts again), scored by the one classifier."""
+  from experiments import _classifier_cache
+  from experiments.gan import lookahead_study
+
+  s, o, config = ctx.protocol["settings"], ctx.options, _config(ctx.protocol, arm)
+  out = ctx.runs / "reference" / f"{arm}_s{seed}.npz"
+  out.parent.mkdir(parents=True, exist_ok=True)
+  if not out.exists():
+    cmd = [o.python, str(DRIVER), "--lagan", o.lagan, "--data", s["data_dir"], "--seed", str(seed)]
+    cmd += ["--steps", str(s["steps"]), "--samples", str(s["eval_samples"]), "--out", str(out)]
+    cmd += ["--lookahead"] if ctx.protocol["arms"][arm]["lookahead"] else []
+    ctx.log(f"reference {arm} seed {seed}: {' '.join(cmd)}")
+    if subprocess.run(cmd, check=False).returncode:
+      raise SystemExit(f"error: the reference run {arm} seed {seed} failed")
+  with np.load(out) as f:
+    meta, samples = json.loads(str(f["meta"])), f["g_ema"]
+  fid = float(lookahead_study.image_evaluator(config)(samples)["fid"])
+  scorer = _classifier_cache.cached_identity(config.dataset, config.classifier.cache_dir or None)
+  ctx.log(f"reference {arm} seed {seed}: FID {fid:.2f} (cpu {meta['cpu_s']:.0f} s)")
+  return dict(
+    steps=meta["steps"], fid=fid, cpu_s=meta["cpu_s"], classifier=scorer, torch=meta["torch"]
+  )
+
+
+def library_arm(ctx, arm: str, seeds: list[int]) -> list[dict]:
+  """The library's runs of ``arm`` (``lookahead_study.run_arm``: its seeds vmapped, resumed
+  from the checkpoint at its last evaluation, each evaluation's progress saved)."""
+  from experiments.gan import lookahead_study
+
+  def records(results) -> list[dict]:
+    return [
+      dict(
         system="library",
         arm=arm,
         seed=r["seed"],
         steps=r["steps"],
-        fid=last.get("ema/fid"),
+        fid=(r["curves"][-1] if r["curves"] else {}).get("ema/fid"),
         cpu_s=r["cpu_s_all_seeds"] / len(seeds),
         classifier=r["classifier"],
       )
-    _save(data)
+      for r in results
+    ]
 
-  folder = Path(runs_dir) / "library" / f"{arm}_s{'-'.join(map(str, seeds))}"
-  record(lookahead_study.run_arm(config, seeds, folder, horizon, log, progress=record))
+  config, horizon = _config(ctx.protocol, arm), float(ctx.protocol["settings"]["ema_horizon_steps"])
+  folder = ctx.runs / "library" / f"{arm}_s{'-'.join(map(str, seeds))}"
+  save = lambda rs: ctx.save(records(rs))  # noqa: E731
+  return records(lookahead_study.run_arm(config, seeds, folder, horizon, ctx.log, progress=save))
 
 
-def _reference(protocol, arm, spec, data, runs_dir, lagan, python, log) -> None:
-  from experiments import _classifier_cache
-  from experiments.gan import lookahead_study
+def _options(p) -> None:
+  p.add_argument("--lagan", help="run: a checkout of the reference (bb7c80e)")
+  p.add_argument("--python", help="run: an interpreter with PyTorch")
 
-  s = protocol["settings"]
-  config = lookahead_study.study_config(arm, protocol["seeds"][0], _args(protocol), spec)
-  for seed in protocol["seeds"]:
-    key = f"reference/{arm}/{seed}"
-    if key in data["runs"]:
-      continue
-    out = Path(runs_dir) / "reference" / f"{arm}_s{seed}.npz"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if not out.exists():
-      cmd = [python, str(DRIVER), "--lagan", lagan, "--data", s["data_dir"], "--seed", str(seed)]
-      cmd += ["--steps", str(s["steps"]), "--samples", str(s["eval_samples"]), "--out", str(out)]
-      cmd += ["--lookahead"] if spec["lookahead"] else []
-      log(f"reference {arm} seed {seed}: {' '.join(cmd)}")
-      if subprocess.run(cmd, check=False).returncode:
-        raise SystemExit(f"error: the reference run {arm} seed {seed} failed")
-    with np.load(out) as f:
-      meta, samples = json.loads(str(f["meta"])), f["g_ema"]
-    m = lookahead_study.image_evaluator(config)(samples)
-    scorer = _classifier_cache.cached_identity(config.dataset, config.classifier.cache_dir or None)
-    data["runs"][key] = dict(
-      system="reference",
-      arm=arm,
-      seed=seed,
-      steps=meta["steps"],
-      fid=float(m["fid"]),
-      cpu_s=meta["cpu_s"],
-      classifier=scorer,
-      torch=meta["torch"],
+
+def _check(o) -> str | None:
+  """The one line of a bad option of ``run``, or ``None``."""
+  if not o.lagan or not o.python:
+    return f"lagan_outcome: run needs --lagan and --python (given: {o.lagan}, {o.python})"
+  version = json.loads(Path(o.protocol).read_text())["version"] if Path(o.protocol).is_file() else 0
+  if STATUS.get(version) and not o.trial:
+    return (
+      f"lagan_outcome: --protocol {o.protocol}: version {version} is not run: {STATUS[version]}"
     )
-    _save(data)
-    log(f"reference {arm} seed {seed}: FID {m['fid']:.2f} (cpu {meta['cpu_s']:.0f} s)")
+  return None
 
 
-def run(argv=None) -> None:
-  from experiments import registration
-
-  p = argparse.ArgumentParser(description="run (or resume) the LAGAN outcome-parity study")
-  p.add_argument("--lagan", required=True, help="a checkout of the reference (bb7c80e)")
-  p.add_argument("--python", required=True, help="an interpreter with PyTorch")
-  p.add_argument("--version", type=int, default=CURRENT, choices=VERSIONS)
-  p.add_argument("--runs", help="default: runs/lagan_outcome_v<version>")
-  p.add_argument("--out", help="the results JSON (default: the version's; from a worktree: main's)")
-  p.add_argument("--trial", action="store_true", help="a smoke run: registration not checked")
-  a = p.parse_args(argv)
-  if STATUS[a.version] is not None and not a.trial:
-    raise SystemExit(f"error: --version {a.version} is not run: {STATUS[a.version]}")
-  a.runs = a.runs or f"runs/lagan_outcome_v{a.version}"
-  a.out = a.out or str(results_file(a.version))
-  reg = registration.start(_report.REPO / protocol_file(a.version), trial=a.trial)
-  protocol = _report.load_protocol(_report.REPO / protocol_file(a.version))
-  data = json.loads(Path(a.out).read_text()) if Path(a.out).exists() else {"runs": {}}
-  data.update(
-    protocol=protocol_file(a.version),
-    registration=registration.merge(data.get("registration"), reg),
+def _study(**side):
+  return study.Study(
+    protocol=_report.REPO / protocol_file(CURRENT),
+    results=_report.REPO / "experiments/parity/results/lagan_outcome.v{version}.json",
+    runs="runs/lagan_outcome_v{version}",
+    blocks=("parity_lagan_outcome_v2", "parity_lagan_outcome"),
+    header=lambda ctx, runs: {"protocol": protocol_file(ctx.protocol["version"])},
+    sort_key=lambda p, r: (r["system"], list(p["arms"]).index(r["arm"]), r["seed"]),
+    options=_options,
+    check=_check,
+    **side,
   )
-  data["_out"] = a.out
-  log = lambda s: print(s, flush=True)  # noqa: E731
-  arms = {
-    arm: {k: v for k, v in spec.items() if k != "label"} for arm, spec in protocol["arms"].items()
-  }
-  for arm, spec in arms.items():  # the reference first: one torch thread, little memory
-    _reference(protocol, arm, spec, data, a.runs, a.lagan, a.python, log)
-  for arm, spec in arms.items():
-    _library(protocol, arm, spec, data, a.runs, log)
+
+
+# The two sides in one results file: the reference's runs first (one torch thread, little
+# memory), each (arm, seed) a process; then the library's, an arm's seeds vmapped.
+REFERENCE = _study(run_one=reference_seed, tag={"system": "reference"}, order="arm")
+LIBRARY = _study(
+  run_one=library_arm,
+  tag={"system": "library"},
+  batch=True,
+  done=lambda ctx, r: r["steps"] >= ctx.protocol["settings"]["steps"],
+)
+
+
+def main(argv=None) -> int:
+  """``run`` (the reference's side, then the library's) or ``report``."""
+  if study.parse(REFERENCE, argv).command == "run":
+    study.main(REFERENCE, argv)
+  return study.main(LIBRARY, argv)
 
 
 # -- the report -------------------------------------------------------------------------
@@ -219,7 +228,7 @@ def outcome_lines(protocol: dict, data: dict | None, path: str = PROTOCOL_FILE) 
   no runs yet)."""
   from experiments import stats
 
-  runs = list((data or {}).get("runs", {}).values())
+  runs = list((data or {}).get("runs", []))
   horizon, n = protocol["settings"]["steps"], len(protocol["seeds"])
   labels = {a: spec["label"] for a, spec in protocol["arms"].items()}
   pr = protocol["primary"]
@@ -339,7 +348,7 @@ def block(version: int = CURRENT) -> str:
   results = results_file(version)
   data = json.loads(results.read_text()) if results.exists() else None
   lines = outcome_lines(protocol, data, path)
-  runs = list((data or {}).get("runs", {}).values())
+  runs = list((data or {}).get("runs", []))
   lines[2:2] = progress_lines(protocol, runs, STATUS[version])
   return "\n".join(lines)
 
@@ -356,6 +365,4 @@ _report.register("parity_lagan_outcome_v2", "docs/parity.md", f"{__name__}:block
 _report.register("parity_lagan_outcome", "docs/parity.md", f"{__name__}:block_v1")
 
 if __name__ == "__main__":
-  if sys.argv[1:2] != ["run"]:
-    sys.exit("usage: python -m experiments.parity.lagan_outcome run --lagan PATH --python PYTHON")
-  run(sys.argv[2:])
+  raise SystemExit(main())

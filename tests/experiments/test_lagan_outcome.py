@@ -5,6 +5,7 @@ synthetic result records (no jax program, no torch), and which version runs with
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -51,7 +52,7 @@ def test_unfinished_runs_are_not_tested_and_count_as_p_one_in_holm():
   runs = _runs("alt", BASE, BASE) + _runs("la_alt_k1000", BASE, BASE, steps=H - 1000)
   (only,) = lo.verdicts(PROTOCOL, runs)
   assert only["arm"] == "alt" and only["p_adjusted"] == pytest.approx(min(1, 2 * only["tost"]["p"]))
-  lines = "\n".join(lo.outcome_lines(PROTOCOL, {"runs": {str(i): r for i, r in enumerate(runs)}}))
+  lines = "\n".join(lo.outcome_lines(PROTOCOL, {"runs": runs}))  # as the study runner writes
   assert "LA-AltGAN k=1000: not tested yet" in lines
 
 
@@ -133,25 +134,29 @@ def test_lagan_outcome_v2_configures_the_notebooks_networks_and_draws_and_v1_is_
     assert protocol[key] == v1[key], key
   assert protocol["settings"]["steps"] == v1["settings"]["steps"]
   with pytest.raises(SystemExit) as e:
-    lo.run(["--version", "1", "--lagan", "x", "--python", "y"])
-  assert "--version 1 is not run: superseded by v2" in str(e.value) and "\n" not in str(e.value)
+    v1_file = str(_report.REPO / lo.protocol_file(1))
+    lo.main(["run", "--protocol", v1_file, "--lagan", "x", "--python", "y"])
+  assert "version 1 is not run: superseded by v2" in str(e.value) and "\n" not in str(e.value)
+  with pytest.raises(SystemExit, match="run needs --lagan and --python"):
+    lo.main(["run", "--python", "y"])
 
 
 def test_run_checks_the_registration_before_anything(tmp_path, monkeypatch):
-  """``lagan_outcome run`` starts with ``registration.start`` on its version's protocol (a
-  dirty tree or an edited protocol is refused there, in one line) and writes nothing first."""
+  """``lagan_outcome run`` (the study runner) starts with ``registration.start`` on its
+  protocol (a dirty tree or an edited protocol is refused there, in one line) and writes
+  nothing first."""
   from experiments import registration
 
   seen = []
 
-  def refuse(path, trial=False):
-    seen.append((path, trial))
+  def refuse(path, trial=False, **where):
+    seen.append((Path(path), trial))
     raise registration.Refused("protocol changed since its registration")
 
   monkeypatch.setattr(registration, "start", refuse)
   out, runs = tmp_path / "out.json", tmp_path / "runs"
-  argv = ["--lagan", str(tmp_path), "--python", "python3", "--out", str(out), "--runs", str(runs)]
+  argv = ["run", "--lagan", str(tmp_path), "--python", "python3", "--out", str(out)]
   with pytest.raises(registration.Refused, match="protocol changed"):
-    lo.run(argv)
+    lo.main([*argv, "--runs", str(runs)])
   assert seen == [(_report.REPO / lo.protocol_file(lo.CURRENT), False)]
   assert not out.exists() and not runs.exists()

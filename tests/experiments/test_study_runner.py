@@ -187,3 +187,19 @@ def test_a_batch_study_runs_an_arms_seeds_at_once_and_resumes_unfinished_ones(re
   assert {(r["arm"], r["seed"], r["steps"]) for r in study.records(out)} == {
     (a, s, 2) for a in "ab" for s in (0, 2)
   }
+
+
+def test_two_tagged_sides_share_one_results_file(repo, tmp_path):
+  """Each side (``tag``) runs and resumes its own pairs in the one file."""
+  out, calls = tmp_path / "both.json", []
+  ref = dataclasses.replace(_fake(repo, out, calls), tag={"system": "reference"})
+  lib = dataclasses.replace(_fake(repo, out, calls), tag={"system": "library"})
+  study.main(ref, ["run", "--seeds", "0"])
+  study.main(lib, ["run", "--seeds", "0,1"])
+  study.main(ref, ["run", "--seeds", "0,1"])
+  assert calls == [("a", 0), ("b", 0)] + [("a", 0), ("b", 0), ("a", 1), ("b", 1)] + [
+    ("a", 1),
+    ("b", 1),
+  ]
+  got = sorted((r["system"], r["arm"], r["seed"]) for r in study.records(out))
+  assert got == sorted((s, a, n) for s in ("library", "reference") for a in "ab" for n in (0, 1))
