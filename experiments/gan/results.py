@@ -130,7 +130,7 @@ STUDY = study.Study(
   results=ROOT / "results" / "v{version}" / "lookahead.json",
   run_one=run_arm,
   runs="runs/lookahead_v{version}",
-  blocks=("lookahead_v4", "lookahead_v3", "lookahead_v2"),
+  blocks=tuple(f"lookahead_v{v}" for v in ("4", "3", "2", "0_3k", "0_10k", "0_20k")),
   batch=True,
   done=lambda ctx, r: r["steps"] >= settings(ctx).steps,
   header=_header,

@@ -89,6 +89,9 @@ def test_a_stopped_study_resumes_to_the_same_json(repo, tmp_path, store):
   study.main(_fake(repo, stopped, again), ["run"])
   assert again == calls  # the three finished pairs were not run again
   assert _files(stopped) == _files(whole)
+  stamps = {p: p.stat().st_mtime_ns for p in [stopped, *stopped.glob("*")]}
+  study.main(_fake(repo, stopped, again), ["run"])  # every record there: nothing rewritten
+  assert again == calls and stamps == {p: p.stat().st_mtime_ns for p in stamps}
   (rec,) = [r for r in study.records(whole) if (r["arm"], r["seed"]) == ("b", 2)]
   assert rec["value"] == pytest.approx(float(np.random.default_rng(2).normal()) + 1.0)
   if store == "folder":
