@@ -122,7 +122,7 @@ def test_rescoring_uses_fresh_latents_and_reproduces(study):
   import jax
 
   from experiments import _report
-  from experiments.pbt import pbt_vs_rs_v1, results
+  from experiments.pbt import pbt_vs_rs_v1, results, search
 
   tmp, protocol, data, _ = study
   p = _report.load_protocol(protocol)
@@ -154,7 +154,7 @@ def test_rescoring_uses_fresh_latents_and_reproduces(study):
   z = np.asarray(jax.random.normal(replay_keys[0], (n, L)))
   assert not {tuple(v) for v in z} & rows
   # re-scoring again gives the recorded value
-  task = results.slow_eval_task(config)
+  task = search.slow_eval_task(config)
   again = pbt_vs_rs_v1.rescore_winner(task, config, run, 250)
   assert again["rescored_fid"] == pytest.approx(r["winner"]["rescored_fid"], rel=1e-5)
   assert again["rescored_fid"] != pytest.approx(run["best_fid"], rel=1e-6)
