@@ -15,13 +15,16 @@ generates. The runner owns the rest:
   ``--arms``, ``--seeds``, ``--trial``, ``--runs``, ``--out`` and the study's own options; a
   bad value ends it with one line naming the value and a non-zero exit.
 
-Several studies may share one results file, each its own ``tag`` (``{"system": "reference"}``
-and ``{"system": "library"}``: the two sides of an outcome-parity study).
-
 Two stores. ``results`` a folder: one ``<arm>_s<seed>.json`` per record, each with the
 registration record. ``results`` a ``.json`` file: one object, the study's ``header`` fields,
 the registration record (merged over every process that wrote it: ``registration.merge``) and
-every record in ``runs`` (kept in ``sort_key`` order); several processes may share it.
+every record in ``runs`` (kept in ``sort_key`` order); several processes may share it, and
+several studies too, each with its own ``tag`` (``{"system": "reference"}`` and
+``{"system": "library"}``: the two sides of an outcome-parity study). A rerun that finds every
+record written rewrites nothing.
+
+A ``batch`` study runs an arm's missing seeds in one call (vmapped) and may save their
+progress as it goes (``Context.save``); a record that is not ``done`` is run again.
 
 An arm of the protocol with ``"run": false`` is not run (another version's runs are reused);
 an arm with its own ``"seeds"`` runs only those.
