@@ -70,15 +70,6 @@ def results_lock(path):
     yield
 
 
-def write_json(path, data, compact: bool = True) -> None:
-  """Write ``data`` as JSON to ``path`` atomically (a temporary file renamed over it), so an
-  interrupted study never leaves half a results file; ``compact``: no spaces."""
-  path = Path(path)
-  tmp = path.with_suffix(".tmp")
-  tmp.write_text(json.dumps(data, separators=(",", ":")) if compact else json.dumps(data))
-  tmp.replace(path)
-
-
 def load_protocol(path) -> dict:
   """The protocol file at ``path``, checked for the fields every protocol has."""
   path = Path(path)
