@@ -1,9 +1,8 @@
 """Registration enforced by the study tool: a pre-registered study starts only from committed code.
 
-Every study command that runs a protocol (``experiments.gan.results run``,
-``experiments.gan.dynamics_study run``, ``experiments.coevolution.lipizzaner_grids run``,
-``experiments.coevolution.ring_study run``, ``experiments.pbt.pbt_vs_rs_v1 run``) calls
-:func:`start` before its first run. It refuses, in one line with a non-zero exit, unless
+Every study command that runs a protocol (``python -m <study> run`` of every study on the
+study runner, ``experiments.study``, and ``experiments.parity.lipizzaner_ring_outcome run``)
+calls :func:`start` before its first run. It refuses, in one line with a non-zero exit, unless
 
 1. the protocol file is committed and unchanged (``git status`` is clean for it);
 2. every source file the study can import is committed and unchanged: a clean ``git status``
