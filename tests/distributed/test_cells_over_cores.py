@@ -41,6 +41,7 @@ def _arrays(path):
   return state, [metrics[g] for g in sorted(metrics)]
 
 
+@pytest.mark.slow  # runs in fresh processes, each compiling a generation
 def test_cells_over_cores_give_the_one_device_numbers(tmp_path):
   split = _child("split", None, tmp_path / "split.npz")
   one = _child("none", "1", tmp_path / "one.npz")

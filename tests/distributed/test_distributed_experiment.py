@@ -88,6 +88,7 @@ def reference(tmp_path_factory):
   return workdir
 
 
+@pytest.mark.slow  # mpirun ranks, then a resume on one device, each compiling a generation
 @needs_mpi
 def test_killed_rank_fails_fast_and_resumes_on_one_device(tmp_path, reference):
   """mpirun -n 2: SIGKILL one rank mid-run; the job exits with an error within a
@@ -132,6 +133,7 @@ def test_killed_rank_fails_fast_and_resumes_on_one_device(tmp_path, reference):
   chex.assert_trees_all_equal(_state(workdir, GENERATIONS), _state(reference, GENERATIONS))
 
 
+@pytest.mark.slow  # mpirun ranks, each compiling a generation
 @needs_mpi
 def test_single_device_checkpoint_resumes_on_mpi_ranks(tmp_path, reference):
   """Generations 1-2 on one device, 3 on `mpirun -n 2` (row blocks) from the
@@ -159,6 +161,7 @@ def _free_port():
     return s.getsockname()[1]
 
 
+@pytest.mark.slow  # two processes start JAX and compile a generation each
 def test_two_process_jax_distributed_matches_single_device(tmp_path, reference):
   """Two JAX processes on localhost (2 CPU devices each): one 4-device mesh, the
   grid's 4 row blocks on 4 devices across 2 processes (shard_map + ppermute over

@@ -79,6 +79,7 @@ def _without_cpu(data: dict) -> list[dict]:
   return runs
 
 
+@pytest.mark.slow  # a run, a stopped run and its resume
 def test_a_stopped_v4_run_resumes_to_the_uninterrupted_result(tmp_path):
   whole = _run(_argv(tmp_path, "whole"), log=lambda s: None)
   assert [[row["step"] for row in r["curves"]] for r in whole["runs"]] == [[2, 4], [2, 4]]
