@@ -5,7 +5,7 @@ difference with its 95% (Welch) interval, the two one-sided tests at the protoco
 the two-sided Mann-Whitney p, and the verdict: "equivalent at margin m", "different" or
 "inconclusive at n"; an arm with fewer finished seeds than registered says "incomplete".
 
-    python -m experiments.parity.lipizzaner_ring_outcome table    # or experiments._report
+    python -m experiments.parity.lipizzaner_ring_outcome report   # or experiments._report
 """
 
 from __future__ import annotations

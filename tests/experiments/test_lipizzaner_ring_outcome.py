@@ -3,12 +3,14 @@ the score added to the reference is the library's, the master's pick is read as 
 the block regenerates from the committed JSON, and the verdict rule's three outcomes."""
 
 import json
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from experiments import study
 from experiments.parity import lipizzaner_ring_entry as entry
 from experiments.parity import lipizzaner_ring_run as lrr
 from experiments.parity import lipizzaner_ring_tables as t
@@ -79,3 +81,26 @@ def test_a_client_whose_log_shows_a_traceback_stops_the_run(tmp_path):
   log.write_text("INFO started\nTraceback (most recent call last):\n  ...\nFileExistsError: x\n")
   with pytest.raises(RuntimeError, match="client 1 raised"):
     lrr._raise_on_traceback(log, 1)
+
+
+def test_the_command_line_names_a_bad_option_in_one_line(tmp_path):
+  """The study runs on ``experiments.study``: its own options are checked before anything runs;
+  a library arm is not a trial of ``measure``."""
+  from experiments.parity import lipizzaner_ring_outcome as out
+
+  missing = str(tmp_path / "nope")
+  with pytest.raises(SystemExit) as e:
+    out.main(["run", "--lipizzaner", missing])
+  assert str(e.value.code) == f"lipizzaner_ring_outcome: --lipizzaner {missing}: not a checkout"
+  with pytest.raises(SystemExit, match="--iterations 2: measure only"):
+    out.main(["run", "--lipizzaner", str(tmp_path), "--iterations", "2"])
+  with pytest.raises(SystemExit, match="--seeds 3: not a seed of"):
+    out.main(["run", "--lipizzaner", str(tmp_path), "--seeds", "3", "--runs", missing])
+  with pytest.raises(SystemExit, match="--arm library_whole: not a reference arm"):
+    out.main(["measure", "--lipizzaner", str(tmp_path), "--arm", "library_whole"])
+  assert not Path(missing).exists()
+  assert out.STUDY.blocks == (t.BLOCK, t.BLOCK_V3, t.BLOCK_V4)
+  # v4's results folder and work folders, by the protocol's version
+  o = study.parse(out.STUDY, ["run", "--lipizzaner", str(tmp_path)])
+  results, runs = study.where(out.STUDY, o, json.loads(out.PROTOCOL.read_text()))
+  assert results == t.RESULTS_V4 and runs.name == "lipizzaner_ring_outcome_v4"
