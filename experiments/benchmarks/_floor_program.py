@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 N = 100  # batch size
+F = 1000  # fitness samples (the library's fitness_samples)
 
 
 def init_mlp(key, sizes):
@@ -53,13 +54,13 @@ def d_loss(dp, gp, real, z):
   return jnp.mean(jax.nn.softplus(-d_apply(dp, real)) + jax.nn.softplus(d_apply(dp, fake)))
 
 
-def fitness(flat, g5, d5, key):
-  """The 5x5 fitness pass: 5 G on 1000 noise vectors, 5 D on the 6000-row block."""
-  z = jax.random.normal(key, (1000, 64))
-  real = flat[jax.random.randint(jax.random.fold_in(key, 1), (1000,), 0, flat.shape[0])]
-  fakes = jax.vmap(g_apply, (0, None))(g5, z).reshape(5000, 784)
-  logits = jax.vmap(d_apply, (0, None))(d5, jnp.concatenate([real, fakes]))  # [5 D, 6000]
-  lr, lf = logits[:, :1000], logits[:, 1000:].reshape(5, 5, 1000)
+def fitness(flat, g5, d5, key, n=F):
+  """The 5x5 fitness pass: 5 G on ``n`` (1000) noise vectors, 5 D on the 6n-row block."""
+  z = jax.random.normal(key, (n, 64))
+  real = flat[jax.random.randint(jax.random.fold_in(key, 1), (n,), 0, flat.shape[0])]
+  fakes = jax.vmap(g_apply, (0, None))(g5, z).reshape(5 * n, 784)
+  logits = jax.vmap(d_apply, (0, None))(d5, jnp.concatenate([real, fakes]))  # [5 D, 6n]
+  lr, lf = logits[:, :n], logits[:, n:].reshape(5, 5, n)
   fit_g = jnp.mean(jax.nn.softplus(-lf), axis=(0, 2))
   fit_d = jnp.mean(jax.nn.softplus(-lr), 1) + jnp.mean(jax.nn.softplus(lf), (1, 2))
   return (fit_g, fit_d), (z, real, fakes, lr)
@@ -70,7 +71,8 @@ def rescore(gp, dp, d5, z, real, fakes, lr5):
   fake_tr = g_apply(gp, z)
   lg = jnp.mean(jax.nn.softplus(-jax.vmap(d_apply, (0, None))(d5, fake_tr)), 1)
   lr = d_apply(dp, jnp.concatenate([real, fakes]))
-  ld = jnp.mean(jax.nn.softplus(-lr[:1000])) + jnp.mean(jax.nn.softplus(lr[1000:]))
+  n = real.shape[0]
+  ld = jnp.mean(jax.nn.softplus(-lr[:n])) + jnp.mean(jax.nn.softplus(lr[n:]))
   return jnp.mean(lg) + 0.0 * jnp.sum(lr5), ld
 
 
@@ -94,10 +96,10 @@ def group(flat, carry, keys):
   return ((gp, dp, gm, gv, dm, dv), t, td + 1.0), None
 
 
-def cell(flat, steps, d_every, args):
+def cell(flat, steps, d_every, n, args):
   """One cell: fitness, ``steps`` batches with Lipizzaner's schedule, the re-scoring."""
   (gp, dp, gm, gv, dm, dv), g5, d5, key = args
-  f1, (z_f, real_f, fakes, lr5) = fitness(flat, g5, d5, jax.random.fold_in(key, 0))
+  f1, (z_f, real_f, fakes, lr5) = fitness(flat, g5, d5, jax.random.fold_in(key, 0), n)
   keys = jax.random.split(jax.random.fold_in(key, 1), steps)
   groups = steps // d_every
   carry = ((gp, dp, gm, gv, dm, dv), 1.0, 1.0)
@@ -109,14 +111,14 @@ def cell(flat, steps, d_every, args):
   return state, (f1, f2)
 
 
-def program(flat, steps, d_every, key, cells):
+def program(flat, steps, d_every, n, key, cells):
   """The 4 cells one after another (``lax.map``), each with its neighbourhood of 5."""
   g, d = cells[0], cells[1]
   # Each cell's neighbourhood: itself and 4 others (rolls; XLA cannot merge the copies).
   nb = lambda t: jax.tree.map(  # noqa: E731
     lambda x: jnp.stack([jnp.roll(x, i, 0) for i in (0, 1, 2, 3, 1)], 1), t
   )
-  one = functools.partial(cell, flat, steps, d_every)
+  one = functools.partial(cell, flat, steps, d_every, n)
   return jax.lax.map(one, (cells, nb(g), nb(d), jax.random.split(key, 4)))
 
 
@@ -130,11 +132,12 @@ def init_cells(key):
   return jax.vmap(one)(jax.random.split(key, 4))
 
 
-def reference_program(images, steps, d_every=2):
+def reference_program(images, steps, d_every=2, fitness_samples=F):
   """The plain-JAX floor of the library's ``--floor`` generation, the same work: 4 cells one
   after another (``lax.map``), each a Lipizzaner MNIST cell written by hand (MLP lists of
   ``{"w", "b"}``, leaky ReLU 0.2, softplus BCE, Adam(2e-4, 0.5, 0.999) by ``tree_map``): the
-  5x5 fitness pass (5 G on 1000 noise vectors, 5 D on the 6000-row block of real and fakes),
+  5x5 fitness pass (5 G on ``fitness_samples`` noise vectors, 5 D on the block of as many real
+  samples and the 5 G's fakes),
   ``steps`` batches with Lipizzaner's schedule (per batch a G step; on every ``d_every``-th
   batch then a D step on the same real batch and fresh fakes of the updated G; leftover
   batches G only), and the replacement's re-scoring as the library does it (the trained G's
@@ -143,7 +146,7 @@ def reference_program(images, steps, d_every=2):
   Returns ``(compiled program(key, cells), initial cells, compile seconds)``."""
   flat = images.reshape(images.shape[0], -1)
   cells = jax.jit(init_cells)(jax.random.key(0))
-  fn = functools.partial(program, flat, steps, d_every)
+  fn = functools.partial(program, flat, steps, d_every, fitness_samples)
   t0 = time.perf_counter()
   compiled = jax.jit(fn).lower(jax.random.key(0), cells).compile()
   return compiled, cells, time.perf_counter() - t0

@@ -26,14 +26,14 @@ CPU model and the load.
   python experiments/benchmarks/coevolution_throughput.py [--steps 20] [--grids 1x1,2x2,3x3]
       [--generations 2] [--strategies vmap,map,loop]
   python experiments/benchmarks/coevolution_throughput.py --floor [--generations 5] [--with-d1]
-      [--profile]
+      [--profile] [--fitness-samples 1000]
 
 ``--floor`` times a 2x2 Lipizzaner generation (600 batches per cell, ``schedule="lipizzaner"``,
 ``d_every=2``: per batch the generator steps, then on every second batch the discriminator
 steps against the updated generator with fresh fakes; the 5x5 fitness matrices on 1000
-samples and the replacement's re-scoring of the trained pair) against a plain-JAX floor
-program doing the same work (hand-written MLP, softplus BCE and Adam, 4 cells one after
-another), repeats interleaved. Both programs' matmul FLOPs per generation come from XLA's
+samples, ``--fitness-samples``, and the replacement's re-scoring of the trained pair) against
+a plain-JAX floor program doing the same work (hand-written MLP, softplus BCE and Adam, 4 cells
+one after another), repeats interleaved. Both programs' matmul FLOPs per generation come from XLA's
 compiled HLO (every ``dot``, scaled by the known trip counts of the loops around it; XLA's
 own ``cost_analysis()`` counts a loop body once, so its totals are printed too), so the JSON
 shows that the work is equal. It also measures XLA's throughput on each matmul shape of the
@@ -85,7 +85,9 @@ def _rss_mib() -> float:
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _coevolution(rows, cols, steps, strategy, pair, d_every=1, schedule="simultaneous"):
+def _coevolution(
+  rows, cols, steps, strategy, pair, d_every=1, schedule="simultaneous", fitness_samples=1000
+):
   cfg = co.CoevolutionConfig(
     rows=rows,
     cols=cols,
@@ -93,7 +95,7 @@ def _coevolution(rows, cols, steps, strategy, pair, d_every=1, schedule="simulta
     steps_per_generation=steps,
     d_every=d_every,
     schedule=schedule,
-    fitness_samples=1000,
+    fitness_samples=fitness_samples,
     mixture_samples=1,
     cell_strategy=strategy,
   )
@@ -137,13 +139,13 @@ def _floor_programs(args, pair, images) -> dict:
     for steps, d_every in ((full, 2), (2, 2)) + (((full, 1),) if args.with_d1 else ()):
       if d_every == 1 and strategy != "map":
         continue
-      coev = _coevolution(2, 2, steps, strategy, pair, d_every=d_every, schedule=args.schedule)
+      coev = _coevolution(2, 2, steps, strategy, pair, d_every, args.schedule, args.fitness_samples)
       compiled, state, compile_s, temp_mib = _compile(coev, images)
       programs[(strategy, steps, d_every)] = [compiled, state, compile_s, temp_mib]
       print(f"# compiled {strategy} steps={steps} d_every={d_every}: {compile_s:.1f} s", flush=True)
   if args.reference:
     for steps in (full, 2):
-      ref, cells, compile_s = reference_program(images, steps)
+      ref, cells, compile_s = reference_program(images, steps, 2, args.fitness_samples)
       programs[("floor", steps, 2)] = [ref, cells, compile_s, None]
       print(f"# compiled the plain-JAX floor, steps={steps}: {compile_s:.1f} s", flush=True)
   return programs
@@ -230,7 +232,8 @@ def floor(args, pair, images):
     "benchmark": "coevolution_throughput --floor",
     "grid": "2x2",
     "work": f"{full} batches per cell, schedule={args.schedule}, d_every=2, plain Adam, "
-    "5x5 fitness on 1000 samples + the replacement's re-scoring, trivial mixture score (no FID)",
+    f"5x5 fitness on {args.fitness_samples} samples + the replacement's re-scoring, trivial "
+    "mixture score (no FID)",
     "machine": h.host(),
     "load_average_per_rep": loads,
     "process_cpu_seconds_timed_loop": round(cpu_s, 1),
@@ -337,6 +340,12 @@ def main():
     help="--floor: skip the plain-JAX floor program timed alongside (same load)",
   )
   ap.add_argument("--with-d1", action="store_true", help="--floor: also map with d_every=1")
+  ap.add_argument(
+    "--fitness-samples",
+    type=int,
+    default=1000,
+    help="--floor: samples of the 5x5 fitness pass, library and floor alike (a smaller run)",
+  )
   ap.add_argument(
     "--matmul-repeats",
     type=int,

@@ -71,7 +71,7 @@ PROTOCOL = {
   "floor": {
     "full": ["--floor", "--strategies", "map", "--generations", "9"],
     "quick": ["--floor", "--strategies", "map", "--generations", "1", "--floor-steps", "6"]
-    + ["--matmul-repeats", "1"],
+    + ["--matmul-repeats", "1", "--fitness-samples", "100"],
   },
   "overhead": {
     "full": ["--problems", "mlp_gan", "--steps", "100,2000", "--repeats", "25"],
