@@ -43,7 +43,11 @@ from pathlib import Path
 import numpy as np
 
 from experiments import study
-from experiments.parity.lipizzaner_ring_outcome import reference_commit
+from experiments.parity.lipizzaner_ring_outcome import (
+  reference_check,
+  reference_commit,
+  reference_options,
+)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -247,22 +251,9 @@ def run_one(ctx, arm: str, seed: int):
 
 
 def _options(ap) -> None:
-  ap.add_argument("--lipizzaner", default=None, help="a checkout of ALFA-group/lipizzaner-gan")
-  ap.add_argument("--python", default="python3", help="an interpreter with torch")
+  reference_options(ap)
   ap.add_argument("--idx", default=FASHION_IDX, help="Fashion-MNIST IDX files (.gz or plain)")
   ap.add_argument("--system", choices=("reference", "library"), default="reference")
-  ap.add_argument("--iterations", type=int, default=None, help="measure only")
-  ap.add_argument("--seed", type=int, default=0, help="measure only")
-  ap.add_argument("--timeout_s", type=float, default=4 * 3600.0)
-
-
-def _check(args) -> str | None:
-  """The one line of a bad option of ``run`` or ``measure``, or ``None``."""
-  if args.lipizzaner is None or not Path(args.lipizzaner).is_dir():
-    return f"lipizzaner_fmnist_outcome: --lipizzaner {args.lipizzaner}: not a checkout"
-  if args.iterations is not None and (args.command != "measure" or args.iterations < 1):
-    return f"lipizzaner_fmnist_outcome: --iterations {args.iterations}: measure only, >= 1"
-  return None
 
 
 def measure(args) -> None:
@@ -281,7 +272,7 @@ STUDY = study.Study(
   runs=str(RUNS),
   blocks=("lipizzaner_fmnist_outcome",),
   options=_options,
-  check=_check,
+  check=reference_check("lipizzaner_fmnist_outcome"),
   commands=(("measure", measure),),
 )
 

@@ -135,22 +135,32 @@ def run_one(ctx, arm: str, seed: int):
   return rec, arrays
 
 
-def _options(ap) -> None:
+def reference_options(ap) -> None:
+  """The options of a study that runs Lipizzaner's own clients (and ``measure``'s)."""
   ap.add_argument("--lipizzaner", default=None, help="a checkout of ALFA-group/lipizzaner-gan")
   ap.add_argument("--python", default="python3", help="an interpreter with torch")
   ap.add_argument("--iterations", type=int, default=None, help="measure only")
-  ap.add_argument("--arm", default="reference_off", help="measure only")
   ap.add_argument("--seed", type=int, default=0, help="measure only")
   ap.add_argument("--timeout_s", type=float, default=4 * 3600.0)
 
 
-def _check(args) -> str | None:
-  """The one line of a bad option of ``run`` or ``measure``, or ``None``."""
-  if args.lipizzaner is None or not Path(args.lipizzaner).is_dir():
-    return f"lipizzaner_ring_outcome: --lipizzaner {args.lipizzaner}: not a checkout"
-  if args.iterations is not None and (args.command != "measure" or args.iterations < 1):
-    return f"lipizzaner_ring_outcome: --iterations {args.iterations}: measure only, >= 1"
-  return None
+def reference_check(name: str):
+  """The check of :func:`reference_options`: the one line of a bad option of ``run`` or
+  ``measure`` (``name`` the study's), or ``None``."""
+
+  def check(args) -> str | None:
+    if args.lipizzaner is None or not Path(args.lipizzaner).is_dir():
+      return f"{name}: --lipizzaner {args.lipizzaner}: not a checkout"
+    if args.iterations is not None and (args.command != "measure" or args.iterations < 1):
+      return f"{name}: --iterations {args.iterations}: measure only, >= 1"
+    return None
+
+  return check
+
+
+def _options(ap) -> None:
+  reference_options(ap)
+  ap.add_argument("--arm", default="reference_off", help="measure only")
 
 
 def measure(args) -> None:
@@ -171,7 +181,7 @@ STUDY = study.Study(
   runs=str(RUNS),
   blocks=("lipizzaner_ring_outcome", "lipizzaner_ring_outcome_v3", "lipizzaner_ring_outcome_v4"),
   options=_options,
-  check=_check,
+  check=reference_check("lipizzaner_ring_outcome"),
   commands=(("measure", measure),),
 )
 
