@@ -143,14 +143,16 @@ def _reference_generation(key, state):
     jnp.mean(D.apply(dp, G.apply(gp, z))) - jnp.mean(D.apply(dp, real))
   )
   gen = lambda gp, dp, z: -jnp.mean(D.apply(dp, G.apply(gp, z)))
+  # jitted: one program each (op by op, every op of both gradients compiled alone)
+  grad_critic, grad_gen = jax.jit(jax.grad(critic)), jax.jit(jax.grad(gen))
   for i, k in enumerate(jax.random.split(cell_keys[6], S)):
     pair_key = jax.random.split(jax.random.split(k, 3)[2], 1)[0]
     kk = jax.random.fold_in(pair_key, 0)
     real = RING.sample(jax.random.fold_in(kk, 0), B)
     z = jax.random.normal(jax.random.fold_in(kk, 1), (B, PAIR.latent_dim))
-    grad_d = jax.grad(critic)(f32(d), f32(g), real, z)
+    grad_d = grad_critic(f32(d), f32(g), real, z)
     if (i + 1) % N_CRITIC == 0:  # the generator's step, against the critic before its update
-      grad_g = jax.grad(gen)(f32(g), f32(d), z)
+      grad_g = grad_gen(f32(g), f32(d), z)
       upd = jax.tree.map(
         lambda w, gr, n: _rmsprop(w, np.asarray(gr, np.float64), n, LR), g, grad_g, nu_g
       )
