@@ -135,6 +135,13 @@ def _mixture_es(setup: CellSetup, keys: CellKeys, data, gens, usable, weights, p
   )
 
 
+def member_bests(gens, fit):
+  """Each member's best generator (lowest fitness): leaves ``[M, P, ...]`` -> ``[M, ...]``
+  by ``fit [M, P]``."""
+  best = jnp.argmin(fit, axis=1)
+  return jax.tree.map(lambda x: x[jnp.arange(fit.shape[0]), best], gens)
+
+
 def mixture_of_trained(
   setup: CellSetup, key, cell_id, members, weights, mask, diverged, data, params
 ):
@@ -154,8 +161,7 @@ def mixture_of_trained(
   if setup.cell_data is not None:
     data = setup.cell_data(data, cell_id)
   gens, fit = members
-  M = mask.shape[0]
-  gens = jax.tree.map(lambda x: x[jnp.arange(M), jnp.argmin(fit, axis=1)], gens)
+  gens = member_bests(gens, fit)
   usable = mask & jnp.isfinite(jnp.min(fit, axis=1)).at[0].set(True)
   keys = cell_keys(key)
   out, score, accept = _mixture_es(setup, keys, data, gens, usable, weights, params)

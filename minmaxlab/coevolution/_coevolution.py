@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from minmaxlab.coevolution._cell import MUSTANGS_SALT, CellSetup, mixture_of_trained
+from minmaxlab.coevolution._cell import MUSTANGS_SALT, CellSetup, member_bests, mixture_of_trained
 from minmaxlab.coevolution._cell import generation as cell_generation
 from minmaxlab.coevolution._config import MUSTANGS_LOSSES, CoevolutionConfig, CoevolutionParams
 from minmaxlab.coevolution._exchange import WholeGrid
@@ -347,18 +347,7 @@ class Coevolution:
       spec=self._spec, phases=self.phases, cell_data=self.cell_data, mustangs=self.mustangs
     )
     cell = lambda args: cell_generation(setup, *args, data, params, state.generation)
-    if self.cell_strategy == "vmap":
-      neighbourhood = ex.gather(individuals, c.neighbourhood)
-      inputs = (keys, ids, neighbourhood, state.mixture_weights, mask)
-      out = jax.vmap(jax.vmap(cell))(inputs)
-    else:
-      # Cells one after another: each takes its members' rows of the grid (no
-      # (rows, cols, M, ...) copy of every individual and optimizer state up front).
-      source, members = ex.members(individuals, c.neighbourhood)
-      inputs = (keys, ids, jnp.asarray(members, jnp.int32), state.mixture_weights, mask)
-      flat = jax.tree.map(lambda x: x.reshape((lr * lc,) + x.shape[2:]), inputs)
-      out = jax.lax.map(lambda a: cell((a[0], a[1], take(source, a[2]), *a[3:])), flat)
-      out = jax.tree.map(lambda x: x.reshape((lr, lc) + x.shape[1:]), out)
+    out = self._over_cells(cell, keys, ids, individuals, (state.mixture_weights, mask))
     cells, metrics = out
     if c.mixture_generators == "trained":  # phase 5 on every cell's trained generators
       cells, metrics = self._trained_mixture(setup, keys, ids, mask, cells, metrics, data, params)
@@ -383,29 +372,29 @@ class Coevolution:
     metrics = dict(metrics, best_cell=best_cell, best_score=best_score, divergences=divergences)
     return new_state, metrics
 
+  def _over_cells(self, fn, keys, ids, tree, rest):
+    """``fn((key, id, members, *rest))`` for every cell of this program: ``members`` the
+    cell's members' slices of ``tree`` (leaves ``[rows, cols, ...]`` -> ``[M, ...]``).
+    Vmapped, or cells one after another, each taking its members' rows of the grid (no
+    ``(rows, cols, M, ...)`` copy of every individual and optimizer state up front)."""
+    ex, kind = self.exchange, self.config.neighbourhood
+    if self.cell_strategy == "vmap":
+      return jax.vmap(jax.vmap(fn))((keys, ids, ex.gather(tree, kind), *rest))
+    source, members = ex.members(tree, kind)
+    inputs = (keys, ids, jnp.asarray(members, jnp.int32), *rest)
+    flat = jax.tree.map(lambda x: x.reshape((ids.size,) + x.shape[2:]), inputs)
+    out = jax.lax.map(lambda a: fn((a[0], a[1], take(source, a[2]), *a[3:])), flat)
+    return jax.tree.map(lambda x: x.reshape(ids.shape + x.shape[1:]), out)
+
   def _trained_mixture(self, setup, keys, ids, mask, cells, metrics, data, params):
     """``mixture_generators="trained"``: a second exchange of the cells' generators and
     fitness after their generation, then each cell's mixture ES on its members' ones."""
-    c, ex, new = self.config, self.exchange, cells.individuals
-    trained = (new.params.min, new.fitness.min)
+    new = cells.individuals
     mix = lambda a: mixture_of_trained(setup, *a, data, params)
-    diverged = metrics["diverged"]
-    if self.cell_strategy == "vmap":
-      inputs = (
-        keys,
-        ids,
-        ex.gather(trained, c.neighbourhood),
-        cells.mixture_weights,
-        mask,
-        diverged,
-      )
-      weights, score, accept = jax.vmap(jax.vmap(mix))(inputs)
-    else:  # cells one after another, each taking its members' rows
-      source, members = ex.members(trained, c.neighbourhood)
-      inputs = (keys, ids, jnp.asarray(members, jnp.int32), cells.mixture_weights, mask, diverged)
-      flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), inputs)
-      out = jax.lax.map(lambda a: mix((a[0], a[1], take(source, a[2]), *a[3:])), flat)
-      weights, score, accept = jax.tree.map(lambda x: x.reshape(ids.shape + x.shape[1:]), out)
+    rest = (cells.mixture_weights, mask, metrics["diverged"])
+    weights, score, accept = self._over_cells(
+      mix, keys, ids, (new.params.min, new.fitness.min), rest
+    )
     cells = cells._replace(mixture_weights=weights, mixture_score=score)
     return cells, dict(metrics, mixture_score=score, mixture_accepted=accept)
 
@@ -425,9 +414,7 @@ class Coevolution:
     gather = gather_transposed if c.neighbourhood_layout == "transposed" else gather_neighbours
     gens, fit = gather((state.params.min, state.fitness.min), c.neighbourhood)
     gens, fit = take(gens, (r, col)), fit[r, col]  # [M, P, ...], [M, P]
-    best = jnp.argmin(fit, axis=1)
-    gens = jax.tree.map(lambda x: x[jnp.arange(c.num_members), best], gens)
-    return gens, state.mixture_weights[r, col]
+    return member_bests(gens, fit), state.mixture_weights[r, col]
 
   def sample_mixture(self, key: jax.Array, generators, weights, n: int) -> jax.Array:
     """``n`` samples of a generator mixture: each sample's generator is drawn
