@@ -93,16 +93,19 @@ def pairs(protocol: dict, order: str = "seed", arms=None, seeds=None) -> list[tu
 
 
 def _write(path: Path, data=None, arrays: dict | None = None) -> None:
-  """``data`` as JSON (or ``arrays`` as a compressed ``.npz``) at ``path``, atomically."""
-  path.parent.mkdir(parents=True, exist_ok=True)
-  tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-  if arrays is not None:
-    import numpy as np
+  """``data`` as JSON (``minmaxlab.runner.write_json``) or ``arrays`` as a compressed
+  ``.npz`` at ``path``, atomically."""
+  from minmaxlab.runner import write_json
 
-    with open(tmp, "wb") as f:
-      np.savez_compressed(f, **arrays)
-  else:
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
+  path.parent.mkdir(parents=True, exist_ok=True)
+  if arrays is None:
+    write_json(path, data, indent=1)
+    return
+  import numpy as np
+
+  tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+  with open(tmp, "wb") as f:
+    np.savez_compressed(f, **arrays)
   tmp.replace(path)
 
 
