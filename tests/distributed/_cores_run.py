@@ -1,7 +1,9 @@
 """A child process of test_cells_over_cores.py: the shared 4x4 coevolution case through
 ``make_backend(config)`` (the default, ``"auto"``), after
 ``split_cpu_cores(2)`` when argv[1] starts with ``split``; argv[2]: an .npz for the state
-and metrics. Prints one JSON line: where it ran, digests, the threads' affinities."""
+and metrics, or ``--where``: the backend only, no generation run (for a test of where a run
+would go, which a run does not change). Prints one JSON line: where it ran, digests (of a
+run), the threads' affinities."""
 
 import hashlib
 import json
@@ -18,10 +20,9 @@ made = distributed.split_cpu_cores(2, grid=grid) if sys.argv[1].startswith("spli
 
 from tests import _coevolution_case as case  # noqa: E402 (after the split: nothing ran yet)
 
+WHERE_ONLY = sys.argv[2:3] == ["--where"]
 backend = distributed.make_backend(case.coevolution().config)
-coev = case.coevolution(exchange=backend.exchange)
-init, step = backend.jit(coev)
-state, metrics = case.run(coev, step, init(jax.random.key(0)))
+jax.devices()  # JAX's backends start here, as a run's first array would start them
 
 
 def _digest(tree):
@@ -32,8 +33,15 @@ def _digest(tree):
   return digest.hexdigest()
 
 
-host = backend.to_host(state)
-if len(sys.argv) > 2:  # the arrays, for a test that compares more than digests
+def _run():
+  coev = case.coevolution(exchange=backend.exchange)
+  init, step = backend.jit(coev)
+  return case.run(coev, step, init(jax.random.key(0)))
+
+
+state, metrics = (None, None) if WHERE_ONLY else _run()
+host = None if WHERE_ONLY else backend.to_host(state)
+if len(sys.argv) > 2 and not WHERE_ONLY:  # the arrays, for a test that compares more than digests
   keyless = jax.tree.map(
     lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x,
     host,
@@ -54,8 +62,8 @@ print(
       "made": made,
       "split": distributed.cores_split(),
       "where": backend.where(),
-      "state": _digest(host),
-      "metrics": _digest(metrics),
+      "state": None if WHERE_ONLY else _digest(host),
+      "metrics": None if WHERE_ONLY else _digest(metrics),
       "affinities": sorted(affinities),
       "allowed": sorted(os.sched_getaffinity(0)),
     }

@@ -19,12 +19,14 @@ from tests import _procs
 from tests.distributed._mpi import assert_same
 
 
-def _child(mode: str, devices: str | None, out=None) -> dict:
+def _child(mode: str, devices: str | None, out="--where") -> dict:
+  """The child's JSON line; ``out``: an .npz for its state and metrics, or ``"--where"``
+  (the default): where it would run, no generation run (nothing that tests read)."""
   env = {k: v for k, v in os.environ.items() if k != "JAX_NUM_CPU_DEVICES"}
   if devices is not None:
     env["JAX_NUM_CPU_DEVICES"] = devices
   env["JAX_PLATFORMS"] = "cpu"
-  cmd = [sys.executable, "-m", "tests.distributed._cores_run", mode, *([str(out)] if out else [])]
+  cmd = [sys.executable, "-m", "tests.distributed._cores_run", mode, str(out)]
   r = _procs.run(cmd, 300, env=env)
   assert r.returncode == 0, r.stderr[-3000:]
   return json.loads(r.stdout.strip().splitlines()[-1])
