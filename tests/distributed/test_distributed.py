@@ -129,7 +129,10 @@ def test_backend_factory_builds_each_placement():
 
 
 # ----------------------------------------------------------------- device mesh
-@pytest.mark.parametrize("mesh_shape", [(2, 1), (2, 2)])  # 2 and 4 devices
+# 2x2 blocks: rows and columns split, corners across devices. Row blocks with the columns
+# wrapped on each device, (2, 1), are the same exchange code as the halo tests above (every
+# mesh shape) and the radius-2 generation on a (4, 1) mesh (test_distributed_neighbourhoods).
+@pytest.mark.parametrize("mesh_shape", [(2, 2)])
 def test_shard_map_mesh_matches_single_device(reference, mesh_shape):
   n = mesh_shape[0] * mesh_shape[1]
   mesh = distributed.grid_mesh(mesh_shape, jax.devices()[:n])
@@ -183,12 +186,16 @@ def test_mpi_ranks_match_single_device_bitwise(request, tmp_path, n, kind, block
   )
 
 
-@pytest.mark.parametrize("mode", ["fast", "fastest"])
+# "fastest" only: "fast" takes the same path (make_backend -> compiler_options(mode) ->
+# backend.jit) with a subset of its options (their values are checked below), and in a test
+# session, whose XLA_FLAGS hold "fastest"'s options (tests/_xla.py), both runs compile alike.
+@pytest.mark.parametrize("mode", ["fastest"])
 def test_fast_compile_modes_reach_xla_and_agree_to_rounding(reference, mode, tmp_path):
   """``make_backend(compile=mode)``: the options go to every program the backend jits, and
   the run is the same run (every discrete choice equal, floats to rounding). The proof that
   they reached XLA is XLA's own record: with ``xla_dump_to`` added, each compiled module's
-  ``debug_options`` dump lists the non-default options it was compiled with. (Differing bits
+  ``debug_options`` dump lists the non-default options it was compiled with (and the dump
+  exists only because the backend's options reached XLA). (Differing bits
   are no proof: ``"fastest"`` gave the defaults' bits on one CI host and not on another.)"""
   assert distributed.compiler_options("default") is None
   assert distributed.compiler_options("fast", "gpu") is None  # CPU-only options
@@ -215,7 +222,7 @@ def test_fast_compile_modes_reach_xla_and_agree_to_rounding(reference, mode, tmp
   for name, text in records.items():
     assert want_lines <= set(text.splitlines()), (name, text)
   if mode == "fast" and "fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
-    # (a test session's own flags name it: tests/_xla.py)
+    # (a test session's own flags name it: tests/_xla.py; "fast" runs where it is a parameter)
     assert not any("fusion_emitters" in text for text in records.values())
   want_state, want_metrics = reference
   assert_same(state, metrics, want_state, want_metrics, exact=False)
