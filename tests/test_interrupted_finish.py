@@ -206,6 +206,7 @@ _MAIN = [
   "--config.rows=2",
   "--config.cols=2",
   "--config.hidden=(16, 16)",
+  "--config.flat_params=True",  # smoke's layout: a smaller generation program to compile
   "--config.latent_dim=8",
   "--config.batch_size=32",
   "--config.steps_per_generation=5",
