@@ -73,6 +73,7 @@ def test_reference_and_plain_gan_keep_their_learning_rates(tmp_path, protocol):
   GAN's mixture is its one generator."""
   p = json.loads(json.dumps(protocol))
   p["common"].update(generations=1, eval_every=1, checkpoint_every=1)
+  p["common"]["flat_params"] = True  # one vector per network: smaller programs to compile
   for arm, steps in (("reference", 2), ("selection", 2), ("plain_gan", 18)):
     p["arms"][arm]["overrides"]["steps_per_generation"] = steps
   p["seeds"] = [0]
