@@ -60,18 +60,22 @@ def _config(name, **changes):
 def _case_run(name: str, flat_params: bool = False):
   """Two generations of case ``name`` (its parameters flat or as trees of layers), once per
   process: the fingerprint test and the flat-parameters test share the layered run of the
-  two-population case (one whole-generation compile fewer; one file is one xdist unit)."""
-  return _two_generations(_config(name, flat_params=flat_params))
+  two-population case (one whole-generation compile fewer; one file is one xdist unit).
+  The layered runs compile with XLA's default code (the recordings are its bits); the flat
+  run, compared to float rounding only, with the session's quicker code (tests/_xla.py:
+  about half the compile)."""
+  return _two_generations(
+    _config(name, flat_params=flat_params), _xla.SESSION if flat_params else _xla.DEFAULTS
+  )
 
 
-def _two_generations(config):
+def _two_generations(config, options):
   from experiments.coevolution import experiment
 
   exp = experiment.build(config)
   init_key, gen_key, _ = experiment.keys(config)
-  # XLA's default code, whatever the session's (tests/_xla.py): the recordings are its bits
-  state = jax.jit(exp.coev.init, compiler_options=_xla.DEFAULTS)(init_key)
-  step = jax.jit(exp.coev.step, compiler_options=_xla.DEFAULTS)
+  state = jax.jit(exp.coev.init, compiler_options=options)(init_key)
+  step = jax.jit(exp.coev.step, compiler_options=options)
   for g in range(2):
     state, metrics = step(jax.random.fold_in(gen_key, g), state, exp.data)
   return state, metrics
@@ -130,7 +134,8 @@ def test_flat_parameters_give_the_structured_results():
   parameter, optimizer moment, slow weight, fitness and metric equals the layered run's,
   the vectors read in the trees' leaf order. Equal to float rounding, not bits: XLA's CPU
   kernels round an elementwise op on a 450-element vector and on its 16-element pieces
-  differently (Adam alone differs by 1 ulp)."""
+  differently (Adam alone differs by 1 ulp), and the flat run is compiled with the session's
+  quicker code (``_case_run``), which rounds as differently."""
   tree, tree_metrics = _case_run("smoke_pop2_lipizzaner")
   flat, flat_metrics = _case_run("smoke_pop2_lipizzaner", flat_params=True)
   lead = tree.fitness.min.ndim  # (rows, cols, P)
