@@ -105,9 +105,12 @@ def save_metric_curves(
     if pts:
       st, v = zip(*pts)
       ax.plot(st, v, marker="." if len(pts) < 30 else None)
-    ax.set_title((titles or {}).get(k, k), fontsize=9)
+    # a fixed title height (y=1): matplotlib otherwise measures the axis' tick labels to place
+    # it, a third of the drawing; four ticks an axis (a tick is several artists to draw)
+    ax.set_title((titles or {}).get(k, k), fontsize=9, y=1.0, pad=4)
     ax.set_xlabel(step_key, fontsize=8)
     ax.tick_params(labelsize=7)
+    ax.locator_params(nbins=4)
   # Fixed margins (in inches, for the fonts above): tight_layout would draw the figure once
   # more only to measure its labels, about as costly as the drawing itself.
   width, height = fig.get_size_inches()
