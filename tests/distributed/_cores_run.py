@@ -25,31 +25,33 @@ backend = distributed.make_backend(case.coevolution().config)
 jax.devices()  # JAX's backends start here, as a run's first array would start them
 
 
+def _keyless(tree):
+  """``tree`` with every PRNG key as its raw key data."""
+  return jax.tree.map(
+    lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x,
+    tree,
+  )
+
+
 def _digest(tree):
   digest = hashlib.sha256()
-  for x in jax.tree.leaves(tree):
-    x = jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+  for x in jax.tree.leaves(_keyless(tree)):
     digest.update(np.asarray(x).tobytes())
   return digest.hexdigest()
 
 
-def _run():
+digests = {"state": None, "metrics": None}
+if not WHERE_ONLY:
   coev = case.coevolution(exchange=backend.exchange)
   init, step = backend.jit(coev)
-  return case.run(coev, step, init(jax.random.key(0)))
-
-
-state, metrics = (None, None) if WHERE_ONLY else _run()
-host = None if WHERE_ONLY else backend.to_host(state)
-if len(sys.argv) > 2 and not WHERE_ONLY:  # the arrays, for a test that compares more than digests
-  keyless = jax.tree.map(
-    lambda x: jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x,
-    host,
-  )
-  flat = {f"state_{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(keyless))}
-  for g, m in enumerate(metrics):
-    flat |= {f"metric_{g}_{k}": np.asarray(v) for k, v in m.items()}
-  np.savez(sys.argv[2], **flat)
+  state, metrics = case.run(coev, step, init(jax.random.key(0)))
+  host = backend.to_host(state)
+  digests = {"state": _digest(host), "metrics": _digest(metrics)}
+  if len(sys.argv) > 2:  # the arrays, for a test that compares more than digests
+    flat = {f"state_{i}": np.asarray(x) for i, x in enumerate(jax.tree.leaves(_keyless(host)))}
+    for g, m in enumerate(metrics):
+      flat |= {f"metric_{g}_{k}": np.asarray(v) for k, v in m.items()}
+    np.savez(sys.argv[2], **flat)
 affinities = set()
 for task in os.listdir("/proc/self/task"):
   try:
@@ -62,8 +64,7 @@ print(
       "made": made,
       "split": distributed.cores_split(),
       "where": backend.where(),
-      "state": None if WHERE_ONLY else _digest(host),
-      "metrics": None if WHERE_ONLY else _digest(metrics),
+      **digests,
       "affinities": sorted(affinities),
       "allowed": sorted(os.sched_getaffinity(0)),
     }
