@@ -156,6 +156,7 @@ STUDY_MODULES = (
   "experiments.benchmarks.cluster_model",
   "experiments.benchmarks.past_the_floor",
   "experiments.benchmarks.host_overhead",
+  "experiments.benchmarks.import_time",
   "experiments.benchmarks.dcgan_cpu",
   "experiments.benchmarks.bf16_parity",
   "experiments.study_record",  # docs/results.md: every version of every study
