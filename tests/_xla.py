@@ -3,7 +3,8 @@
 The suite compiles hundreds of programs and runs most of them for a few steps, so XLA's
 compile time is most of its time. A test session therefore compiles with XLA's quicker CPU
 code generation, ``SESSION`` (LLVM at -O1 and XLA's classic elemental emitters: the library's
-``compile="fastest"``, ``minmaxlab.distributed.compiler_options``; LLVM at -O0 was tried and
+``compile="fastest"``, ``minmaxlab.distributed.compiler_options``; and each program's machine
+code generated on one thread, ``SERIAL_CODEGEN``; LLVM at -O0 was tried and
 cost several times the CPU in the tests that train for a while, e.g. 207 vs 28 CPU-s for the
 shrunk Fashion-MNIST LAGAN run). It is
 put in ``XLA_FLAGS`` by tests/conftest.py before JAX starts, so that every xdist worker and
@@ -26,10 +27,19 @@ import os
 from collections.abc import Mapping
 
 CODEGEN = "MINMAXLAB_TEST_CODEGEN"  # "fastest" (the default: SESSION) or "default"
-SESSION = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+FASTEST = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+# XLA CPU splits each program's LLVM module into up to 32 parts compiled on parallel threads.
+# The session's two workers keep both cores busy, so the split only adds work: one part costs
+# fewer CPU seconds in the suite (docs/running.md). The same code, compiled on one thread.
+SERIAL_CODEGEN = {"xla_cpu_parallel_codegen_split_count": 1}
+SESSION = {**FASTEST, **SERIAL_CODEGEN}
 # XLA's own values of the same options (xla/debug_options_flags.cc): compiling with them gives
 # the code (and the bits) of a process without XLA_FLAGS
-DEFAULTS = {"xla_backend_optimization_level": 3, "xla_cpu_use_fusion_emitters": True}
+DEFAULTS = {
+  "xla_backend_optimization_level": 3,
+  "xla_cpu_use_fusion_emitters": True,
+  "xla_cpu_parallel_codegen_split_count": 32,
+}
 
 
 def as_flags(options: Mapping[str, bool | int]) -> list[str]:

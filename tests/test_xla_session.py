@@ -15,12 +15,14 @@ from minmaxlab import distributed
 from tests import _xla
 
 
-def test_session_is_the_librarys_fastest_mode():
-  assert _xla.SESSION == distributed.compiler_options("fastest", "cpu")
+def test_session_is_the_librarys_fastest_mode_generated_on_one_thread():
+  assert _xla.FASTEST == distributed.compiler_options("fastest", "cpu")
+  assert _xla.SESSION == {**_xla.FASTEST, "xla_cpu_parallel_codegen_split_count": 1}
   assert set(_xla.DEFAULTS) == set(_xla.SESSION)
   assert _xla.as_flags(_xla.SESSION) == [
     "--xla_backend_optimization_level=1",
     "--xla_cpu_use_fusion_emitters=false",
+    "--xla_cpu_parallel_codegen_split_count=1",
   ]
 
 
@@ -62,5 +64,8 @@ def test_defaults_override_the_sessions_flags(tmp_path):
     dumps[name] = "".join(p.read_text() for p in folder.glob("*debug_options"))
   assert "xla_backend_optimization_level" not in dumps["defaults"]  # XLA's own value
   assert "xla_cpu_use_fusion_emitters" not in dumps["defaults"]
+  assert "xla_cpu_parallel_codegen_split_count" not in dumps["defaults"]
   if "xla_backend_optimization_level=1" in os.environ.get("XLA_FLAGS", ""):
     assert "xla_backend_optimization_level: 1" in dumps["session"]
+  if "xla_cpu_parallel_codegen_split_count=1" in os.environ.get("XLA_FLAGS", ""):
+    assert "xla_cpu_parallel_codegen_split_count: 1" in dumps["session"]

@@ -1,0 +1,154 @@
+"""What the test session's XLA options cost: pytest on a few test files under each set of
+``XLA_FLAGS``, side by side.
+
+  python experiments/benchmarks/session_codegen.py [--files F,F,...] [--rounds 3] [--out FILE]
+
+XLA's compile is most of the suite's CPU time, so ``tests/_xla.py`` picks the options a test
+session compiles with. Each round runs ``pytest -n 0`` on ``--files`` once per arm, the arms'
+order rotated each round, each run in a fresh process with a fresh compilation cache folder
+and ``MINMAXLAB_TEST_CODEGEN=default`` (so that only the arm's flags apply). It records the
+run's CPU seconds (user + system of the children, ``resource.getrusage``) and wall seconds,
+and each arm's medians and per-round CPU ratio to the first arm. The arms (``ARMS``):
+
+* ``fastest``: the library's ``compile="fastest"`` options (the suite's before
+  ``SERIAL_CODEGEN``);
+* ``fastest_serial``: those and ``--xla_cpu_parallel_codegen_split_count=1`` (the session's,
+  ``tests/_xla.py``: each program's machine code generated on one thread).
+
+``pytest -n 0`` runs the files in one process, so the wall seconds show the parallel split's
+use on an idle host; the suite runs two workers on two cores, where the CPU seconds count.
+One JSON line (``--out`` appends it to a file) with the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: python experiments/benchmarks/<this file>
+  sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from experiments import _report  # noqa: E402
+from experiments.benchmarks import _harness  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = Path(__file__).resolve().parent / "results"
+README = "docs/running.md"
+RESULT_FILES = ("2026-12-06_session_codegen_amd_epyc_zen5.jsonl",)
+FASTEST = ["--xla_backend_optimization_level=1", "--xla_cpu_use_fusion_emitters=false"]
+ARMS = {
+  "fastest": FASTEST,
+  "fastest_serial": [*FASTEST, "--xla_cpu_parallel_codegen_split_count=1"],
+}
+FILES = (
+  "tests/coevolution/test_coevolution.py",
+  "tests/gan/test_gan_models.py",
+  "tests/analysis/test_analysis.py",
+)
+
+
+def run_pytest(files: list[str], flags: list[str]) -> dict:
+  """One ``pytest -n 0`` run of ``files`` under ``flags`` (a fresh cache folder): its CPU
+  and wall seconds; it must pass."""
+  with tempfile.TemporaryDirectory(prefix="minmaxlab-codegen-") as cache:
+    env = dict(os.environ, XLA_FLAGS=" ".join(flags), MINMAXLAB_CACHE_DIR=cache)
+    env["MINMAXLAB_TEST_CODEGEN"] = "default"  # tests/_xla.py adds nothing: the arm's flags
+    cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *files]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+  if out.returncode != 0:
+    raise RuntimeError(f"pytest failed under {flags}: {out.stdout[-1500:]}")
+  cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+  return {"cpu_s": round(cpu, 2), "wall_s": round(wall, 2)}
+
+
+def measure(files: list[str], rounds: int, log=lambda s: None) -> dict:
+  names = list(ARMS)
+  runs = {a: [] for a in names}
+  for r in range(rounds):
+    order = names[r % len(names) :] + names[: r % len(names)]
+    for a in order:
+      runs[a].append(run_pytest(files, ARMS[a]))
+    log(f"# round {r}: " + ", ".join(f"{a} {runs[a][-1]['cpu_s']} CPU-s" for a in names))
+  first = names[0]
+  out = {}
+  for a in names:
+    cpu = [x["cpu_s"] for x in runs[a]]
+    ratios = [round(x["cpu_s"] / y["cpu_s"], 3) for x, y in zip(runs[a], runs[first])]
+    out[a] = {
+      "flags": ARMS[a],
+      "cpu_s": cpu,
+      "wall_s": [x["wall_s"] for x in runs[a]],
+      "cpu_s_median": round(statistics.median(cpu), 2),
+      "wall_s_median": round(statistics.median(x["wall_s"] for x in runs[a]), 2),
+      "cpu_over_first_same_round": ratios,
+      "cpu_over_first_median": round(statistics.median(ratios), 3),
+    }
+  return out
+
+
+def results_table() -> str:
+  """Every committed run: its host, then each arm's CPU and wall seconds (docs/running.md)."""
+  lines = []
+  for name in RESULT_FILES:
+    for r in _harness.read_lines(RESULTS / name):
+      m = r["machine"]
+      lines += [
+        f"[JSON](../experiments/benchmarks/results/{name}): {r['started']}, {m['cpu_model']}"
+        f" (family {m.get('cpu_family')}, model {m.get('model')}), {m['cpus']} cores;"
+        f" {_harness.note_load(m['load_average'][0], m['cpus'])}; pytest -n 0 on"
+        f" {', '.join(f'`{f}`' for f in r['files'])}, {r['rounds']} rounds interleaved.",
+        "",
+        "| arm | XLA_FLAGS | CPU s (median; every round) | CPU / first arm, same round"
+        " (median) | wall s (median) |",
+        "|---|---|---|---|---|",
+      ]
+      for arm, e in r["arms"].items():
+        every = ", ".join(f"{x:.1f}" for x in e["cpu_s"])
+        lines.append(
+          f"| `{arm}` | `{' '.join(e['flags'])}` | {e['cpu_s_median']:.1f} ({every}) |"
+          f" {e['cpu_over_first_median']:.3f} | {e['wall_s_median']:.1f} |"
+        )
+      lines.append("")
+  return "\n".join(lines).rstrip() + "\n" if lines else "No run is committed yet.\n"
+
+
+_report.register("session_codegen", README, "experiments.benchmarks.session_codegen:results_table")
+
+
+def main(argv: list[str] | None = None) -> int:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  ap.add_argument("--files", default=",".join(FILES), help="test files, comma-separated")
+  ap.add_argument("--rounds", type=int, default=3)
+  ap.add_argument("--out", default=None)
+  args = ap.parse_args(argv)
+  files = [f for f in args.files.split(",") if f]
+  if args.rounds < 1:
+    print(f"session_codegen: --rounds must be >= 1, got {args.rounds}", file=sys.stderr)
+    return 2
+  for f in files:
+    if not (ROOT / f).is_file():
+      print(f"session_codegen: --files {f}: no such test file", file=sys.stderr)
+      return 2
+  from experiments.benchmarks.speed_claims import cpu_identity
+
+  record = {"benchmark": "session_codegen", "machine": {**_harness.host(), **cpu_identity()}}
+  record.update(started=time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()))
+  record.update(files=files, rounds=args.rounds)
+  record["arms"] = measure(files, args.rounds, log=lambda s: print(s, file=sys.stderr))
+  _harness.emit(record, args.out)
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
