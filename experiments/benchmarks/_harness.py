@@ -222,6 +222,23 @@ def read_lines(path: str | Path) -> list[dict]:
   return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
 
 
+def runs_block(results: Path, files, render: Callable[[str, dict], list[str]]) -> str:
+  """A docs block of every committed run: ``render(file name, record)`` gives each JSON line's
+  markdown lines; the runs are separated by a blank line ("No run is committed yet." when the
+  files hold none)."""
+  lines = []
+  for name in files:
+    for record in read_lines(Path(results) / name):
+      lines += [*render(name, record), ""]
+  return "\n".join(lines).rstrip() + "\n" if lines else "No run is committed yet.\n"
+
+
+def user_error(prog: str, text: str) -> int:
+  """A benchmark's bad input: one line ``prog: text`` on stderr; the exit status 2."""
+  print(f"{prog}: {text}", file=sys.stderr)
+  return 2
+
+
 def note_load(load_1min: float, cpus: int | None = None) -> str:
   """A sentence on how busy the host was (the 1-minute load against the cores)."""
   cpus = cpus or os.cpu_count() or 1

@@ -195,35 +195,35 @@ def main(argv=None) -> dict:
   return record
 
 
+def _run_lines(name: str, r: dict) -> list[str]:
+  m, threads = r["host"], r["thread_settings"]
+  lines = [
+    f"[JSON](../experiments/benchmarks/results/{name}): `{r['arch']}` pair, batch"
+    f" {r['batch']}, {r['optimizer']}; {m['cpu_model']}, {m['cpus']} cores, jax {m['jax']},"
+    f" XLA_FLAGS `{threads['XLA_FLAGS'] or '(none)'}`, {threads['affinity_cpus']} CPUs in"
+    f" the affinity; {r['note']}; {r['repeats']} rounds.",
+    "",
+    "| seeds | native: CPU-s per seed-step (median) | matmul: CPU-s per seed-step"
+    " (median) | native / matmul, CPU (median of rounds) | compile CPU-s, native / matmul |"
+    " field gap (relative; G, D) | vmapped vs each seed alone: field gap per seed, native;"
+    " matmul |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for c in r["configs"]:
+    seeds = f"{c['seeds']} (vmapped)" if c["vmapped"] else "1"
+    nat, mm, gap = c["native"], c["matmul"], c["field_gap_relative"]
+    lines.append(
+      f"| {seeds} | {nat['cpu_s_per_seed_step']:.3f} | {mm['cpu_s_per_seed_step']:.3f} |"
+      f" {c['speedup_cpu']:.1f} | {nat['compile_cpu_s']:.1f} / {mm['compile_cpu_s']:.1f} |"
+      f" {gap['min']:.1e}, {gap['max']:.1e} | {_alone(c)} |"
+    )
+  return lines
+
+
 def results_table() -> str:
   """Every committed run: its host and load, then per configuration both formulations' CPU
   seconds per step and seed, the speed-up and the fields' gap (docs/benchmarks.md's block)."""
-  lines = []
-  for name in RESULT_FILES:
-    for r in h.read_lines(RESULTS / name):
-      m, threads = r["host"], r["thread_settings"]
-      lines += [
-        f"[JSON](../experiments/benchmarks/results/{name}): `{r['arch']}` pair, batch"
-        f" {r['batch']}, {r['optimizer']}; {m['cpu_model']}, {m['cpus']} cores, jax {m['jax']},"
-        f" XLA_FLAGS `{threads['XLA_FLAGS'] or '(none)'}`, {threads['affinity_cpus']} CPUs in"
-        f" the affinity; {r['note']}; {r['repeats']} rounds.",
-        "",
-        "| seeds | native: CPU-s per seed-step (median) | matmul: CPU-s per seed-step"
-        " (median) | native / matmul, CPU (median of rounds) | compile CPU-s, native / matmul |"
-        " field gap (relative; G, D) | vmapped vs each seed alone: field gap per seed, native;"
-        " matmul |",
-        "|---|---|---|---|---|---|---|",
-      ]
-      for c in r["configs"]:
-        seeds = f"{c['seeds']} (vmapped)" if c["vmapped"] else "1"
-        nat, mm, gap = c["native"], c["matmul"], c["field_gap_relative"]
-        lines.append(
-          f"| {seeds} | {nat['cpu_s_per_seed_step']:.3f} | {mm['cpu_s_per_seed_step']:.3f} |"
-          f" {c['speedup_cpu']:.1f} | {nat['compile_cpu_s']:.1f} / {mm['compile_cpu_s']:.1f} |"
-          f" {gap['min']:.1e}, {gap['max']:.1e} | {_alone(c)} |"
-        )
-      lines.append("")
-  return "\n".join(lines).rstrip() + "\n" if lines else "No run is committed yet.\n"
+  return h.runs_block(RESULTS, RESULT_FILES, _run_lines)
 
 
 def _alone(config: dict) -> str:

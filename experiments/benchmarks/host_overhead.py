@@ -277,34 +277,34 @@ def run_cases(cases, work: dict, repeats: int, warmup: int = 1, log=lambda s: No
   return record
 
 
+def _run_lines(name: str, r: dict) -> list[str]:
+  m, threads = r["machine"], r["threads"]
+  lines = [
+    f"[JSON](../experiments/benchmarks/results/{name}): {r['started']}, {m['cpu_model']}"
+    f" (family {m.get('cpu_family')}, model {m.get('model')}), {m['cpus']} cores, jax"
+    f" {r['jax']}, XLA_FLAGS `{threads['XLA_FLAGS'] or '(none)'}`, {threads['affinity_cpus']}"
+    f" CPUs in the affinity; {r['note']}; {r['repeats']} rounds.",
+    "",
+    "| case | work | loop steps/s | scan steps/s | loop / scan, wall (median; every round) |"
+    " loop / scan, CPU s (median) | target |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for case, c in r["cases"].items():
+    every = ", ".join(f"{x:.2f}" for x in c["ratio_per_round"])
+    wall = "met" if c["passed"] else "**not met**"
+    cpu = "met" if c["cpu_ratio"] >= c["target"] else "**not met**"
+    lines.append(
+      f"| {case} | {r['work'][case]} | {c['loop_steps_per_s']:.0f} | "
+      f"{c['scan_steps_per_s']:.0f} | {c['ratio']:.3f} ({every}) | {c['cpu_ratio']:.3f} |"
+      f" >= {c['target']:g}: wall {wall}, CPU {cpu} |"
+    )
+  return lines
+
+
 def results_table() -> str:
   """Every committed run: its host and load, then each case's steps per second, the ratios
   and the verdict (docs/benchmarks.md's block)."""
-  lines = []
-  for name in RESULT_FILES:
-    for r in h.read_lines(RESULTS / name):
-      m, threads = r["machine"], r["threads"]
-      lines += [
-        f"[JSON](../experiments/benchmarks/results/{name}): {r['started']}, {m['cpu_model']}"
-        f" (family {m.get('cpu_family')}, model {m.get('model')}), {m['cpus']} cores, jax"
-        f" {r['jax']}, XLA_FLAGS `{threads['XLA_FLAGS'] or '(none)'}`, {threads['affinity_cpus']}"
-        f" CPUs in the affinity; {r['note']}; {r['repeats']} rounds.",
-        "",
-        "| case | work | loop steps/s | scan steps/s | loop / scan, wall (median; every round) |"
-        " loop / scan, CPU s (median) | target |",
-        "|---|---|---|---|---|---|---|",
-      ]
-      for case, c in r["cases"].items():
-        every = ", ".join(f"{x:.2f}" for x in c["ratio_per_round"])
-        wall = "met" if c["passed"] else "**not met**"
-        cpu = "met" if c["cpu_ratio"] >= c["target"] else "**not met**"
-        lines.append(
-          f"| {case} | {r['work'][case]} | {c['loop_steps_per_s']:.0f} | "
-          f"{c['scan_steps_per_s']:.0f} | {c['ratio']:.3f} ({every}) | {c['cpu_ratio']:.3f} |"
-          f" >= {c['target']:g}: wall {wall}, CPU {cpu} |"
-        )
-      lines.append("")
-  return "\n".join(lines).rstrip() + "\n" if lines else "No run is committed yet.\n"
+  return h.runs_block(RESULTS, RESULT_FILES, _run_lines)
 
 
 _report.register("host_overhead", README, "experiments.benchmarks.host_overhead:results_table")

@@ -80,34 +80,34 @@ def measure(pythons: list[str], repeats: int) -> dict:
   return out
 
 
+def _run_lines(name: str, r: dict) -> list[str]:
+  m = r["machine"]
+  repeats = len(next(iter(r["interpreters"].values()))["numpy"]["cpu_s"])
+  lines = [
+    f"[JSON](../experiments/benchmarks/results/{name}): {m['cpu_model']}"
+    f" (family {m.get('cpu_family')}, model {m.get('model')}), {m['cpus']} cores,"
+    f" Python {m['python']}; {_harness.note_load(m['load_average'][0], m['cpus'])};"
+    f" {repeats} fresh processes per import and interpreter, interleaved.",
+    "",
+    "| NumPy | ml_dtypes | JAX | `import numpy` CPU s | `import numpy; import ml_dtypes`"
+    " CPU s | ml_dtypes' share | `import jax` CPU s |",
+    "|---|---|---|---|---|---|---|",
+  ]
+  for e in r["interpreters"].values():
+    v = e["versions"]
+    jax_s = f"{e['jax']['cpu_s_median']:.3f}" if "jax" in e else "-"
+    lines.append(
+      f"| {v['numpy']} | {v['ml_dtypes']} | {v['jax'] or '-'} |"
+      f" {e['numpy']['cpu_s_median']:.3f} | {e['numpy_ml_dtypes']['cpu_s_median']:.3f} |"
+      f" {e['ml_dtypes_cpu_s_median']:.3f} | {jax_s} |"
+    )
+  return lines
+
+
 def results_table() -> str:
   """Every committed run: its host, then each interpreter's versions and median import CPU
   seconds (docs/benchmarks.md's block)."""
-  lines = []
-  for name in RESULT_FILES:
-    for r in _harness.read_lines(RESULTS / name):
-      m = r["machine"]
-      repeats = len(next(iter(r["interpreters"].values()))["numpy"]["cpu_s"])
-      lines += [
-        f"[JSON](../experiments/benchmarks/results/{name}): {m['cpu_model']}"
-        f" (family {m.get('cpu_family')}, model {m.get('model')}), {m['cpus']} cores,"
-        f" Python {m['python']}; {_harness.note_load(m['load_average'][0], m['cpus'])};"
-        f" {repeats} fresh processes per import and interpreter, interleaved.",
-        "",
-        "| NumPy | ml_dtypes | JAX | `import numpy` CPU s | `import numpy; import ml_dtypes`"
-        " CPU s | ml_dtypes' share | `import jax` CPU s |",
-        "|---|---|---|---|---|---|---|",
-      ]
-      for e in r["interpreters"].values():
-        v = e["versions"]
-        jax_s = f"{e['jax']['cpu_s_median']:.3f}" if "jax" in e else "-"
-        lines.append(
-          f"| {v['numpy']} | {v['ml_dtypes']} | {v['jax'] or '-'} |"
-          f" {e['numpy']['cpu_s_median']:.3f} | {e['numpy_ml_dtypes']['cpu_s_median']:.3f} |"
-          f" {e['ml_dtypes_cpu_s_median']:.3f} | {jax_s} |"
-        )
-      lines.append("")
-  return "\n".join(lines).rstrip() + "\n" if lines else "No run is committed yet.\n"
+  return _harness.runs_block(RESULTS, RESULT_FILES, _run_lines)
 
 
 _report.register("import_time", README, "experiments.benchmarks.import_time:results_table")
@@ -121,12 +121,10 @@ def main(argv: list[str] | None = None) -> int:
   args = ap.parse_args(argv)
   pythons = [p for p in args.python.split(",") if p]
   if args.repeats < 1:
-    print(f"import_time: --repeats must be >= 1, got {args.repeats}", file=sys.stderr)
-    return 2
+    return _harness.user_error("import_time", f"--repeats must be >= 1, got {args.repeats}")
   for p in pythons:
     if not Path(p).is_file():
-      print(f"import_time: --python {p}: no such interpreter", file=sys.stderr)
-      return 2
+      return _harness.user_error("import_time", f"--python {p}: no such interpreter")
   from experiments.benchmarks.speed_claims import cpu_identity
 
   record = {"benchmark": "import_time", "machine": {**_harness.host(), **cpu_identity()}}

@@ -97,30 +97,30 @@ def measure(files: list[str], rounds: int, log=lambda s: None) -> dict:
   return out
 
 
+def _run_lines(name: str, r: dict) -> list[str]:
+  m = r["machine"]
+  lines = [
+    f"[JSON](../experiments/benchmarks/results/{name}): {r['started']}, {m['cpu_model']}"
+    f" (family {m.get('cpu_family')}, model {m.get('model')}), {m['cpus']} cores;"
+    f" {_harness.note_load(m['load_average'][0], m['cpus'])}; pytest -n 0 on"
+    f" {', '.join(f'`{f}`' for f in r['files'])}, {r['rounds']} rounds interleaved.",
+    "",
+    "| arm | XLA_FLAGS | CPU s (median; every round) | CPU / first arm, same round"
+    " (median) | wall s (median) |",
+    "|---|---|---|---|---|",
+  ]
+  for arm, e in r["arms"].items():
+    every = ", ".join(f"{x:.1f}" for x in e["cpu_s"])
+    lines.append(
+      f"| `{arm}` | `{' '.join(e['flags'])}` | {e['cpu_s_median']:.1f} ({every}) |"
+      f" {e['cpu_over_first_median']:.3f} | {e['wall_s_median']:.1f} |"
+    )
+  return lines
+
+
 def results_table() -> str:
   """Every committed run: its host, then each arm's CPU and wall seconds (docs/running.md)."""
-  lines = []
-  for name in RESULT_FILES:
-    for r in _harness.read_lines(RESULTS / name):
-      m = r["machine"]
-      lines += [
-        f"[JSON](../experiments/benchmarks/results/{name}): {r['started']}, {m['cpu_model']}"
-        f" (family {m.get('cpu_family')}, model {m.get('model')}), {m['cpus']} cores;"
-        f" {_harness.note_load(m['load_average'][0], m['cpus'])}; pytest -n 0 on"
-        f" {', '.join(f'`{f}`' for f in r['files'])}, {r['rounds']} rounds interleaved.",
-        "",
-        "| arm | XLA_FLAGS | CPU s (median; every round) | CPU / first arm, same round"
-        " (median) | wall s (median) |",
-        "|---|---|---|---|---|",
-      ]
-      for arm, e in r["arms"].items():
-        every = ", ".join(f"{x:.1f}" for x in e["cpu_s"])
-        lines.append(
-          f"| `{arm}` | `{' '.join(e['flags'])}` | {e['cpu_s_median']:.1f} ({every}) |"
-          f" {e['cpu_over_first_median']:.3f} | {e['wall_s_median']:.1f} |"
-        )
-      lines.append("")
-  return "\n".join(lines).rstrip() + "\n" if lines else "No run is committed yet.\n"
+  return _harness.runs_block(RESULTS, RESULT_FILES, _run_lines)
 
 
 _report.register("session_codegen", README, "experiments.benchmarks.session_codegen:results_table")
@@ -134,12 +134,10 @@ def main(argv: list[str] | None = None) -> int:
   args = ap.parse_args(argv)
   files = [f for f in args.files.split(",") if f]
   if args.rounds < 1:
-    print(f"session_codegen: --rounds must be >= 1, got {args.rounds}", file=sys.stderr)
-    return 2
+    return _harness.user_error("session_codegen", f"--rounds must be >= 1, got {args.rounds}")
   for f in files:
     if not (ROOT / f).is_file():
-      print(f"session_codegen: --files {f}: no such test file", file=sys.stderr)
-      return 2
+      return _harness.user_error("session_codegen", f"--files {f}: no such test file")
   from experiments.benchmarks.speed_claims import cpu_identity
 
   record = {"benchmark": "session_codegen", "machine": {**_harness.host(), **cpu_identity()}}
