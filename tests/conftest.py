@@ -37,9 +37,6 @@ CACHE = "MINMAXLAB_CACHE_DIR"  # runner.compilation_cache_dir()
 _SESSION_CACHE = None  # the folder this process made (and removes at the end)
 if CACHE not in os.environ:
   _SESSION_CACHE = os.environ[CACHE] = tempfile.mkdtemp(prefix="minmaxlab-test-cache-")
-# every program is stored, not only those over 0.1 s (runner.enable_compilation_cache): the
-# processes the tests start load the small ones the session compiled before
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 _FLAGS = _xla.session_flags(os.environ)  # XLA's quicker CPU code (tests/_xla.py)
 if _FLAGS is not None:
   os.environ["XLA_FLAGS"] = _FLAGS
