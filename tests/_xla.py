@@ -30,7 +30,8 @@ CODEGEN = "MINMAXLAB_TEST_CODEGEN"  # "fastest" (the default: SESSION) or "defau
 FASTEST = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
 # XLA CPU splits each program's LLVM module into up to 32 parts compiled on parallel threads.
 # The session's two workers keep both cores busy, so the split only adds work: one part costs
-# fewer CPU seconds in the suite (docs/running.md). The same code, compiled on one thread.
+# fewer CPU seconds in the suite (docs/running.md). Programs whose bits are pinned compile
+# with DEFAULTS, which restore XLA's split.
 SERIAL_CODEGEN = {"xla_cpu_parallel_codegen_split_count": 1}
 SESSION = {**FASTEST, **SERIAL_CODEGEN}
 # XLA's own values of the same options (xla/debug_options_flags.cc): compiling with them gives
