@@ -279,6 +279,22 @@ def run_child(
     raise
 
 
+def timed_child(
+  cmd: list[str], timeout: float, env: Mapping | None = None, cwd: str | Path | None = None
+) -> tuple[int, str, str, float, float]:
+  """:func:`run_child` timed: ``(returncode, stdout, stderr, CPU s, wall s)``, the CPU seconds
+  (user + system) of the child and of the processes it waited for (``RUSAGE_CHILDREN``)."""
+  import resource
+
+  before = resource.getrusage(resource.RUSAGE_CHILDREN)
+  start = time.perf_counter()
+  rc, out, err = run_child(cmd, timeout, env=env, cwd=cwd)
+  wall = time.perf_counter() - start
+  after = resource.getrusage(resource.RUSAGE_CHILDREN)
+  cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+  return rc, out, err, cpu, wall
+
+
 def result_line(stdout: str, prefix: str = "RESULT ") -> dict | None:
   """The JSON after the last ``prefix`` line of a child's stdout (``None`` if there is none)."""
   found = None

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ RESULTS = HERE / "results"
 README = "docs/benchmarks.md"
 RESULT_FILES = ("2026-12-06_import_time_amd_epyc_zen5.jsonl",)
 
+TIMEOUT_S = 300  # one import; the process group is killed past it
 CASES = {
   "numpy": "import numpy",
   "numpy_ml_dtypes": "import numpy; import ml_dtypes",
@@ -49,10 +49,10 @@ VERSIONS = (
 
 def child_cpu_s(python: str, code: str) -> float:
   """Process CPU seconds of ``python -c code`` in a fresh process (it must exit 0)."""
-  before = resource.getrusage(resource.RUSAGE_CHILDREN)
-  subprocess.run([python, "-c", code], check=True, stdout=subprocess.DEVNULL)
-  after = resource.getrusage(resource.RUSAGE_CHILDREN)
-  return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+  rc, _, err, cpu, _ = _harness.timed_child([python, "-c", code], TIMEOUT_S)
+  if rc != 0:
+    raise RuntimeError(f"{python} -c {code!r} failed: {err[-1000:]}")
+  return cpu
 
 
 def measure(pythons: list[str], repeats: int) -> dict:

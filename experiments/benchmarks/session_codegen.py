@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = Path(__file__).resolve().parent / "results"
 README = "docs/running.md"
 RESULT_FILES = ("2026-12-06_session_codegen_amd_epyc_zen5.jsonl",)
+TIMEOUT_S = 1800  # one pytest run; the whole process group is killed past it
 FASTEST = ["--xla_backend_optimization_level=1", "--xla_cpu_use_fusion_emitters=false"]
 ARMS = {
   "fastest": FASTEST,
@@ -61,14 +60,9 @@ def run_pytest(files: list[str], flags: list[str]) -> dict:
     env = dict(os.environ, XLA_FLAGS=" ".join(flags), MINMAXLAB_CACHE_DIR=cache)
     env["MINMAXLAB_TEST_CODEGEN"] = "default"  # tests/_xla.py adds nothing: the arm's flags
     cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", *files]
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-  if out.returncode != 0:
-    raise RuntimeError(f"pytest failed under {flags}: {out.stdout[-1500:]}")
-  cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    rc, out, _, cpu, wall = _harness.timed_child(cmd, TIMEOUT_S, env=env, cwd=ROOT)
+  if rc != 0:
+    raise RuntimeError(f"pytest failed under {flags}: {out[-1500:]}")
   return {"cpu_s": round(cpu, 2), "wall_s": round(wall, 2)}
 
 
