@@ -57,16 +57,15 @@ def _config(name, **changes):
 
 
 @functools.cache
-def _case_run(name: str, flat_params: bool = False):
+def _case_run(name: str, flat_params: bool = False, codegen: str = "default"):
   """Two generations of case ``name`` (its parameters flat or as trees of layers), once per
-  process: the fingerprint test and the flat-parameters test share the layered run of the
-  two-population case (one whole-generation compile fewer; one file is one xdist unit).
-  The layered runs compile with XLA's default code (the recordings are its bits); the flat
-  run, compared to float rounding only, with the session's quicker code (tests/_xla.py:
-  about half the compile)."""
-  return _two_generations(
-    _config(name, flat_params=flat_params), _xla.SESSION if flat_params else _xla.DEFAULTS
-  )
+  process and ``codegen``: ``"default"`` compiles with XLA's default code (the recordings
+  are its bits), ``"session"`` with the session's quicker code (tests/_xla.py: about half
+  the compile) for a run compared to float rounding only. On a platform with a recording
+  the fingerprint test and the flat-parameters test share the layered default-code run of
+  the two-population case (one whole-generation compile fewer; one file is one xdist unit)."""
+  options = {"default": _xla.DEFAULTS, "session": _xla.SESSION}[codegen]
+  return _two_generations(_config(name, flat_params=flat_params), options)
 
 
 def _two_generations(config, options):
@@ -103,17 +102,21 @@ def _platform() -> dict:
   }
 
 
+def _recordings_here() -> list[dict]:
+  """The fixture's recordings made on this platform (none: the fingerprint tests skip)."""
+  recordings = json.loads(FIXTURE.read_text())["recordings"]
+  return [r for r in recordings if r["platform"] == _platform()]
+
+
 @pytest.mark.slow  # two cold compiles of a whole generation step (about 20 CPU s each)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_two_generations_match_saved_fingerprints(name):
-  recordings = json.loads(FIXTURE.read_text())["recordings"]
-  here = [r for r in recordings if r["platform"] == _platform()]
+  here = _recordings_here()
   if not here:
     # XLA's CPU kernels round differently on another CPU kind (AVX-512 vs AVX2) or XLA build,
     # and a rounding difference can flip a tournament: no tolerance is safe across hosts.
-    pytest.skip(
-      f"fingerprints recorded on {[r['platform'] for r in recordings]}, this is {_platform()}"
-    )
+    recorded = [r["platform"] for r in json.loads(FIXTURE.read_text())["recordings"]]
+    pytest.skip(f"fingerprints recorded on {recorded}, this is {_platform()}")
   got = fingerprint(name)
   want = here[0]["cases"][name]
   # Recorded before Adam's constants left the state (``static_args``): those leaves held the
@@ -136,8 +139,11 @@ def test_flat_parameters_give_the_structured_results():
   kernels round an elementwise op on a 450-element vector and on its 16-element pieces
   differently (Adam alone differs by 1 ulp), and the flat run is compiled with the session's
   quicker code (``_case_run``), which rounds as differently."""
-  tree, tree_metrics = _case_run("smoke_pop2_lipizzaner")
-  flat, flat_metrics = _case_run("smoke_pop2_lipizzaner", flat_params=True)
+  # the layered run: the fingerprint test's own where it runs (this platform is recorded),
+  # else compiled like the flat run (nothing to share, and half the compile)
+  layered = "default" if _recordings_here() else "session"
+  tree, tree_metrics = _case_run("smoke_pop2_lipizzaner", codegen=layered)
+  flat, flat_metrics = _case_run("smoke_pop2_lipizzaner", flat_params=True, codegen="session")
   lead = tree.fitness.min.ndim  # (rows, cols, P)
   n_tree = len(jax.tree.leaves(tree.params)) + len(jax.tree.leaves(tree.opt_state))
   assert len(jax.tree.leaves(flat.params)) + len(jax.tree.leaves(flat.opt_state)) < n_tree / 2
