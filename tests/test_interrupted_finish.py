@@ -114,6 +114,9 @@ def _gan_config():
   c = smoke.get_config()
   c.progress = False
   c.tensorboard = False
+  # evaluated (metrics and a samples picture) at the last step only: what the finish
+  # completes does not depend on an evaluation before it
+  c.eval_every = c.num_steps
   return c
 
 
@@ -200,6 +203,8 @@ def test_coevolution_finish_interrupted_at_each_point_is_completed(tmp_path, fau
 
 
 # --- the main job, killed for real -----------------------------------------------------------
+# The main job's config (with its baseline) shrunk to the smoke grid above: its grid programs
+# are those the coevolution test compiled, loaded from the session's compilation cache.
 _MAIN = [
   "--config",
   "experiments/coevolution/configs/ring8_3x3.py",
@@ -212,6 +217,8 @@ _MAIN = [
   "--config.steps_per_generation=5",
   "--config.fitness_samples=64",
   "--config.mixture_samples=64",
+  "--config.cell_strategy=auto",
+  "--config.mixture_sigma=0.01",
   "--config.generations=2",
   "--config.checkpoint_every=1",
   "--config.plot_every=2",
@@ -227,7 +234,7 @@ _MAIN = [
 def test_main_job_killed_before_its_comparison_completes_it_when_rerun(tmp_path):
   wd = tmp_path / "main"
   env = {k: v for k, v in os.environ.items() if k not in ("MINMAXLAB_RERUN", _finish.FAULT_ENV)}
-  env.update(MINMAXLAB_CACHE_DIR=str(tmp_path / "cache"), MINMAXLAB_RERUN="python3 dev.py main")
+  env["MINMAXLAB_RERUN"] = "python3 dev.py main"
   env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
   cmd = [sys.executable, "-m", "experiments.coevolution.main", *_MAIN, "--workdir", str(wd)]
   killed = _procs.run(cmd, timeout=600, env={**env, _finish.FAULT_ENV: "main:comparison"})
