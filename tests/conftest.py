@@ -37,6 +37,11 @@ CACHE = "MINMAXLAB_CACHE_DIR"  # runner.compilation_cache_dir()
 _SESSION_CACHE = None  # the folder this process made (and removes at the end)
 if CACHE not in os.environ:
   _SESSION_CACHE = os.environ[CACHE] = tempfile.mkdtemp(prefix="minmaxlab-test-cache-")
+# every program is stored, not only those over 0.1 s (runner.enable_compilation_cache): a
+# worker loads the small ones the other worker, a process a test started or another jit of
+# the same function compiled before (tests of runner.stored_program keep the library's 0.1 s:
+# tests/runner/conftest.py)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 _FLAGS = _xla.session_flags(os.environ)  # XLA's quicker CPU code (tests/_xla.py)
 if _FLAGS is not None:
   os.environ["XLA_FLAGS"] = _FLAGS

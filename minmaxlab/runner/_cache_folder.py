@@ -17,6 +17,9 @@ import jax
 
 from minmaxlab.runner._private_files import folder_problem, make_private_folder
 
+MIN_COMPILE_TIME_ENV = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
+MIN_COMPILE_TIME_S = 0.1  # programs that compile faster are not stored (unless the above says)
+
 CACHE_ENV = "MINMAXLAB_CACHE_DIR"  # the compilation cache folder ("off": none)
 
 
@@ -63,7 +66,8 @@ def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path
   """Turn on JAX's persistent compilation cache in ``directory`` (default
   :func:`compilation_cache_dir`); returns the folder, or ``None`` when disabled.
 
-  Every program that takes more than 0.1 s to compile is stored, keyed by its HLO,
+  Every program that takes more than ``MIN_COMPILE_TIME_S`` (0.1 s) to compile (or JAX's own
+  ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS``, when set) is stored, keyed by its HLO,
   the JAX/XLA versions and the device, so any later process (a rerun, a resumed run, a
   run with another seed or length) loads it in milliseconds. Call it before the first
   compilation. A missing folder is created 0700; a folder that cannot be created or
@@ -83,6 +87,7 @@ def enable_compilation_cache(directory: str | os.PathLike | None = None) -> Path
     )
     return None
   jax.config.update("jax_compilation_cache_dir", os.fspath(path))
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+  if MIN_COMPILE_TIME_ENV not in os.environ:  # the user's own setting, read by JAX, wins
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_TIME_S)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
   return path

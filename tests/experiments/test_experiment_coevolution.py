@@ -14,6 +14,7 @@ import chex
 import jax
 import numpy as np
 import pytest
+from jax.experimental.compilation_cache import compilation_cache
 
 from experiments.coevolution import train
 from experiments.coevolution.configs import smoke
@@ -61,14 +62,19 @@ def _strip(rows):
 
 @contextlib.contextmanager
 def _compilation_cache(folder):
-  """JAX's persistent-cache folder set for a block (the stored programs go next to it)."""
+  """A fresh JAX persistent cache in ``folder`` for a block (the stored programs go next to
+  it), as a new user's first run has: ``runner.stored_program`` stores only what its process
+  compiled, and the session's cache may already hold one of the smoke config's programs
+  (every program is cached there, tests/conftest.py, and other files run the smoke config)."""
   saved = jax.config.jax_compilation_cache_dir
+  compilation_cache.reset_cache()  # JAX opens the folder at its next compile
   jax.config.update("jax_compilation_cache_dir", str(folder))
   try:
     yield folder
   finally:
     # The programs stay cached for the tests below (already compiled or loaded; they keep
     # their folder), so nothing compiles the smoke step again.
+    compilation_cache.reset_cache()
     jax.config.update("jax_compilation_cache_dir", saved)
 
 

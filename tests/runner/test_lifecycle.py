@@ -286,6 +286,24 @@ def test_compilation_cache_and_compile_messages(tmp_path):
   assert any(name == "jit(lifecycle_probe)" for name, _, _ in reporter.log)
 
 
+def test_the_users_minimum_compile_time_wins_over_the_default(monkeypatch, tmp_path):
+  """0.1 s unless JAX's own variable is set (the test session sets 0: every program stored)."""
+  names = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+  saved = {n: getattr(jax.config, n) for n in names}
+  try:
+    monkeypatch.delenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", raising=False)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 7.0)
+    runner.enable_compilation_cache(tmp_path / "a")
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.1
+    monkeypatch.setenv("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # as JAX read it
+    runner.enable_compilation_cache(tmp_path / "b")
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == 0.0
+  finally:
+    for n, v in saved.items():
+      jax.config.update(n, v)
+
+
 def test_cache_dir_from_environment(monkeypatch, tmp_path):
   monkeypatch.setenv("MINMAXLAB_CACHE_DIR", str(tmp_path / "c"))
   assert runner.compilation_cache_dir() == tmp_path / "c"

@@ -7,6 +7,7 @@ a hang."""
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import signal
@@ -27,7 +28,15 @@ def _step(x, y):
 
 
 ARGS = (jnp.arange(12.0).reshape(3, 4) / 12.0, jnp.ones((4, 2)))
-WANT = jax.jit(_step)(*ARGS)
+# every test here runs under the library's cache threshold (tests/runner/conftest.py)
+pytestmark = pytest.mark.usefixtures("library_cache_threshold")
+
+
+@functools.cache
+def _want():
+  """The probe's outputs through a plain jit (computed in a test: not at import, where the
+  session's cache would keep the probe)."""
+  return jax.jit(_step)(*ARGS)
 
 
 def _program(folder, stream):
@@ -45,7 +54,7 @@ def _run(folder):
   finally:
     signal.alarm(0)
     signal.signal(signal.SIGALRM, previous)
-  for got, want in zip(out, WANT, strict=True):
+  for got, want in zip(out, _want(), strict=True):
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
   return p, stream.getvalue().splitlines()
 
@@ -168,7 +177,7 @@ def test_program_with_effects_runs_through_its_jit_and_is_not_stored(tmp_path):
   p = runner.stored_program(jax.jit(noisy), "fx", "cfg", directory=tmp_path, stream=stream)
   for _ in range(3):
     out = p(*ARGS)
-  np.testing.assert_array_equal(np.asarray(out[0]), np.asarray(WANT[0]))
+  np.testing.assert_array_equal(np.asarray(out[0]), np.asarray(_want()[0]))
   assert p.how == "jit" and stream.getvalue() == "" and not list(tmp_path.glob("*.exe"))
 
 

@@ -23,6 +23,8 @@ class State(NamedTuple):
 
 
 TRACES = []  # one entry per trace of _step
+# every test here runs under the library's cache threshold (tests/runner/conftest.py)
+pytestmark = pytest.mark.usefixtures("library_cache_threshold")
 
 
 def _step(key, state, data):
