@@ -130,7 +130,7 @@ def test_fashion_mnist_lagan_shrunk_end_to_end(tmp_path):
   config.population_size, config.num_trials, config.steps_per_trial = 2, 4, 10
   config.eval_samples, config.top_k = 200, 1
   # The fitness is the FID in the features of the cached classifier, whatever its accuracy:
-  # 2 steps train it (each step of the 28x28 CNN costs about 0.2 CPU-seconds).
+  # 2 steps train it (no check here reads how well it classifies).
   config.classifier.steps, config.classifier.cache_dir = 2, str(tmp_path / "cache")
   logs = []
   s = train.train(config, tmp_path / "run", workers=0, timeout=_procs.scaled(600), log=logs.append)
