@@ -48,14 +48,11 @@ README = "docs/running.md"
 RESULT_FILES = ("2026-12-06_session_codegen_amd_epyc_zen5.jsonl",)
 TIMEOUT_S = 1800  # one pytest run; the whole process group is killed past it
 FASTEST = ["--xla_backend_optimization_level=1", "--xla_cpu_use_fusion_emitters=false"]
-ARMS = {
-  "fastest": FASTEST,
-  "fastest_serial": [*FASTEST, "--xla_cpu_parallel_codegen_split_count=1"],
-  "fastest_serial_store_all": [*FASTEST, "--xla_cpu_parallel_codegen_split_count=1"],
-}
+SERIAL = [*FASTEST, "--xla_cpu_parallel_codegen_split_count=1"]  # tests/_xla.py's SESSION
+ARMS = {"fastest": FASTEST, "fastest_serial": SERIAL, "fastest_serial_store_all": SERIAL}
 MIN_COMPILE = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"  # runner.enable_compilation_cache
-# the smallest compile time a program needs to be stored: the library's 0.1 s, or every program
-# (the session's since tests/conftest.py sets 0: the processes a test starts load them)
+# the smallest compile time a program needs to be cached: the library's 0.1 s, or 0 (every
+# program: the session's, tests/conftest.py)
 ARM_ENV = {
   "fastest": {MIN_COMPILE: "0.1"},
   "fastest_serial": {MIN_COMPILE: "0.1"},
