@@ -17,14 +17,24 @@ compiled with ``compiler_options=DEFAULTS`` (a program's options override ``XLA_
 a child process that must compile everything with the defaults (a notebook's kernel, a
 compile that must last long enough to be interrupted) gets :func:`default_env`.
 
+On top of ``SESSION``, most of the suite compiles with LLVM at -O0 (``LOW_EFFORT``: JAX's
+``jax_disable_most_optimizations``, which also turns off LLVM's expensive passes; set in the
+environment by tests/conftest.py, so the processes the tests start inherit it). Most tests
+compile many programs and run each a few times, where -O0's shorter compile wins (0.75 of
+the CPU seconds on eight compile-heavy files, docs/running.md). A test file that runs its
+programs for long (training, FID) is marked ``pytestmark = pytest.mark.optimized_code``: its
+programs, and the processes its tests start, compile with ``SESSION``'s -O1
+(tests/conftest.py turns ``LOW_EFFORT`` off for the file).
+
 ``MINMAXLAB_TEST_CODEGEN=default python3 dev.py test`` runs the whole suite with XLA's
-defaults (no flag added).
+defaults (no flag added, ``LOW_EFFORT`` not set).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 CODEGEN = "MINMAXLAB_TEST_CODEGEN"  # "fastest" (the default: SESSION) or "default"
 FASTEST = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
@@ -40,7 +50,14 @@ DEFAULTS = {
   "xla_backend_optimization_level": 3,
   "xla_cpu_use_fusion_emitters": True,
   "xla_cpu_parallel_codegen_split_count": 32,
+  # LOW_EFFORT turns LLVM's expensive passes off; XLA's default keeps them
+  "xla_llvm_disable_expensive_passes": False,
 }
+# JAX's switch (read from the environment when JAX starts, and jax.config's flag of the same
+# name after): every program compiled at LLVM -O0 with LLVM's expensive passes off, unless its
+# compiler_options say otherwise
+LOW_EFFORT = "JAX_DISABLE_MOST_OPTIMIZATIONS"
+LOW_EFFORT_FLAG = "jax_disable_most_optimizations"
 
 
 def as_flags(options: Mapping[str, bool | int]) -> list[str]:
@@ -65,10 +82,37 @@ def session_flags(environ: Mapping[str, str]) -> str | None:
   return " ".join([*user.split(), *as_flags(SESSION)])
 
 
+def low_effort(environ: Mapping[str, str]) -> bool:
+  """Whether a test session started with ``environ`` sets ``LOW_EFFORT`` (the default): not
+  under ``MINMAXLAB_TEST_CODEGEN=default``, nor when the user set ``LOW_EFFORT`` already."""
+  return environ.get(CODEGEN, "fastest") == "fastest" and LOW_EFFORT not in environ
+
+
+@contextlib.contextmanager
+def optimized_code() -> Iterator[None]:
+  """In a session with ``LOW_EFFORT`` set: ``LOW_EFFORT`` off for the block, in this
+  process's JAX (programs compiled in it) and in ``os.environ`` (processes started in it);
+  set again after. Without ``LOW_EFFORT``: nothing changes."""
+  if os.environ.get(LOW_EFFORT) != "1":
+    yield
+    return
+  import jax  # not at import: tests/conftest.py sets the environment before JAX starts
+
+  os.environ[LOW_EFFORT] = "0"
+  jax.config.update(LOW_EFFORT_FLAG, False)
+  try:
+    yield
+  finally:
+    os.environ[LOW_EFFORT] = "1"
+    jax.config.update(LOW_EFFORT_FLAG, True)
+
+
 def default_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-  """``environ`` (default ``os.environ``) with ``SESSION``'s flags taken out of ``XLA_FLAGS``:
-  a child process started with it compiles with XLA's defaults (and the user's own flags)."""
+  """``environ`` (default ``os.environ``) with ``SESSION``'s flags taken out of ``XLA_FLAGS``
+  and without ``LOW_EFFORT``: a child process started with it compiles with XLA's defaults
+  (and the user's own flags)."""
   env = dict(os.environ if environ is None else environ)
+  env.pop(LOW_EFFORT, None)
   ours = set(as_flags(SESSION))
   kept = [flag for flag in env.get("XLA_FLAGS", "").split() if flag not in ours]
   if kept:

@@ -45,6 +45,8 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 _FLAGS = _xla.session_flags(os.environ)  # XLA's quicker CPU code (tests/_xla.py)
 if _FLAGS is not None:
   os.environ["XLA_FLAGS"] = _FLAGS
+if _xla.low_effort(os.environ):  # LLVM at -O0 but in files marked optimized_code
+  os.environ[_xla.LOW_EFFORT] = "1"
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
@@ -55,6 +57,24 @@ from tests import _procs  # noqa: E402
 # this process (the only one, or an xdist worker) reads and fills the session's cache too: a
 # program that two test files compile alike is compiled once per session
 runner.enable_compilation_cache()
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+    "markers",
+    "optimized_code: the file's programs (and the processes its tests start) compile at"
+    " LLVM -O1, not the session's -O0 (tests/_xla.py: files that run their programs long)",
+  )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _optimized_code(request):
+  """A file marked ``optimized_code`` compiles at -O1 (tests/_xla.py)."""
+  if request.node.get_closest_marker("optimized_code") is None:
+    yield
+    return
+  with _xla.optimized_code():
+    yield
 
 
 @pytest.fixture

@@ -19,7 +19,10 @@ first is the reference; default ``DEFAULT_ARMS``):
   library's threshold);
 * ``fastest_serial``: those and ``--xla_cpu_parallel_codegen_split_count=1`` (the session's,
   ``tests/_xla.py``: each program's machine code generated on one thread);
-* ``fastest_serial_store_all``: those, every program cached (the session's threshold, 0).
+* ``fastest_serial_store_all``: those, every program cached (the session's threshold, 0);
+* ``session_low_effort``: those and ``JAX_DISABLE_MOST_OPTIMIZATIONS=1`` (JAX compiles each
+  program at LLVM -O0 with LLVM's expensive passes off): the session's code in every file
+  not marked ``optimized_code`` (tests/_xla.py).
 
 ``pytest -n 0`` runs the files in one process, so the wall seconds show the parallel split's
 use on an idle host; the suite runs two workers on two cores (``--workers 2``), where the
@@ -49,14 +52,21 @@ RESULT_FILES = ("2026-12-06_session_codegen_amd_epyc_zen5.jsonl",)
 TIMEOUT_S = 1800  # one pytest run; the whole process group is killed past it
 FASTEST = ["--xla_backend_optimization_level=1", "--xla_cpu_use_fusion_emitters=false"]
 SERIAL = [*FASTEST, "--xla_cpu_parallel_codegen_split_count=1"]  # tests/_xla.py's SESSION
-ARMS = {"fastest": FASTEST, "fastest_serial": SERIAL, "fastest_serial_store_all": SERIAL}
+ARMS = {
+  "fastest": FASTEST,
+  "fastest_serial": SERIAL,
+  "fastest_serial_store_all": SERIAL,
+  "session_low_effort": SERIAL,
+}
 MIN_COMPILE = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"  # runner.enable_compilation_cache
+LOW_EFFORT = "JAX_DISABLE_MOST_OPTIMIZATIONS"  # tests/_xla.py's LOW_EFFORT
 # the smallest compile time a program needs to be cached: the library's 0.1 s, or 0 (every
 # program: the session's, tests/conftest.py)
 ARM_ENV = {
   "fastest": {MIN_COMPILE: "0.1"},
   "fastest_serial": {MIN_COMPILE: "0.1"},
   "fastest_serial_store_all": {MIN_COMPILE: "0"},
+  "session_low_effort": {MIN_COMPILE: "0", LOW_EFFORT: "1"},
 }
 DEFAULT_ARMS = ("fastest", "fastest_serial")
 FILES = (
@@ -117,14 +127,17 @@ def _run_lines(name: str, r: dict) -> list[str]:
     f" {_harness.note_load(m['load_average'][0], m['cpus'])}; pytest -n {r.get('workers', 0)} on"
     f" {', '.join(f'`{f}`' for f in r['files'])}, {r['rounds']} rounds interleaved.",
     "",
-    "| arm | XLA_FLAGS | stored programs: compile time at least | CPU s (median; every"
-    " round) | CPU / first arm, same round (median) | wall s (median) |",
-    "|---|---|---|---|---|---|",
+    "| arm | XLA_FLAGS | LLVM -O0 (`JAX_DISABLE_MOST_OPTIMIZATIONS`) | stored programs:"
+    " compile time at least | CPU s (median; every round) | CPU / first arm, same round"
+    " (median) | wall s (median) |",
+    "|---|---|---|---|---|---|---|",
   ]
   for arm, e in r["arms"].items():
     every = ", ".join(f"{x:.1f}" for x in e["cpu_s"])
+    env = e.get("env", {})
     lines.append(
-      f"| `{arm}` | `{' '.join(e['flags'])}` | {e.get('env', {}).get(MIN_COMPILE, '0.1')} s |"
+      f"| `{arm}` | `{' '.join(e['flags'])}` | {'yes' if env.get(LOW_EFFORT) == '1' else 'no'} |"
+      f" {env.get(MIN_COMPILE, '0.1')} s |"
       f" {e['cpu_s_median']:.1f} ({every}) |"
       f" {e['cpu_over_first_median']:.3f} | {e['wall_s_median']:.1f} |"
     )

@@ -26,6 +26,10 @@ from tests.analysis._linear_games import (
   top_by_modulus,
 )
 
+# the programs run long (restarted Arnoldi iterations):
+# compiled at -O1, not the session's -O0 (tests/_xla.py)
+pytestmark = pytest.mark.optimized_code
+
 
 def no_radius():
   return exact(scheme=None, num_eigenvalues=4)

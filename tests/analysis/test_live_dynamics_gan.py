@@ -15,6 +15,10 @@ from minmaxlab import analysis
 from tests.analysis._linear_games import FAST, top_by_modulus
 from tests.analysis._tiny_gan import tiny_gan
 
+# the programs run long (dense Jacobians of a GAN):
+# compiled at -O1, not the session's -O0 (tests/_xla.py)
+pytestmark = pytest.mark.optimized_code
+
 STEPS = mml.Players(0.3, 0.6)  # per-player step sizes (generator, discriminator)
 
 

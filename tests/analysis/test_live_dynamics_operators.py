@@ -13,6 +13,10 @@ import minmaxlab as mml
 from minmaxlab import analysis, games
 from tests.analysis._linear_games import ETA, N, bilinear_jacobian, exact, point
 
+# the programs run long (thousands of operator products):
+# compiled at -O1, not the session's -O0 (tests/_xla.py)
+pytestmark = pytest.mark.optimized_code
+
 CLOSED = {"gda": "gda", "extragradient": "extragradient", "alternating": "alternating"}
 CASES = [  # (scheme, max_steps, sync_period)
   ("gda", 1, None),

@@ -75,10 +75,11 @@ def test_stored_outputs_come_from_the_current_code(name, monkeypatch):
   import nbformat
 
   # the kernel compiles XLA's default code, as a reader's does (tests/_xla.py)
-  flags = _xla.default_env().get("XLA_FLAGS")
-  monkeypatch.delenv("XLA_FLAGS", raising=False)
-  if flags:
-    monkeypatch.setenv("XLA_FLAGS", flags)
+  default = _xla.default_env()
+  for var in ("XLA_FLAGS", _xla.LOW_EFFORT):
+    monkeypatch.delenv(var, raising=False)
+    if var in default:
+      monkeypatch.setenv(var, default[var])
   run = _runner()
   stored = nbformat.read(NOTEBOOKS / name, as_version=4)
   fresh = run.execute(Path(name).stem)  # raises CellExecutionError on any failing cell

@@ -7,6 +7,10 @@ import pytest
 from experiments import _classifier_cache
 from minmaxlab.gan import metrics
 
+# the programs run long (the evaluation classifier's training):
+# compiled at -O1, not the session's -O0 (tests/_xla.py)
+pytestmark = pytest.mark.optimized_code
+
 
 def _digits():
   from sklearn.datasets import load_digits

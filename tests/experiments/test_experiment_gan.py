@@ -15,6 +15,10 @@ from experiments.gan.configs import smoke
 from minmaxlab import runner
 from tests import _procs
 
+# the programs run long (GAN training runs and their FID):
+# compiled at -O1, not the session's -O0 (tests/_xla.py)
+pytestmark = pytest.mark.optimized_code
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -20,6 +20,10 @@ import pytest
 from experiments import _report, study
 from experiments.gan import lookahead_study, lookahead_v3, results
 
+# the programs run long (a study's training runs):
+# compiled at -O1, not the session's -O0 (tests/_xla.py)
+pytestmark = pytest.mark.optimized_code
+
 V4 = lookahead_v3.VERSIONS[4][0]
 
 

@@ -16,6 +16,10 @@ from minmaxlab import pbt
 from minmaxlab.gan import data
 from tests import _procs
 
+# the programs run long (PBT trials' training and FID):
+# compiled at -O1, not the session's -O0 (tests/_xla.py)
+pytestmark = pytest.mark.optimized_code
+
 ROOT = Path(__file__).resolve().parents[2]
 MPIRUN = Path(sys.executable).parent / "mpirun"
 HAVE_MPI = importlib.util.find_spec("mpi4py") is not None and MPIRUN.exists()

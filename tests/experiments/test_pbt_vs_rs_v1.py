@@ -12,9 +12,12 @@ import numpy as np
 import pytest
 
 FASHION = Path("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")
-pytestmark = pytest.mark.skipif(
-  not FASHION.exists(), reason="Debian package dataset-fashion-mnist missing"
-)
+pytestmark = [
+  pytest.mark.skipif(not FASHION.exists(), reason="Debian package dataset-fashion-mnist missing"),
+  # the study's trials train and score FID: compiled at -O1, not the session's -O0
+  # (tests/_xla.py)
+  pytest.mark.optimized_code,
+]
 
 
 def tiny_protocol(tmp_path, seeds=(0, 1)) -> Path:
