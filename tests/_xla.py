@@ -20,8 +20,8 @@ compile that must last long enough to be interrupted) gets :func:`default_env`.
 On top of ``SESSION``, most of the suite compiles with LLVM at -O0 (``LOW_EFFORT``: JAX's
 ``jax_disable_most_optimizations``, which also turns off LLVM's expensive passes; set in the
 environment by tests/conftest.py, so the processes the tests start inherit it). Most tests
-compile many programs and run each a few times, where -O0's shorter compile wins (0.75 of
-the CPU seconds on eight compile-heavy files, docs/running.md). A test file that runs its
+compile many programs and run each a few times, where -O0's shorter compile wins (the
+``session_low_effort`` arm of docs/running.md's table). A test file that runs its
 programs for long (training, FID) is marked ``pytestmark = pytest.mark.optimized_code``: its
 programs, and the processes its tests start, compile with ``SESSION``'s -O1
 (tests/conftest.py turns ``LOW_EFFORT`` off for the file).
