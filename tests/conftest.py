@@ -1,6 +1,7 @@
 """Test set-up: 4 fake CPU devices and XLA's quicker CPU code generation before JAX starts
 (tests/_xla.py: the whole session, its workers and the processes its tests start compile
-with it; ``MINMAXLAB_TEST_CODEGEN=default`` keeps XLA's defaults), one compilation cache per
+with it, at LLVM -O0 but in the files marked ``optimized_code``; ``MINMAXLAB_TEST_CODEGEN=default``
+keeps XLA's defaults), one compilation cache per
 session, shared fixtures, the order of the tests, and a session-end check that no test left
 a process behind.
 
