@@ -41,9 +41,10 @@ COMPILE_MODES = get_args(CompileMode)
 # (the generation no slower in our configs), "fastest" also uses the classic elemental
 # emitters instead of the MLIR fusion emitters (the compile of a small program roughly halved;
 # elementwise loops a few percent slower).
+_LEVEL = "xla_backend_optimization_level"
 _CPU_OPTIONS = {
-  "fast": {"xla_backend_optimization_level": 1},
-  "fastest": {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False},
+  "fast": {_LEVEL: 1},
+  "fastest": {_LEVEL: 1, "xla_cpu_use_fusion_emitters": False},
 }
 
 
@@ -54,7 +55,9 @@ def compiler_options(mode: CompileMode = "default", platform: str | None = None)
   compile); ``"fastest"``: also XLA's classic elemental emitters (a shorter compile still,
   slower elementwise kernels; docs/benchmarks.md). Results are as deterministic as with
   ``"default"`` but not bit-identical to it (other machine code). On other platforms every
-  mode is XLA's default.
+  mode is XLA's default. A mode never raises the optimization level JAX was asked for:
+  under ``jax_disable_most_optimizations`` (``JAX_DISABLE_MOST_OPTIMIZATIONS=1``: LLVM at
+  -O0) ``"fast"`` adds nothing and ``"fastest"`` only the classic emitters.
 
   Args:
     mode: ``"default"``, ``"fast"`` or ``"fastest"``.
@@ -66,9 +69,14 @@ def compiler_options(mode: CompileMode = "default", platform: str | None = None)
   if mode not in COMPILE_MODES:
     raise ValueError(f"compile must be one of {COMPILE_MODES}, got {mode!r}")
   platform = jax.default_backend() if platform is None else platform
-  if mode != "default" and platform == "cpu":
-    return dict(_CPU_OPTIONS[mode])
-  return None
+  if mode == "default" or platform != "cpu":
+    return None
+  options = dict(_CPU_OPTIONS[mode])
+  if jax.config.values.get("jax_disable_most_optimizations", False):
+    # JAX was asked for LLVM at -O0 (JAX_DISABLE_MOST_OPTIMIZATIONS): a program's options
+    # override it, so the mode must not raise the level back to -O1
+    del options[_LEVEL]
+  return options or None
 
 
 @dataclasses.dataclass(frozen=True)

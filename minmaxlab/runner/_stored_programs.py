@@ -60,6 +60,7 @@ _JAX_FLAGS = (
   "jax_numpy_dtype_promotion",
   "jax_numpy_rank_promotion",
   "jax_softmax_custom_jvp",
+  "jax_disable_most_optimizations",  # LLVM -O0: other machine code, other bits
 )
 
 
@@ -106,7 +107,7 @@ def program_digest(name: str, key: Any, sources: Iterable[str | os.PathLike], ar
     "key": key,
     "sources": source_digest(sources),
     "versions": _versions(),
-    "flags": {f: str(getattr(jax.config, f, None)) for f in _JAX_FLAGS},
+    "flags": {f: str(getattr(jax.config, f, jax.config.values.get(f))) for f in _JAX_FLAGS},
     "xla_flags": os.environ.get("XLA_FLAGS", ""),
     "backend": jax.default_backend(),
     "devices": [devices[0].platform, devices[0].device_kind, len(devices), jax.process_count()],

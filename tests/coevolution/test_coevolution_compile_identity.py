@@ -60,11 +60,12 @@ def _config(name, **changes):
 def _case_run(name: str, flat_params: bool = False, codegen: str = "default"):
   """Two generations of case ``name`` (its parameters flat or as trees of layers), once per
   process and ``codegen``: ``"default"`` compiles with XLA's default code (the recordings
-  are its bits), ``"session"`` with the session's quicker code (tests/_xla.py: about half
-  the compile) for a run compared to float rounding only. On a platform with a recording
-  the fingerprint test and the flat-parameters test share the layered default-code run of
-  the two-population case (one whole-generation compile fewer; one file is one xdist unit)."""
-  options = {"default": _xla.DEFAULTS, "session": _xla.SESSION}[codegen]
+  are its bits), ``"session"`` with the session's own quicker code (no options: its
+  ``XLA_FLAGS`` and -O0, tests/_xla.py) for a run compared to float rounding only. On a
+  platform with a recording the fingerprint test and the flat-parameters test share the
+  layered default-code run of the two-population case (one whole-generation compile fewer;
+  one file is one xdist unit)."""
+  options = {"default": _xla.DEFAULTS, "session": None}[codegen]
   return _two_generations(_config(name, flat_params=flat_params), options)
 
 

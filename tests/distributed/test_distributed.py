@@ -17,6 +17,7 @@ import pytest
 
 from minmaxlab import coevolution as co
 from minmaxlab import distributed
+from tests import _xla
 from tests._coevolution_case import PAIR, RING, coevolution, run
 from tests.distributed._mpi import assert_same, load_mpi, mpirun, needs_mpi
 
@@ -196,7 +197,13 @@ def test_fast_compile_modes_reach_xla_and_agree_to_rounding(reference, mode, tmp
   they reached XLA is XLA's own record: with ``xla_dump_to`` added, each compiled module's
   ``debug_options`` dump lists the non-default options it was compiled with (and the dump
   exists only because the backend's options reached XLA). (Differing bits
-  are no proof: ``"fastest"`` gave the defaults' bits on one CI host and not on another.)"""
+  are no proof: ``"fastest"`` gave the defaults' bits on one CI host and not on another.)
+  Compiled without the session's -O0 (tests/_xla.py), which a mode leaves alone (below)."""
+  with _xla.optimized_code():
+    _check_compile_mode(reference, mode, tmp_path)
+
+
+def _check_compile_mode(reference, mode, tmp_path):
   assert distributed.compiler_options("default") is None
   assert distributed.compiler_options("fast", "gpu") is None  # CPU-only options
   assert distributed.compiler_options("fast", "cpu") == {"xla_backend_optimization_level": 1}
@@ -226,3 +233,30 @@ def test_fast_compile_modes_reach_xla_and_agree_to_rounding(reference, mode, tmp
     assert not any("fusion_emitters" in text for text in records.values())
   want_state, want_metrics = reference
   assert_same(state, metrics, want_state, want_metrics, exact=False)
+
+
+def test_a_compile_mode_keeps_jaxs_low_effort(tmp_path):
+  """Under ``jax_disable_most_optimizations`` (LLVM at -O0) a mode does not raise the level
+  back to -O1 (a program's options override JAX's): ``"fast"`` adds nothing, ``"fastest"``
+  only the classic emitters, and XLA's record of a program compiled with them says so."""
+  flag = "jax_disable_most_optimizations"
+  before = jax.config.values[flag]
+  jax.config.update(flag, True)
+  try:
+    assert distributed.compiler_options("fast", "cpu") is None
+    assert distributed.compiler_options("fastest", "cpu") == {"xla_cpu_use_fusion_emitters": False}
+    assert distributed.compiler_options("fastest", "gpu") is None
+    options = {**distributed.compiler_options("fastest"), "xla_dump_to": str(tmp_path)}
+    jax.jit(lambda x: jnp.sin(x) * 3.0, compiler_options=options)(jnp.arange(5.0))
+  finally:
+    jax.config.update(flag, before)
+  records = [p.read_text().splitlines() for p in tmp_path.glob("*debug_options")]
+  assert records
+  for lines in records:
+    assert "xla_cpu_use_fusion_emitters: false" in lines, lines
+    assert "xla_backend_optimization_level: 0" in lines, lines  # JAX's -O0 kept
+  jax.config.update(flag, False)
+  try:  # without it, the modes' -O1
+    assert distributed.compiler_options("fast", "cpu") == {"xla_backend_optimization_level": 1}
+  finally:
+    jax.config.update(flag, before)

@@ -37,10 +37,11 @@ def test_compile_time_reports_the_configs_own_mode_and_its_generations(tmp_path)
   assert smoke["step_total_s"] == smoke["fastest_step_total_s"] and smoke["step_total_s"][0] > 0
   (run,) = smoke["runs"]
   mode = run["modes"]["fastest"]  # timed in a fresh process
-  assert mode["compiler_options"] == {
-    "xla_backend_optimization_level": 1,
-    "xla_cpu_use_fusion_emitters": False,
-  }
+  # the mode's options (distributed.compiler_options): -O1 and the classic emitters, or the
+  # emitters alone where the process runs at JAX's -O0 (a test session: tests/_xla.py)
+  low_effort = os.environ.get("JAX_DISABLE_MOST_OPTIMIZATIONS") == "1"
+  level = {} if low_effort else {"xla_backend_optimization_level": 1}
+  assert mode["compiler_options"] == {**level, "xla_cpu_use_fusion_emitters": False}
   step = mode["step"]
   assert step["total_s"] >= step["compile_s"] > 0 and step["hlo_kib"] > 100
   assert 0 < step["trace_s"] <= step["lower_s"] <= step["total_s"]
