@@ -14,10 +14,6 @@ from minmaxlab.coevolution._fast_matmul import bf16_matmul, pair_with_matmuls, w
 from minmaxlab.distributed import compiler_options
 from minmaxlab.gan import models
 
-# the programs run long (generations of the bf16 and float32 steps):
-# compiled at -O1, not the session's -O0 (tests/_xla.py)
-pytestmark = pytest.mark.optimized_code
-
 BF16_REL = 2.0**-7  # two operands rounded to 8 significant bits each
 
 
