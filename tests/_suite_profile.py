@@ -1,0 +1,154 @@
+"""Where a test session's CPU time goes, per test: an opt-in pytest plugin.
+
+  MINMAXLAB_SUITE_PROFILE=profile.jsonl python3 dev.py test -p tests._suite_profile
+  python -m tests._suite_profile profile.jsonl [--top 30]
+
+Each test process (the only one, or each xdist worker) appends one JSON line at the end of
+the session: for every test its CPU seconds in this process (``time.process_time``), the CPU
+seconds of the child processes it started and waited for (``RUSAGE_CHILDREN``), and JAX's
+own compile, lowering and tracing seconds with the number of XLA compiles (JAX's monitoring
+events), and every compile of 0.5 s or more with its function's name. The second command
+ranks the test files and the tests by CPU and lists the longest compiles. Nothing is
+recorded without the variable, and the plugin is not loaded unless named with ``-p``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import resource
+import sys
+import time
+
+import pytest
+
+ENV = "MINMAXLAB_SUITE_PROFILE"
+LONG_COMPILE_S = 0.5
+_EVENTS = {  # JAX's monitoring event (its name's ending) -> our field
+  "backend_compile_duration": "compile_s",
+  "jaxpr_to_mlir_module_duration": "lower_s",
+  "jaxpr_trace_duration": "trace_s",
+}
+
+
+class _Recorder:
+  def __init__(self):
+    self.current = "<outside tests>"
+    self.tests: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    self.long_compiles: list[tuple[str, str, float]] = []
+
+  def event(self, event: str, seconds: float, **kwargs) -> None:
+    for ending, field in _EVENTS.items():
+      if event.endswith(ending):
+        self.tests[self.current][field] += seconds
+        if field == "compile_s":
+          self.tests[self.current]["compiles"] += 1
+          if seconds >= LONG_COMPILE_S:
+            name = str(kwargs.get("fun_name", "?"))
+            self.long_compiles.append((self.current, name, round(seconds, 3)))
+        return
+
+
+_RECORDER: _Recorder | None = None
+
+
+def _children_cpu() -> float:
+  usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return usage.ru_utime + usage.ru_stime
+
+
+def pytest_configure(config):
+  global _RECORDER
+  if not os.environ.get(ENV) or _RECORDER is not None:
+    return
+  import jax.monitoring
+
+  _RECORDER = _Recorder()
+  jax.monitoring.register_event_duration_secs_listener(_RECORDER.event)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+  if _RECORDER is None:
+    yield
+    return
+  _RECORDER.current = item.nodeid
+  cpu, children = time.process_time(), _children_cpu()
+  yield
+  record = _RECORDER.tests[item.nodeid]
+  record["cpu_s"] += time.process_time() - cpu
+  record["children_cpu_s"] += _children_cpu() - children
+  _RECORDER.current = "<outside tests>"
+
+
+def pytest_sessionfinish(session):
+  config = session.config
+  controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+  if _RECORDER is None or controller:  # the xdist controller runs no test
+    return
+  line = {
+    "pid": os.getpid(),
+    "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
+    "process_cpu_s": round(time.process_time(), 2),
+    "tests": {k: {f: round(v, 3) for f, v in c.items()} for k, c in _RECORDER.tests.items()},
+    "long_compiles": _RECORDER.long_compiles,
+  }
+  with open(os.environ[ENV], "a") as f:  # one short line per process: appends do not interleave
+    f.write(json.dumps(line) + "\n")
+
+
+def summarize(lines: list[dict], top: int = 30) -> str:
+  """The report of ``python -m tests._suite_profile``: processes, files, tests, compiles."""
+  tests: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+  for line in lines:
+    for name, fields in line["tests"].items():
+      tests[name].update(fields)
+  files: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+  for name, fields in tests.items():
+    files[name.split("::")[0]].update(fields)
+
+  def total(c):
+    return c["cpu_s"] + c["children_cpu_s"]
+
+  def row(name, c):
+    return (
+      f"{total(c):8.1f} {c['cpu_s']:8.1f} {c['children_cpu_s']:8.1f} {c['compile_s']:8.1f}"
+      f" {int(c['compiles']):6d} {c['lower_s']:7.1f} {c['trace_s']:7.1f}  {name}"
+    )
+
+  head = "  cpu(s)  here(s) child(s) compile  count   lower   trace  "
+  out = [
+    f"{len(lines)} process(es): "
+    + ", ".join(f"{ln['worker'] or ln['pid']} {ln['process_cpu_s']} CPU-s" for ln in lines),
+    f"all tests: {sum(total(c) for c in tests.values()):.1f} CPU-s (here + their children)",
+    "",
+    head + "file",
+  ]
+  out += [row(n, c) for n, c in sorted(files.items(), key=lambda x: -total(x[1]))[:top]]
+  out += ["", head + "test"]
+  out += [row(n, c) for n, c in sorted(tests.items(), key=lambda x: -total(x[1]))[:top]]
+  compiles = sorted((c for ln in lines for c in ln["long_compiles"]), key=lambda c: -c[2])
+  out += ["", f"compiles of {LONG_COMPILE_S} s or more: {len(compiles)}"]
+  out += [f"{s:8.2f}  {fun}  {test}" for test, fun, s in compiles[:top]]
+  return "\n".join(out)
+
+
+def main(argv=None) -> int:
+  ap = argparse.ArgumentParser(description="Rank a test session's profile (" + ENV + ").")
+  ap.add_argument("profile", help="the JSONL file the session wrote")
+  ap.add_argument("--top", type=int, default=30, help="rows per table")
+  args = ap.parse_args(argv)
+  try:
+    with open(args.profile) as f:
+      lines = [json.loads(x) for x in f if x.strip()]
+  except (OSError, ValueError) as e:
+    print(f"suite_profile: cannot read {args.profile}: {e}", file=sys.stderr)
+    return 2
+  print(summarize(lines, args.top))
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
