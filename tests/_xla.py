@@ -89,6 +89,20 @@ def low_effort(environ: Mapping[str, str]) -> bool:
 
 
 @contextlib.contextmanager
+def jax_low_effort(on: bool) -> Iterator[None]:
+  """JAX's ``LOW_EFFORT_FLAG`` set to ``on`` in this process for the block (the programs
+  compiled in it), its former value after; the environment is left as it is."""
+  import jax  # not at import: tests/conftest.py sets the environment before JAX starts
+
+  before = jax.config.values[LOW_EFFORT_FLAG]
+  jax.config.update(LOW_EFFORT_FLAG, on)
+  try:
+    yield
+  finally:
+    jax.config.update(LOW_EFFORT_FLAG, before)
+
+
+@contextlib.contextmanager
 def optimized_code() -> Iterator[None]:
   """In a session with ``LOW_EFFORT`` set: ``LOW_EFFORT`` off for the block, in this
   process's JAX (programs compiled in it) and in ``os.environ`` (processes started in it);
@@ -96,15 +110,12 @@ def optimized_code() -> Iterator[None]:
   if os.environ.get(LOW_EFFORT) != "1":
     yield
     return
-  import jax  # not at import: tests/conftest.py sets the environment before JAX starts
-
   os.environ[LOW_EFFORT] = "0"
-  jax.config.update(LOW_EFFORT_FLAG, False)
   try:
-    yield
+    with jax_low_effort(False):
+      yield
   finally:
     os.environ[LOW_EFFORT] = "1"
-    jax.config.update(LOW_EFFORT_FLAG, True)
 
 
 def default_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -239,24 +239,16 @@ def test_a_compile_mode_keeps_jaxs_low_effort(tmp_path):
   """Under ``jax_disable_most_optimizations`` (LLVM at -O0) a mode does not raise the level
   back to -O1 (a program's options override JAX's): ``"fast"`` adds nothing, ``"fastest"``
   only the classic emitters, and XLA's record of a program compiled with them says so."""
-  flag = "jax_disable_most_optimizations"
-  before = jax.config.values[flag]
-  jax.config.update(flag, True)
-  try:
+  with _xla.jax_low_effort(True):
     assert distributed.compiler_options("fast", "cpu") is None
     assert distributed.compiler_options("fastest", "cpu") == {"xla_cpu_use_fusion_emitters": False}
     assert distributed.compiler_options("fastest", "gpu") is None
     options = {**distributed.compiler_options("fastest"), "xla_dump_to": str(tmp_path)}
     jax.jit(lambda x: jnp.sin(x) * 3.0, compiler_options=options)(jnp.arange(5.0))
-  finally:
-    jax.config.update(flag, before)
   records = [p.read_text().splitlines() for p in tmp_path.glob("*debug_options")]
   assert records
   for lines in records:
     assert "xla_cpu_use_fusion_emitters: false" in lines, lines
     assert "xla_backend_optimization_level: 0" in lines, lines  # JAX's -O0 kept
-  jax.config.update(flag, False)
-  try:  # without it, the modes' -O1
+  with _xla.jax_low_effort(False):  # without it, the modes' -O1
     assert distributed.compiler_options("fast", "cpu") == {"xla_backend_optimization_level": 1}
-  finally:
-    jax.config.update(flag, before)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import _procs
+from tests import _procs, _xla
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE_ROOT = "MINMAXLAB_BENCHMARK_CODE_ROOT"  # compile_time.CODE_ROOT (not imported: JAX)
@@ -39,7 +39,7 @@ def test_compile_time_reports_the_configs_own_mode_and_its_generations(tmp_path)
   mode = run["modes"]["fastest"]  # timed in a fresh process
   # the mode's options (distributed.compiler_options): -O1 and the classic emitters, or the
   # emitters alone where the process runs at JAX's -O0 (a test session: tests/_xla.py)
-  low_effort = os.environ.get("JAX_DISABLE_MOST_OPTIMIZATIONS") == "1"
+  low_effort = os.environ.get(_xla.LOW_EFFORT) == "1"
   level = {} if low_effort else {"xla_backend_optimization_level": 1}
   assert mode["compiler_options"] == {**level, "xla_cpu_use_fusion_emitters": False}
   step = mode["step"]

@@ -14,7 +14,7 @@ import pytest
 
 from minmaxlab import runner
 from minmaxlab.runner import _stored_programs
-from tests import _procs
+from tests import _procs, _xla
 
 
 class State(NamedTuple):
@@ -86,13 +86,9 @@ def test_key_sources_and_argument_types_select_the_file(tmp_path):
   with pytest.MonkeyPatch.context() as m:  # the same arguments on another backend
     m.setattr(jax, "default_backend", lambda: "gpu")
     assert d("probe", "cfg", [src], args) != base
-  flag = "jax_disable_most_optimizations"  # a flag, not a jax.config attribute
-  before = jax.config.values[flag]
-  jax.config.update(flag, not before)  # LLVM at -O0 or not: other machine code
-  try:
+  # JAX's LLVM -O0 switch (a flag, not a jax.config attribute): other machine code
+  with _xla.jax_low_effort(not jax.config.values[_xla.LOW_EFFORT_FLAG]):
     assert d("probe", "cfg", [src], args) != base
-  finally:
-    jax.config.update(flag, before)
   assert d("probe", "cfg", [src], args) == base
   store = tmp_path / "store"
   a, b = _program(store, "cfg"), _program(store, "other")
