@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +37,7 @@ def kill_group(proc: subprocess.Popen) -> None:
     proc.wait(timeout=30)
   except subprocess.TimeoutExpired:
     pass
+  wait_gone(group_members(proc.pid))
   for stream in (proc.stdout, proc.stderr, proc.stdin):
     if stream is not None:
       stream.close()
@@ -62,7 +64,51 @@ def run(cmd, timeout: float, cwd=ROOT, env=None, input=None) -> subprocess.Compl
     os.killpg(proc.pid, signal.SIGKILL)
   except (ProcessLookupError, PermissionError):
     pass
+  wait_gone(group_members(proc.pid))
   return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _stat_fields(pid: int) -> list[str]:
+  """``/proc/PID/stat`` after the command name: state, ppid, pgrp, ... (``[]``: gone)."""
+  try:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+  except (OSError, IndexError):
+    return []
+
+
+def group_members(pgid: int) -> list[int]:
+  """Live processes (Linux ``/proc``) of process group ``pgid``, zombies left out."""
+  out = []
+  for p in Path("/proc").iterdir():
+    if p.name.isdigit():
+      fields = _stat_fields(int(p.name))
+      if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in "ZX":
+        out.append(int(p.name))
+  return sorted(out)
+
+
+def wait_gone(pids, timeout: float = 10.0) -> list[int]:
+  """Wait until every process of ``pids`` has ended (or is a zombie): a SIGKILLed process
+  still runs its exit (freeing a JAX process's memory takes a while on a loaded host), and a
+  check for processes left behind must not catch it dying. Returns those still alive after
+  ``timeout`` seconds."""
+  deadline = time.monotonic() + timeout
+  alive = list(pids)
+  while True:
+    alive = [pid for pid in alive if _state(pid) not in "ZX"]
+    if not alive or time.monotonic() >= deadline:
+      return alive
+    time.sleep(0.02)
+
+
+def kill_and_wait(pids, timeout: float = 10.0) -> list[int]:
+  """SIGKILL ``pids`` and :func:`wait_gone` for them."""
+  for pid in pids:
+    try:
+      os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+      pass
+  return wait_gone(pids, timeout)
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -85,10 +131,8 @@ def pids_with_args(*needles: str) -> list[int]:
 
 
 def _state(pid: int) -> str:
-  try:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-  except (OSError, IndexError):
-    return "Z"
+  fields = _stat_fields(pid)
+  return fields[0] if fields else "Z"
 
 
 def pids_with_env(name: str, value: str) -> list[int]:

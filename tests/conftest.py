@@ -125,7 +125,8 @@ def pytest_sessionfinish(session, exitstatus):
     if _WORKER_LEFTOVERS:  # the xdist controller: its workers checked their own children
       session.exitstatus = pytest.ExitCode.TESTS_FAILED
     return
-  left = leftover_processes()
+  # a process the last test killed may still be exiting: a few seconds to end on its own
+  left = _procs.wait_gone(leftover_processes(), timeout=3.0)
   if not left:
     return
   lines = [" ".join(_procs._cmdline(pid))[:200] for pid in left]

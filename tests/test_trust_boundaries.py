@@ -514,11 +514,7 @@ def test_a_timed_out_trial_ends_the_processes_its_task_started(tmp_path):
       time.sleep(0.05)
     assert not any(map(_alive, pids)), pids
   finally:
-    for pid in pids:
-      try:
-        os.kill(pid, 9)
-      except OSError:
-        pass
+    _procs.kill_and_wait(pids)
 
 
 def test_a_worker_drops_import_path_entries_inside_its_workdir(tmp_path, monkeypatch):

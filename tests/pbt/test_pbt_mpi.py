@@ -80,14 +80,9 @@ def _main(workdir):  # what every rank runs
 
 def _kill_ranks_of(workdir) -> None:
   """SIGKILL every process whose command line names ``workdir`` (a rank that was stopped
-  with SIGSTOP, in a process group of its own, can outlive its ``mpirun``)."""
-  for entry in os.listdir("/proc"):
-    if entry.isdigit() and int(entry) != os.getpid():
-      try:
-        if str(workdir) in Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace"):
-          os.kill(int(entry), 9)
-      except OSError:
-        pass
+  with SIGSTOP, in a process group of its own, can outlive its ``mpirun``) and wait until
+  they are gone (a killed rank still exiting would count as left behind at the session's end)."""
+  _procs.kill_and_wait(_procs.pids_with_args(str(workdir)))
 
 
 def _mpirun(n, workdir, timeout=300, **env):
