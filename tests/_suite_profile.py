@@ -7,8 +7,10 @@ Each test process (the only one, or each xdist worker) appends one JSON line at 
 the session: for every test its CPU seconds in this process (``time.process_time``), the CPU
 seconds of the child processes it started and waited for (``RUSAGE_CHILDREN``), and JAX's
 own compile, lowering and tracing seconds with the number of XLA compiles (JAX's monitoring
-events), and every compile of 0.5 s or more with its function's name. The second command
-ranks the test files and the tests by CPU and lists the longest compiles. Nothing is
+events), its wall seconds, and every compile of 0.5 s or more with its function's name. The
+second command ranks the test files and the tests by CPU, lists the tests that waited most
+(wall time in which neither the test's process nor its children used a CPU: on a 2-core host
+with two workers a core idles then), and the longest compiles. Nothing is
 recorded without the variable, and the plugin is not loaded unless named with ``-p``.
 """
 
@@ -75,11 +77,12 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     return
   _RECORDER.current = item.nodeid
-  cpu, children = time.process_time(), _children_cpu()
+  cpu, children, wall = time.process_time(), _children_cpu(), time.perf_counter()
   yield
   record = _RECORDER.tests[item.nodeid]
   record["cpu_s"] += time.process_time() - cpu
   record["children_cpu_s"] += _children_cpu() - children
+  record["wall_s"] += time.perf_counter() - wall
   _RECORDER.current = "<outside tests>"
 
 
@@ -112,13 +115,16 @@ def summarize(lines: list[dict], top: int = 30) -> str:
   def total(c):
     return c["cpu_s"] + c["children_cpu_s"]
 
+  def waited(c):  # seconds of the test's wall time its process and children did not use a CPU
+    return c["wall_s"] - total(c)
+
   def row(name, c):
     return (
       f"{total(c):8.1f} {c['cpu_s']:8.1f} {c['children_cpu_s']:8.1f} {c['compile_s']:8.1f}"
-      f" {int(c['compiles']):6d} {c['lower_s']:7.1f} {c['trace_s']:7.1f}  {name}"
+      f" {int(c['compiles']):6d} {c['lower_s']:7.1f} {c['trace_s']:7.1f} {c['wall_s']:7.1f}  {name}"
     )
 
-  head = "  cpu(s)  here(s) child(s) compile  count   lower   trace  "
+  head = "  cpu(s)  here(s) child(s) compile  count   lower   trace wall(s)  "
   out = [
     f"{len(lines)} process(es): "
     + ", ".join(f"{ln['worker'] or ln['pid']} {ln['process_cpu_s']} CPU-s" for ln in lines),
@@ -129,6 +135,10 @@ def summarize(lines: list[dict], top: int = 30) -> str:
   out += [row(n, c) for n, c in sorted(files.items(), key=lambda x: -total(x[1]))[:top]]
   out += ["", head + "test"]
   out += [row(n, c) for n, c in sorted(tests.items(), key=lambda x: -total(x[1]))[:top]]
+  idle = sorted(tests.items(), key=lambda x: -waited(x[1]))
+  all_waits = sum(max(0.0, waited(c)) for c in tests.values())
+  out += ["", f"waiting (wall minus CPU; a core idles meanwhile): {all_waits:.1f} s in all"]
+  out += [f"{waited(c):8.1f}  {n}" for n, c in idle[:top] if waited(c) > 0]
   compiles = sorted((c for ln in lines for c in ln["long_compiles"]), key=lambda c: -c[2])
   out += ["", f"compiles of {LONG_COMPILE_S} s or more: {len(compiles)}"]
   out += [f"{s:8.2f}  {fun}  {test}" for test, fun, s in compiles[:top]]

@@ -9,7 +9,7 @@ import textwrap
 from tests import _procs, _suite_profile
 
 CASE = """
-import subprocess, sys
+import subprocess, sys, time
 import jax, jax.numpy as jnp
 
 def test_compiles():
@@ -17,6 +17,9 @@ def test_compiles():
 
 def test_starts_a_child():
   subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+
+def test_waits():
+  time.sleep(0.5)
 """
 
 
@@ -35,10 +38,14 @@ def test_plugin_records_tests_children_and_compiles_and_the_report_ranks_them(tm
   assert compiles["compiles"] >= 1 and compiles["compile_s"] > 0 and compiles["lower_s"] > 0
   assert compiles["cpu_s"] >= compiles["compile_s"] and not compiles.get("children_cpu_s")
   assert child["children_cpu_s"] > 0.05 and not child.get("compiles")  # the child's own CPU
+  waits = next(v for k, v in tests.items() if k.endswith("::test_waits"))
+  assert waits["wall_s"] >= 0.5 and waits["cpu_s"] < 0.25
   report = _suite_profile.summarize([line], top=5)
   assert "1 process(es)" in report and "test_case.py::test_starts_a_child" in report
   file_row = next(ln for ln in report.splitlines() if ln.endswith("  test_case.py"))
   assert float(file_row.split()[0]) >= child["children_cpu_s"]
+  waiting = report.split("waiting (wall minus CPU")[1].splitlines()
+  assert waiting[1].endswith("test_case.py::test_waits") and float(waiting[1].split()[0]) > 0.25
 
 
 def test_report_of_a_missing_file_is_one_line(tmp_path, capsys):

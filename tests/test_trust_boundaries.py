@@ -2,7 +2,6 @@
 attacking the runner and the PBT campaign, now refused in one line or kept."""
 
 import json
-import os
 import subprocess
 import sys
 import time
