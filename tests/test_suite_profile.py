@@ -36,7 +36,8 @@ def test_plugin_records_tests_children_and_compiles_and_the_report_ranks_them(tm
   compiles = next(v for k, v in tests.items() if k.endswith("::test_compiles"))
   child = next(v for k, v in tests.items() if k.endswith("::test_starts_a_child"))
   assert compiles["compiles"] >= 1 and compiles["compile_s"] > 0 and compiles["lower_s"] > 0
-  assert compiles["cpu_s"] >= compiles["compile_s"] and not compiles.get("children_cpu_s")
+  # JAX times a compile by the clock, not the CPU: under load it can exceed the CPU used
+  assert compiles["cpu_s"] > 0 and not compiles.get("children_cpu_s")
   assert child["children_cpu_s"] > 0.05 and not child.get("compiles")  # the child's own CPU
   waits = next(v for k, v in tests.items() if k.endswith("::test_waits"))
   assert waits["wall_s"] >= 0.5 and waits["cpu_s"] < 0.25
@@ -44,8 +45,9 @@ def test_plugin_records_tests_children_and_compiles_and_the_report_ranks_them(tm
   assert "1 process(es)" in report and "test_case.py::test_starts_a_child" in report
   file_row = next(ln for ln in report.splitlines() if ln.endswith("  test_case.py"))
   assert float(file_row.split()[0]) >= child["children_cpu_s"]
-  waiting = report.split("waiting (wall minus CPU")[1].splitlines()
-  assert waiting[1].endswith("test_case.py::test_waits") and float(waiting[1].split()[0]) > 0.25
+  waiting = report.split("waiting (wall minus CPU")[1].split("\n\n")[0].splitlines()
+  (row,) = [r for r in waiting if r.endswith("test_case.py::test_waits")]
+  assert float(row.split()[0]) > 0.25
 
 
 def test_report_of_a_missing_file_is_one_line(tmp_path, capsys):
