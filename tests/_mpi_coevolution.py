@@ -41,7 +41,8 @@ def main(*argv):
     traces.append(1)
     return coev.step(key, state, data)
 
-  state = coev.init(jax.random.key(0))
+  # one compiled init: a fresh process dispatching it op by op compiles each op (0.8 vs 0.2 CPU-s)
+  state = jax.jit(coev.init)(jax.random.key(0))
   step = jax.jit(counted, compiler_options=distributed.compiler_options(mode))
   step.lower(jax.random.key(1), state, RING).compile()  # the jit's calls reuse this executable
   _quiet_barrier(exchange.comm)
