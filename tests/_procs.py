@@ -77,8 +77,11 @@ def _stat_fields(pid: int) -> list[str]:
 
 
 def group_members(pgid: int) -> list[int]:
-  """Live processes (Linux ``/proc``) of process group ``pgid``, zombies left out."""
+  """Live processes (Linux ``/proc``) of process group ``pgid``, zombies left out (none
+  where there is no ``/proc``)."""
   out = []
+  if not Path("/proc").is_dir():
+    return out
   for p in Path("/proc").iterdir():
     if p.name.isdigit():
       fields = _stat_fields(int(p.name))
