@@ -4,7 +4,8 @@
   python -m tests._suite_profile profile.jsonl [--top 30]
 
 Each test process (the only one, or each xdist worker) appends one JSON line at the end of
-the session: for every test its CPU seconds in this process (``time.process_time``), the CPU
+the session: where it ran (the CPU's model name, family and model, the load), its wall seconds,
+for every test its CPU seconds in this process (``time.process_time``), the CPU
 seconds of the child processes it started and waited for (``RUSAGE_CHILDREN``), and JAX's
 own compile, lowering and tracing seconds with the number of XLA compiles (JAX's monitoring
 events), its wall seconds, and every compile of 0.5 s or more with its function's name. The
@@ -68,6 +69,7 @@ def pytest_configure(config):
   import jax.monitoring
 
   _RECORDER = _Recorder()
+  _RECORDER.started = time.perf_counter()
   jax.monitoring.register_event_duration_secs_listener(_RECORDER.event)
 
 
@@ -91,9 +93,14 @@ def pytest_sessionfinish(session):
   controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
   if _RECORDER is None or controller:  # the xdist controller runs no test
     return
+  from experiments.benchmarks import _harness, speed_claims
+
   line = {
     "pid": os.getpid(),
     "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
+    # where it ran: a VM's model name can be as bare as "AMD EPYC" (family and model tell)
+    "host": {**_harness.host(), **speed_claims.cpu_identity()},
+    "session_wall_s": round(time.perf_counter() - _RECORDER.started, 1),
     "process_cpu_s": round(time.process_time(), 2),
     "tests": {k: {f: round(v, 3) for f, v in c.items()} for k, c in _RECORDER.tests.items()},
     "long_compiles": _RECORDER.long_compiles,
@@ -125,9 +132,17 @@ def summarize(lines: list[dict], top: int = 30) -> str:
     )
 
   head = "  cpu(s)  here(s) child(s) compile  count   lower   trace wall(s)  "
+  host = lines[0].get("host", {}) if lines else {}
   out = [
+    f"host: {host.get('cpu_model', '?')} (family {host.get('cpu_family', '?')},"
+    f" model {host.get('model', '?')}), {host.get('cpus_usable', '?')} cpus, load"
+    f" {host.get('load_average', '?')} at the end, JAX {host.get('jax', '?')}",
     f"{len(lines)} process(es): "
-    + ", ".join(f"{ln['worker'] or ln['pid']} {ln['process_cpu_s']} CPU-s" for ln in lines),
+    + ", ".join(
+      f"{ln['worker'] or ln['pid']} {ln['process_cpu_s']} CPU-s"
+      f" in {ln.get('session_wall_s', '?')} s"
+      for ln in lines
+    ),
     f"all tests: {sum(total(c) for c in tests.values()):.1f} CPU-s (here + their children)",
     "",
     head + "file",
