@@ -4,8 +4,8 @@
   python -m tests._suite_profile profile.jsonl [--top 30]
 
 Each test process (the only one, or each xdist worker) appends one JSON line at the end of
-the session: where it ran (the CPU's model name, family and model, the load), its wall seconds,
-for every test its CPU seconds in this process (``time.process_time``), the CPU
+the session: where it ran (the CPU's model name, family and model, the load), the session's
+wall seconds, for every test its CPU seconds in this process (``time.process_time``), the CPU
 seconds of the child processes it started and waited for (``RUSAGE_CHILDREN``), and JAX's
 own compile, lowering and tracing seconds with the number of XLA compiles (JAX's monitoring
 events), its wall seconds, and every compile of 0.5 s or more with its function's name. The
