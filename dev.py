@@ -221,16 +221,6 @@ def run_child(cmd: list[str], env: dict | None = None, cwd: Path = ROOT) -> int:
     signal.signal(signal.SIGINT, previous)
 
 
-def test_env(environ: dict) -> dict:
-  """The environment of ``dev.py test``'s pytest: ``environ`` without
-  ``PYTHONDONTWRITEBYTECODE``. The suite starts over a hundred Python processes, and each
-  xdist worker imports (and pytest rewrites) every test module: with the variable set (some
-  images set it), each of them compiled this checkout's sources again, and each worker
-  rewrote every test module (about 3.5 of its 7 CPU-s to collect the suite). The caches go to
-  ``__pycache__`` folders, which git ignores, as Python's default does."""
-  return {k: v for k, v in environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-
-
 def main(argv: list[str]) -> int:
   if argv and argv[0] in {"-h", "--help", "help"}:
     print(__doc__)
@@ -272,7 +262,7 @@ def main(argv: list[str]) -> int:
     workers += ["--dist", "loadfile", "--no-loadscope-reorder"]
   # the slowest tests, printed at the end of every run: where CI's 20 minutes go
   durations = [] if any(a.startswith("--durations") for a in rest) else ["--durations=20"]
-  rc = run_child([str(PY), "-m", "pytest", "-q", *workers, *durations, *rest], test_env(os.environ))
+  rc = run_child([str(PY), "-m", "pytest", "-q", *workers, *durations, *rest])
   if rc == 5:  # pytest: no tests collected
     print("pytest collected no tests", flush=True)
     return 0

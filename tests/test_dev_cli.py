@@ -33,28 +33,14 @@ def test_help_shows_the_usage():
   assert "python3 dev.py mpi " in result.stdout  # the MPI stack: one step after main (issue 49)
 
 
-def _dev_module():
+def test_the_mpi_install_route_is_the_documented_one():
+  """dev.py installs MPI by the two pip steps README.md and docs/running.md give (so CI's
+  `dev.py test` runs the users' route): the MPICH wheel first, then the mpi extra."""
   import importlib.util
 
   spec = importlib.util.spec_from_file_location("dev_module", ROOT / "dev.py")
   dev = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(dev)
-  return dev
-
-
-def test_the_suite_writes_bytecode_caches_whatever_the_environment_says():
-  """``dev.py test``'s pytest runs without ``PYTHONDONTWRITEBYTECODE`` (everything else
-  kept), so its processes and workers load this checkout's compiled modules and pytest's
-  rewritten test modules instead of compiling them again, each."""
-  env = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin", "XLA_FLAGS": "--x=1"}
-  assert _dev_module().test_env(env) == {"PATH": "/usr/bin", "XLA_FLAGS": "--x=1"}
-  assert _dev_module().test_env({"PATH": "/bin"}) == {"PATH": "/bin"}
-
-
-def test_the_mpi_install_route_is_the_documented_one():
-  """dev.py installs MPI by the two pip steps README.md and docs/running.md give (so CI's
-  `dev.py test` runs the users' route): the MPICH wheel first, then the mpi extra."""
-  dev = _dev_module()
   first, second = dev.MPI_ROUTE
   assert first == ["mpich"] and second[-1] == ".[mpi]", dev.MPI_ROUTE
   commands = [f"pip install {' '.join(first)}", f'pip install {" ".join(second[:-1])} ".[mpi]"']
