@@ -471,14 +471,6 @@ def test_an_infinite_or_nan_fitness_is_a_failed_attempt_not_the_best_trial(tmp_p
   assert all("fitness must be a number < +inf (not NaN)" in t.error for t in trials)
 
 
-def _alive(pid: int) -> bool:
-  try:
-    with open(f"/proc/{pid}/stat") as f:
-      return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
-  except OSError:
-    return False
-
-
 def test_a_timed_out_trial_ends_the_processes_its_task_started(tmp_path):
   """A trial ended by ``trial_timeout_s`` used to leave its task's child processes running."""
   pidfile = tmp_path / "pids"
@@ -508,10 +500,7 @@ def test_a_timed_out_trial_ends_the_processes_its_task_started(tmp_path):
   try:
     assert status["failed"] == 2 and all("TrialTimeout" in e for e in errors), errors
     assert len(pids) == 2
-    deadline = time.monotonic() + 10
-    while any(map(_alive, pids)) and time.monotonic() < deadline:
-      time.sleep(0.05)
-    assert not any(map(_alive, pids)), pids
+    assert _procs.wait_gone(pids, timeout=10) == [], pids
   finally:
     _procs.kill_and_wait(pids)
 
