@@ -162,6 +162,16 @@ def tree_sub(a, b):
   return jax.tree.map(jnp.subtract, a, b)
 
 
+def cond(pred, true_fn, false_fn):
+  """``jax.lax.cond(pred, true_fn, false_fn)`` (branches without operands), except that a
+  concrete ``pred`` (an update run eagerly, outside ``jit``) calls its branch in Python: JAX
+  traces and compiles an eager ``lax.cond`` anew at every call, which cost each eager
+  Lookahead step two compiles. The eager branch runs op by op, as eager code does."""
+  if isinstance(pred, jax.core.Tracer):
+    return jax.lax.cond(pred, true_fn, false_fn)
+  return true_fn() if bool(pred) else false_fn()
+
+
 def tree_where(cond, a, b):
   """Leafwise ``jnp.where(cond, a, b)`` of two pytrees of one structure."""
   return jax.tree.map(lambda x, y: jnp.where(cond, x, y), a, b)

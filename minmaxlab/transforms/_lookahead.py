@@ -15,6 +15,7 @@ from minmaxlab.transforms._common import (
   check_in,
   check_int_at_least,
   check_updates,
+  cond,
   require_params,
   tree_sub,
   tree_where,
@@ -164,9 +165,9 @@ def _update(inner, config, updates, state, params, extra_args):
     return kept, tuple(state.slow), jnp.zeros([], bool)
 
   # `synced` comes out of the branches: one `rem`+`eq` fusion gives the branch index.
-  out, slows, synced = jax.lax.cond(_due(count, config.sync_periods[0]), sync, keep)
+  out, slows, synced = cond(_due(count, config.sync_periods[0]), sync, keep)
   if config.reset_state:
-    inner_state = jax.lax.cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
+    inner_state = cond(synced, lambda: inner.init(slows[0]), lambda: inner_state)
   return out, LookaheadMinmaxState(count=count, slow=slows, inner_state=inner_state, synced=synced)
 
 
@@ -198,7 +199,7 @@ def apply_lookahead_updates(params: Players, updates: Players, opt_state: Any) -
     return jax.tree.map(lambda w, x: w.astype(x.dtype), la.slow[0], params)
 
   # A cond, not a select: the slow weights are read at a sync only.
-  return jax.lax.cond(la.synced, onto_slow, lambda: new)
+  return cond(la.synced, onto_slow, lambda: new)
 
 
 def lookahead_minmax(

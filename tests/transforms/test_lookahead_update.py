@@ -233,6 +233,41 @@ def test_game_step_syncs_exactly_compiled_and_under_vmap():
       assert not np.allclose(np.concatenate(jax.tree.map(one, pb)), np.concatenate(s_g.slow[0]))
 
 
+@pytest.mark.parametrize("config", ["k3_lazy_reset", "nested_2_4"])
+def test_eager_steps_after_the_first_cycles_lower_nothing(config):
+  """Updates run eagerly (outside ``jit``, as in a notebook) pick the sync's branch in
+  Python: once the first cycles have compiled each op for its shapes, the later steps lower
+  and compile no program (an eager ``lax.cond`` is traced, lowered and compiled anew at every
+  call: three programs per step before), and the trajectory is the compiled one's to
+  rounding."""
+  periods, alphas, reset, lazy = CONFIGS[config]
+  tx = _new(INNERS["extragradient"](), periods, alphas, reset, lazy)
+  vf = lambda q, i: FIELD(q, SCALES[i])  # noqa: E731
+  programs = []
+
+  def listen(event, seconds, **kwargs):
+    if event.endswith(("jaxpr_to_mlir_module_duration", "backend_compile_duration")):
+      programs.append(event)
+
+  p, s = P, tx.init(P)
+  jax.monitoring.register_event_duration_secs_listener(listen)
+  try:
+    for t in range(3 * periods[-1]):
+      if t == periods[-1]:
+        programs.clear()
+      p, s, _ = mml.game_step(tx, vf, p, s)
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listen)
+  assert programs == []
+  p_jit, s_jit = P, tx.init(P)
+  step = jax.jit(lambda p, s: mml.game_step(tx, vf, p, s)[:2])
+  for _ in range(3 * periods[-1]):
+    p_jit, s_jit = step(p_jit, s_jit)
+  assert bool(s.synced) and int(s.count) == int(s_jit.count) == 3 * periods[-1]
+  _assert_bitwise(p, mml.lookahead_slow_params(s))
+  np.testing.assert_allclose(np.concatenate(p), np.concatenate(p_jit), rtol=1e-5, atol=1e-6)
+
+
 def test_apply_lookahead_updates_is_exact_where_apply_updates_rounds():
   """Params and slow weights of unrelated magnitudes and signs: `params + (slow - params)`
   rounds for some of 1000 entries per player; `apply_lookahead_updates` lands on the slow
