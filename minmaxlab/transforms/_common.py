@@ -164,9 +164,10 @@ def tree_sub(a, b):
 
 def cond(pred, true_fn, false_fn):
   """``jax.lax.cond(pred, true_fn, false_fn)`` (branches without operands), except that a
-  concrete ``pred`` (an update run eagerly, outside ``jit``) calls its branch in Python: JAX
-  traces and compiles an eager ``lax.cond`` anew at every call, which cost each eager
-  Lookahead step two compiles. The eager branch runs op by op, as eager code does."""
+  concrete ``pred`` (an update run eagerly, outside ``jit``) calls its branch in Python. An
+  eager ``lax.cond`` whose branches are new closures (as the Lookahead's are, over the step's
+  values) is traced, lowered and compiled at every call: two or three programs per eager
+  Lookahead step. The eager branch runs op by op, as eager code does."""
   if isinstance(pred, jax.core.Tracer):
     return jax.lax.cond(pred, true_fn, false_fn)
   return true_fn() if bool(pred) else false_fn()

@@ -237,9 +237,9 @@ def test_game_step_syncs_exactly_compiled_and_under_vmap():
 def test_eager_steps_after_the_first_cycles_lower_nothing(config):
   """Updates run eagerly (outside ``jit``, as in a notebook) pick the sync's branch in
   Python: once the first cycles have compiled each op for its shapes, the later steps lower
-  and compile no program (an eager ``lax.cond`` is traced, lowered and compiled anew at every
-  call: three programs per step before), and the trajectory is the compiled one's to
-  rounding."""
+  and compile no program (an eager ``lax.cond`` of new closures is traced, lowered and
+  compiled at every call: two or three programs per step before), and the trajectory is the
+  compiled one's to rounding."""
   periods, alphas, reset, lazy = CONFIGS[config]
   tx = _new(INNERS["extragradient"](), periods, alphas, reset, lazy)
   vf = lambda q, i: FIELD(q, SCALES[i])  # noqa: E731
