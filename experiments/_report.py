@@ -157,6 +157,7 @@ STUDY_MODULES = (
   "experiments.benchmarks.past_the_floor",
   "experiments.benchmarks.host_overhead",
   "experiments.benchmarks.import_time",
+  "experiments.benchmarks.eager_steps",
   "experiments.benchmarks.session_codegen",
   "experiments.benchmarks.dcgan_cpu",
   "experiments.benchmarks.bf16_parity",
