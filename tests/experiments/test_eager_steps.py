@@ -8,22 +8,14 @@ from experiments.benchmarks import eager_steps
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_a_round_times_every_scheme_and_its_eager_steps_lower_nothing():
-  got = eager_steps.one_round(dim=3, steps=3)
-  assert got.pop("minmaxlab") == str(ROOT)
-  assert sorted(got) == sorted(eager_steps.SCHEMES)
-  for name, x in got.items():
-    assert x["programs_lowered"] == 0, name  # the Lookahead's sync included (no eager cond)
-    assert min(x["eager_cpu_s"], x["eager_wall_s"], x["jit_wall_s"]) > 0, name
-
-
-def test_measure_runs_the_checkout_in_a_fresh_process_per_round():
-  (entry,) = eager_steps.measure([ROOT], steps=2, repeats=2, dim=2).values()
-  assert entry["commit"]
-  for name in eager_steps.SCHEMES:
-    x = entry["schemes"][name]
-    assert x["programs_lowered_per_step"] == [0.0, 0.0], name
-    assert len(x["eager_cpu_s_per_step"]) == len(x["jit_cpu_s_per_step"]) == 2
+def test_a_round_runs_the_checkout_in_a_fresh_process_and_its_eager_steps_lower_nothing():
+  """(``measure`` refuses a round whose process imported another checkout's minmaxlab.)"""
+  (entry,) = eager_steps.measure([ROOT], steps=2, repeats=1, dim=2).values()
+  assert entry["commit"] and sorted(entry["schemes"]) == sorted(eager_steps.SCHEMES)
+  for name, x in entry["schemes"].items():
+    # the Lookahead schemes' syncs included: no eager cond (2-3 programs a step before)
+    assert x["programs_lowered_per_step"] == [0.0], name
+    assert len(x["eager_cpu_s_per_step"]) == len(x["jit_cpu_s_per_step"]) == 1
     assert x["eager_cpu_s_per_step_median"] > 0
 
 
