@@ -38,6 +38,7 @@ _EVENTS = {  # JAX's monitoring event (its name's ending) -> our field
 
 class _Recorder:
   def __init__(self):
+    self.started = time.perf_counter()
     self.current = "<outside tests>"
     self.tests: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     self.long_compiles: list[tuple[str, str, float]] = []
@@ -69,7 +70,6 @@ def pytest_configure(config):
   import jax.monitoring
 
   _RECORDER = _Recorder()
-  _RECORDER.started = time.perf_counter()
   jax.monitoring.register_event_duration_secs_listener(_RECORDER.event)
 
 

@@ -97,6 +97,14 @@ def host() -> dict:
   }
 
 
+def commit(checkout: str | Path = ROOT) -> str | None:
+  """The short commit a checkout is at (``None`` where git cannot tell)."""
+  import subprocess
+
+  git = ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"]
+  return subprocess.run(git, capture_output=True, text=True).stdout.strip() or None
+
+
 def thread_settings() -> dict:
   """What sets the process's compute threads (XLA sizes its pool by the CPU affinity)."""
   names = ("XLA_FLAGS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")

@@ -19,10 +19,11 @@ step, their ratio, programs lowered per eager step.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
-import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 if __name__ == "__main__" and __package__ in (None, ""):  # run as a script (not as a round)
@@ -69,6 +70,24 @@ def _transform(name: str):
   }[name]()
 
 
+@contextlib.contextmanager
+def _lowerings() -> Iterator[list]:
+  """The lowering events JAX records in the block (a list, filled as they come)."""
+  import jax
+
+  events = []
+
+  def listen(event, seconds, **kwargs):
+    if event.endswith("jaxpr_to_mlir_module_duration"):
+      events.append(event)
+
+  jax.monitoring.register_event_duration_secs_listener(listen)
+  try:
+    yield events
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listen)
+
+
 def one_round(dim: int, steps: int) -> dict:
   """Every scheme's eager and jitted steps in this process: seconds and lowerings."""
   import jax
@@ -79,23 +98,6 @@ def one_round(dim: int, steps: int) -> dict:
   game = mml.games.random_bilinear(jax.random.key(0), dim)
   field = mml.vector_field(game.loss)
   start = mml.Players(jnp.linspace(-1.0, 1.0, dim), jnp.linspace(0.5, -0.7, dim))
-  lowered = []
-
-  def listen(event, seconds, **kwargs):
-    if event.endswith("jaxpr_to_mlir_module_duration"):
-      lowered.append(event)
-
-  jax.monitoring.register_event_duration_secs_listener(listen)
-  try:
-    return _each_scheme(mml, field, start, steps, lowered)
-  finally:
-    jax.monitoring.unregister_event_duration_listener(listen)
-
-
-def _each_scheme(mml, field, start, steps: int, lowered: list) -> dict:
-  """Every scheme's timed eager and jitted steps (``lowered``: the lowering events so far)."""
-  import jax
-
   out = {"minmaxlab": str(Path(mml.__file__).parents[1])}  # the checkout measured
   for name in SCHEMES:
     tx = _transform(name)
@@ -107,12 +109,13 @@ def _each_scheme(mml, field, start, steps: int, lowered: list) -> dict:
     for _ in range(WARMUP):
       p, s = step(p, s)
     jax.block_until_ready(p)
-    n0, c0, w0 = len(lowered), time.process_time(), time.perf_counter()
-    for _ in range(steps):
-      p, s = step(p, s)
-    jax.block_until_ready(p)
-    eager_cpu, eager_wall = time.process_time() - c0, time.perf_counter() - w0
-    programs = len(lowered) - n0
+    with _lowerings() as lowered:
+      c0, w0 = time.process_time(), time.perf_counter()
+      for _ in range(steps):
+        p, s = step(p, s)
+      jax.block_until_ready(p)
+      eager_cpu, eager_wall = time.process_time() - c0, time.perf_counter() - w0
+    programs = len(lowered)
     jitted = jax.jit(step)
     p, s = jax.block_until_ready(jitted(start, tx.init(start)))  # compiles
     c0, w0 = time.process_time(), time.perf_counter()
@@ -127,13 +130,6 @@ def _each_scheme(mml, field, start, steps: int, lowered: list) -> dict:
       "programs_lowered": programs,
     }
   return out
-
-
-def _commit(checkout: Path) -> str | None:
-  r = subprocess.run(
-    ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-  )
-  return r.stdout.strip() or None
 
 
 def measure(checkouts: list[Path], steps: int, repeats: int, dim: int) -> dict:
@@ -174,7 +170,7 @@ def measure(checkouts: list[Path], steps: int, repeats: int, dim: int) -> dict:
           statistics.median(e / j for e, j in zip(eager, jit, strict=True)), 2
         ),
       }
-    result[str(c)] = {"commit": _commit(c), "schemes": schemes}
+    result[str(c)] = {"commit": _harness.commit(c), "schemes": schemes}
   return result
 
 

@@ -237,8 +237,7 @@ def measure(args, log=print) -> dict:
     " fitness on 1000 samples and the re-scoring, lax.map cells, trivial mixture score"
   )
   record["started"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
-  git = ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"]
-  record["commit"] = subprocess.run(git, capture_output=True, text=True).stdout.strip() or None
+  record["commit"] = h.commit(ROOT)
   workers = [Worker(t, arms, args.steps) for t in threads]
   cases = {f"{a}@{w.threads}": {"cpu_s": [], "wall_s": []} for w in workers for a in arms}
   try:
