@@ -174,8 +174,13 @@ def test_ctrl_c_while_compiling_ends_at_once_with_one_line(tmp_path):
     "experiments/gan/configs/smoke.py",
     "--workdir",
     str(workdir),
+    # The smoke chunk compiles in about 1.0 s, as long as the wait for the "compiling" line:
+    # in a CI run the signal came after the compilation. Ten unrolled discriminator steps
+    # compile for about 7 s (Zen 5); the test ends after the first second either way.
+    "--config.scheme=unrolled",
+    "--config.unroll_steps=10",
   ]
-  # XLA's default code (tests/_xla.py): a compile that runs past the 1 s of its message
+  # XLA's default code (tests/_xla.py): a compile that runs well past the 1 s of its message
   env = _xla.default_env(_env(tmp_path, MINMAXLAB_RERUN="python3 dev.py gan-demo"))
   err_path = tmp_path / "stderr.txt"
   with open(err_path, "w") as err:
