@@ -8,6 +8,7 @@ import pytest
 
 from minmaxlab import coevolution as co
 from minmaxlab import distributed
+from minmaxlab.coevolution._layout import transposed_indices
 from minmaxlab.gan import data, models
 from minmaxlab.transforms import player_labels
 from tests._coevolution_case import ring_coevolution
@@ -144,6 +145,48 @@ def test_mixture_readout(coev_map):
   assert int(np.argmin(np.asarray(state.mixture_score))) == int(metrics[-1]["best_cell"])
   with pytest.raises(ValueError, match="cell"):
     coev.mixture(state, cell=8)
+
+
+@pytest.mark.parametrize("layout,neighbourhood", [("rows", "moore"), ("transposed", "von_neumann")])
+def test_mixture_of_every_cell_is_each_members_best_from_one_program(layout, neighbourhood):
+  """``mixture(state, cell)``: the cell's own best generator, then each neighbour's best by
+  stored fitness (indices worked out here in numpy), with the cell's weights; every cell of
+  the grid from at most one new program (run eagerly, the first call compiled each of its
+  gathers, takes and selects: 57 and 92 programs for these grids)."""
+  coev = _coev(
+    rows=3, cols=3, population_size=2, neighbourhood=neighbourhood, neighbourhood_layout=layout
+  )
+  state = coev.init(jax.random.key(0))
+  fit = jax.random.uniform(jax.random.key(1), state.fitness.min.shape)
+  weights = jax.random.dirichlet(
+    jax.random.key(2), jnp.ones(state.mixture_weights.shape[-1]), (3, 3)
+  )
+  state = state._replace(fitness=state.fitness._replace(min=fit), mixture_weights=weights)
+  members = (transposed_indices if layout == "transposed" else co.neighbour_indices)(
+    3, 3, neighbourhood
+  )
+  leaves, fit = jax.tree.leaves(state.params.min), np.asarray(fit)
+  lowered = []
+
+  def listen(event, seconds, **kwargs):
+    if event.endswith("jaxpr_to_mlir_module_duration"):
+      lowered.append(event)
+
+  jax.monitoring.register_event_duration_secs_listener(listen)
+  try:
+    got = [coev.mixture(state, cell=cell) for cell in range(9)]
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listen)
+  assert len(lowered) <= 1  # 0 when an earlier test compiled it for these shapes
+  for cell, (gens, w) in enumerate(got):
+    r, c = divmod(cell, 3)
+    assert members[r, c, 0] == cell
+    rc = [divmod(int(m), 3) for m in members[r, c]]
+    best = [int(np.argmin(fit[mr, mc])) for mr, mc in rc]
+    for leaf, got_leaf in zip(leaves, jax.tree.leaves(gens), strict=True):
+      want = np.stack([np.asarray(leaf)[mr, mc, p] for (mr, mc), p in zip(rc, best)])
+      np.testing.assert_array_equal(np.asarray(got_leaf), want)
+    np.testing.assert_array_equal(np.asarray(w), np.asarray(weights)[r, c])
 
 
 def test_bad_construction():
