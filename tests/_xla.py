@@ -131,3 +131,22 @@ def default_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
   else:
     env.pop("XLA_FLAGS", None)
   return env
+
+
+@contextlib.contextmanager
+def lowerings() -> Iterator[list[str]]:
+  """The programs JAX lowers in the block (each then compiled or loaded), one entry each,
+  filled as they come: ``with lowerings() as lowered: ...; assert lowered == []``."""
+  import jax
+
+  lowered: list[str] = []
+
+  def listen(event, seconds, **kwargs):
+    if event.endswith("jaxpr_to_mlir_module_duration"):
+      lowered.append(str(kwargs.get("fun_name", "?")))
+
+  jax.monitoring.register_event_duration_secs_listener(listen)
+  try:
+    yield lowered
+  finally:
+    jax.monitoring.unregister_event_duration_listener(listen)

@@ -11,6 +11,7 @@ from minmaxlab import distributed
 from minmaxlab.coevolution._layout import transposed_indices
 from minmaxlab.gan import data, models
 from minmaxlab.transforms import player_labels
+from tests import _xla
 from tests._coevolution_case import ring_coevolution
 
 RING = data.ring8()
@@ -166,17 +167,8 @@ def test_mixture_of_every_cell_is_each_members_best_from_one_program(layout, nei
     3, 3, neighbourhood
   )
   leaves, fit = jax.tree.leaves(state.params.min), np.asarray(fit)
-  lowered = []
-
-  def listen(event, seconds, **kwargs):
-    if event.endswith("jaxpr_to_mlir_module_duration"):
-      lowered.append(event)
-
-  jax.monitoring.register_event_duration_secs_listener(listen)
-  try:
+  with _xla.lowerings() as lowered:
     got = [coev.mixture(state, cell=cell) for cell in range(9)]
-  finally:
-    jax.monitoring.unregister_event_duration_listener(listen)
   assert len(lowered) <= 1  # 0 when an earlier test compiled it for these shapes
   for cell, (gens, w) in enumerate(got):
     r, c = divmod(cell, 3)

@@ -243,22 +243,13 @@ def test_eager_steps_after_the_first_cycles_lower_nothing(config):
   periods, alphas, reset, lazy = CONFIGS[config]
   tx = _new(INNERS["extragradient"](), periods, alphas, reset, lazy)
   vf = lambda q, i: FIELD(q, SCALES[i])  # noqa: E731
-  programs = []
-
-  def listen(event, seconds, **kwargs):
-    if event.endswith(("jaxpr_to_mlir_module_duration", "backend_compile_duration")):
-      programs.append(event)
-
   p, s = P, tx.init(P)
-  jax.monitoring.register_event_duration_secs_listener(listen)
-  try:
+  with _xla.lowerings() as lowered:  # a program is lowered before it is compiled
     for t in range(3 * periods[-1]):
       if t == periods[-1]:
-        programs.clear()
+        lowered.clear()
       p, s, _ = mml.game_step(tx, vf, p, s)
-  finally:
-    jax.monitoring.unregister_event_duration_listener(listen)
-  assert programs == []
+  assert lowered == []
   p_jit, s_jit = P, tx.init(P)
   step = jax.jit(lambda p, s: mml.game_step(tx, vf, p, s)[:2])
   for _ in range(3 * periods[-1]):
