@@ -16,8 +16,8 @@ from minmaxlab.coevolution._cell import generation as cell_generation
 from minmaxlab.coevolution._config import MUSTANGS_LOSSES, CoevolutionConfig, CoevolutionParams
 from minmaxlab.coevolution._exchange import WholeGrid
 from minmaxlab.coevolution._fast_matmul import pair_with_matmuls
-from minmaxlab.coevolution._grid import gather_neighbours, member_mask
-from minmaxlab.coevolution._layout import TransposedGrid, gather_transposed
+from minmaxlab.coevolution._grid import member_mask, neighbour_indices
+from minmaxlab.coevolution._layout import TransposedGrid, transposed_indices
 from minmaxlab.coevolution._lineage import MAX_CELLS, lineage_id
 from minmaxlab.coevolution._operators import INF
 from minmaxlab.coevolution._phases import Individuals, Phases
@@ -416,6 +416,7 @@ class Coevolution:
     return _cell_mixture(
       (state.params.min, state.fitness.min, state.mixture_weights),
       cell,
+      c.rows,
       c.cols,
       c.neighbourhood_layout,
       c.neighbourhood,
@@ -431,13 +432,15 @@ class Coevolution:
     return every[which, jnp.arange(n)]
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3, 4))
-def _cell_mixture(arrays, cell, cols, layout, neighbourhood):
+@functools.partial(jax.jit, static_argnums=(2, 3, 4, 5))
+def _cell_mixture(arrays, cell, rows, cols, layout, neighbourhood):
   """``Coevolution.mixture`` of flat cell index ``cell`` (traced) from the grid's generator
-  params, generator fitness and mixture weights."""
-  gens, fit, weights = arrays
-  r, col = cell // cols, cell % cols
-  gather = gather_transposed if layout == "transposed" else gather_neighbours
-  gens, fit = gather((gens, fit), neighbourhood)
-  gens, fit = take(gens, (r, col)), fit[r, col]  # [M, P, ...], [M, P]
-  return member_bests(gens, fit), weights[r, col]
+  params, generator fitness and mixture weights: the cell's members looked up in the
+  layout's index table, not the whole grid's neighbourhoods gathered."""
+  table = (transposed_indices if layout == "transposed" else neighbour_indices)(
+    rows, cols, neighbourhood
+  )
+  members = take(jnp.asarray(table.reshape(rows * cols, -1)), cell)  # [M] flat cell ids
+  gens, fit, weights = jax.tree.map(lambda x: x.reshape((rows * cols, *x.shape[2:])), arrays)
+  gens, fit = take((gens, fit), members)  # [M, P, ...], [M, P]
+  return member_bests(gens, fit), take(weights, cell)
