@@ -122,15 +122,20 @@ def _cmdline(pid: int) -> list[str]:
   return raw.decode(errors="replace").split("\0")
 
 
-def pids_with_args(*needles: str) -> list[int]:
-  """Live processes (Linux ``/proc``) whose command line contains every needle."""
-  out = []
+def pids_with_args(*needles: str, outermost: bool = False) -> list[int]:
+  """Live processes (Linux ``/proc``) whose command line contains every needle.
+
+  ``outermost``: leave out a process whose parent matches too. A process that forks a helper
+  (``ctypes.util.find_library`` runs ``ldconfig -p``) has a child with its own command line
+  until the child's ``exec``, so counting processes needs this."""
+  out = {}
   for p in Path("/proc").iterdir():
     if p.name.isdigit() and int(p.name) != os.getpid():
       args = _cmdline(int(p.name))
-      if all(any(n in a for a in args) for n in needles) and _state(int(p.name)) != "Z":
-        out.append(int(p.name))
-  return sorted(out)
+      fields = _stat_fields(int(p.name))
+      if all(any(n in a for a in args) for n in needles) and fields and fields[0] != "Z":
+        out[int(p.name)] = int(fields[1])
+  return sorted(pid for pid, ppid in out.items() if not (outermost and ppid in out))
 
 
 def _state(pid: int) -> str:

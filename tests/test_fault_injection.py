@@ -230,7 +230,23 @@ def _wait_running(workdir, n, proc, timeout=120):
 
 
 def _workers_of(workdir) -> list[int]:
-  return _procs.pids_with_args("minmaxlab.pbt", str(workdir))
+  """The run's worker processes, not a worker's child caught between its fork and exec."""
+  return _procs.pids_with_args("minmaxlab.pbt", str(workdir), outermost=True)
+
+
+def test_a_worker_arms_the_parent_death_signal_without_starting_a_process():
+  code = (
+    "import ctypes, os, subprocess, signal\n"
+    "def no_child(*a, **k): raise AssertionError('started a process')\n"
+    "subprocess.Popen = no_child\n"
+    "from minmaxlab.pbt._worker import die_with_parent\n"
+    "assert die_with_parent(os.getppid())\n"
+    "got = ctypes.c_int()\n"
+    "ctypes.CDLL(None).prctl(2, ctypes.byref(got), 0, 0, 0)  # PR_GET_PDEATHSIG\n"
+    "print(got.value == signal.SIGTERM)\n"
+  )
+  out = _procs.run([sys.executable, "-c", code], cwd=ROOT, timeout=120)
+  assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
 
 
 def test_killed_controller_takes_its_workers_along_and_restarts_never_stack(tmp_path):

@@ -12,7 +12,6 @@ then re-queued and re-run from its (still kept) parent checkpoint.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import math
 import os
 import signal
@@ -50,7 +49,8 @@ def die_with_parent(parent_pid: int) -> bool:
   armed = False
   if sys.platform.startswith("linux"):
     try:
-      libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+      # the process's own symbols (libc's among them): find_library would run `ldconfig -p`
+      libc = ctypes.CDLL(None, use_errno=True)
       armed = libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) == 0
     except OSError:
       armed = False
