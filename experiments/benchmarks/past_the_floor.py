@@ -70,6 +70,7 @@ RESULTS = ROOT / "experiments/benchmarks/results"
 RESULT_FILES = (
   "2026-12-04_past_the_floor_amd_epyc_zen5.jsonl",
   "2026-12-05_past_the_floor_amd_epyc_zen3.jsonl",
+  "2026-12-07_past_the_floor_amd_epyc_zen4.jsonl",
 )
 PROFILE_FILE = "2026-12-04_past_the_floor_profile_amd_epyc_zen5.jsonl"  # a --profile run
 README = "docs/benchmarks.md"
@@ -109,6 +110,31 @@ def _program(arm: str, steps: int):
   return [step, state, images], time.perf_counter() - t0, backend.where()
 
 
+def _matmul_bound(programs: dict, arms: list[str]) -> dict | None:
+  """The float32 generation's matmul GFLOP (every ``dot`` of its compiled HLO times the trip
+  counts of the loops around it) and XLA's GFLOP/s on the training step's matmul shapes in
+  isolation on this process's cores: their quotient is the CPU time of the matmuls alone,
+  at the rate XLA reaches on them here (no float32 case doing this work takes less unless its
+  matmuls run faster than in isolation). ``None`` without a float32 arm on one device."""
+  import jax
+
+  from experiments.benchmarks._matmul_flops import hlo_matmul_flops, matmul_throughput
+
+  arm = next((a for a in ("float32", "one_device", "joined") if a in arms), None)
+  if arm is None or not hasattr(programs[arm][0], "lower"):  # a mesh's step: no one HLO
+    return None
+  step, state, images = programs[arm]
+  gflop = hlo_matmul_flops(step.lower(jax.random.key(0), state, images).compile())["flops"] / 1e9
+  per_shape, mix = matmul_throughput()
+  return {
+    "arm": arm,
+    "matmul_gflop_per_generation": round(gflop, 2),
+    "xla_matmul_gflops_per_shape": per_shape,
+    "xla_matmul_gflops_train_mix": mix,
+    "matmul_cpu_s": round(gflop / mix, 3),
+  }
+
+
 def worker(threads: int, arms: list[str], steps: int) -> None:
   """Pin to ``threads`` cores, compile every arm, then answer ``arm round`` lines on stdin
   with one ``RESULT {...}`` line each (wall and process CPU seconds of one generation)."""
@@ -122,7 +148,9 @@ def worker(threads: int, arms: list[str], steps: int) -> None:
   programs, first_s, where = {}, {}, {}
   for arm in arms:  # the first (untimed) generation compiles
     programs[arm], first_s[arm], where[arm] = _program(arm, steps)
-  print(PREFIX + json.dumps({"ready": True, "first_s": first_s, "where": where}), flush=True)
+  bound = _matmul_bound(programs, arms) if threads == 1 else None  # one thread: CPU s = wall s
+  ready = {"ready": True, "first_s": first_s, "where": where, "matmul_bound": bound}
+  print(PREFIX + json.dumps(ready), flush=True)
   for line in sys.stdin:
     arm, rnd = line.split()
     prog = programs[arm]
@@ -246,6 +274,8 @@ def measure(args, log=print) -> dict:
       for a in arms:
         cases[f"{a}@{w.threads}"]["first_call_s"] = round(ready["first_s"][a], 2)
         cases[f"{a}@{w.threads}"]["where"] = ready["where"][a]
+      if ready.get("matmul_bound"):
+        record["matmul_bound"] = ready["matmul_bound"]
     first = args.rounds // 2 if args.lipizzaner else args.rounds
     _rounds(workers, arms, first, cases, log)
     lip = None
@@ -319,6 +349,19 @@ def _run_lines(r: dict) -> list[str]:
       "",
       f"Target ({TARGET:g}x Lipizzaner's CPU seconds or more): met by {', '.join(met) or 'none'}"
       f"; not met by {', '.join(short) or 'none'}.",
+    ]
+  b = r.get("matmul_bound")
+  if lip and b:
+    most = lip["client_cpu_s_per_generation"] / b["matmul_cpu_s"]
+    lines += [
+      "",
+      f"The matmuls alone (measured in the same run, one thread): the `{b['arm']}` generation's"
+      f" compiled program multiplies {b['matmul_gflop_per_generation']:.0f} GFLOP; at XLA's rate"
+      " on the training step's matmul shapes in isolation"
+      f" ({b['xla_matmul_gflops_train_mix']:.1f} GFLOP/s) that is {b['matmul_cpu_s']:.2f} CPU s."
+      f" So no float32 case doing this work gets past {most:.2f}x Lipizzaner's CPU seconds on"
+      " this host unless its matmuls run faster than they do in isolation; everything else in"
+      " the generation (the elementwise work, the copies) only adds to that.",
     ]
   return lines
 
