@@ -155,6 +155,7 @@ STUDY_MODULES = (
   "experiments.gan.dynamics_report",
   "experiments.benchmarks.cluster_model",
   "experiments.benchmarks.past_the_floor",
+  "experiments.benchmarks.suite_times",
   "experiments.benchmarks.host_overhead",
   "experiments.benchmarks.import_time",
   "experiments.benchmarks.eager_steps",

@@ -88,10 +88,10 @@ def pytest_runtest_protocol(item, nextitem):
   _RECORDER.current = "<outside tests>"
 
 
-def pytest_sessionfinish(session):
+def pytest_sessionfinish(session, exitstatus):
   config = session.config
   controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
-  if _RECORDER is None or controller:  # the xdist controller runs no test
+  if _RECORDER is None:
     return
   from experiments.benchmarks import _harness, speed_claims
 
@@ -101,29 +101,75 @@ def pytest_sessionfinish(session):
     # where it ran: a VM's model name can be as bare as "AMD EPYC" (family and model tell)
     "host": {**_harness.host(), **speed_claims.cpu_identity()},
     "session_wall_s": round(time.perf_counter() - _RECORDER.started, 1),
-    "process_cpu_s": round(time.process_time(), 2),
-    "tests": {k: {f: round(v, 3) for f, v in c.items()} for k, c in _RECORDER.tests.items()},
-    "long_compiles": _RECORDER.long_compiles,
   }
+  if controller or not line["worker"]:  # the session as pytest reports it (its own time)
+    line.update(collected=session.testscollected, failed=session.testsfailed)
+    line.update(exitstatus=int(exitstatus), commit=_harness.commit())
+  if controller:  # the xdist controller runs no test: its line has the session's wall time
+    line["controller"] = True
+  else:
+    line["process_cpu_s"] = round(time.process_time(), 2)
+    line["tests"] = {k: {f: round(v, 3) for f, v in c.items()} for k, c in _RECORDER.tests.items()}
+    line["long_compiles"] = _RECORDER.long_compiles
   with open(os.environ[ENV], "a") as f:  # one short line per process: appends do not interleave
     f.write(json.dumps(line) + "\n")
 
 
-def summarize(lines: list[dict], top: int = 30) -> str:
-  """The report of ``python -m tests._suite_profile``: processes, files, tests, compiles."""
+def _per_test(lines: list[dict]) -> dict[str, collections.Counter]:
   tests: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   for line in lines:
-    for name, fields in line["tests"].items():
+    for name, fields in line.get("tests", {}).items():
       tests[name].update(fields)
+  return tests
+
+
+def _total(c) -> float:
+  return c["cpu_s"] + c["children_cpu_s"]
+
+
+def _waited(c) -> float:  # seconds of the test's wall time its process and children used no CPU
+  return c["wall_s"] - _total(c)
+
+
+def record(lines: list[dict]) -> dict:
+  """One line for ``experiments/benchmarks/results/suite_times.jsonl`` (``--record``): where
+  the session ran, pytest's own seconds (the controller's, else the one process's), the tests'
+  CPU seconds and idle waits, and the costliest files."""
+  session = next((ln for ln in lines if "collected" in ln), None)
+  if session is None:
+    raise ValueError("no session line (recorded by a version before --record, or cut short)")
+  workers = [ln for ln in lines if "tests" in ln]
+  tests = _per_test(workers)
+  files: dict[str, float] = collections.defaultdict(float)
+  for name, c in tests.items():
+    if "::" in name:
+      files[name.split("::")[0]] += _total(c)
+  return {
+    "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    "commit": session["commit"],
+    "host": session["host"],
+    "pytest_wall_s": session["session_wall_s"],
+    "collected": session["collected"],
+    "failed": session["failed"],
+    "exitstatus": session["exitstatus"],
+    "processes": len(workers),
+    "tests_cpu_s": round(sum(_total(c) for c in tests.values()), 1),
+    "waited_s": round(sum(max(0.0, _waited(c)) for c in tests.values()), 1),
+    "costliest_files": [
+      [f, round(s, 1)] for f, s in sorted(files.items(), key=lambda x: -x[1])[:5]
+    ],
+  }
+
+
+def summarize(lines: list[dict], top: int = 30) -> str:
+  """The report of ``python -m tests._suite_profile``: processes, files, tests, compiles."""
+  session = next((ln for ln in lines if "collected" in ln), None)
+  lines = [ln for ln in lines if "tests" in ln]  # the processes that ran tests
+  tests = _per_test(lines)
   files: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   for name, fields in tests.items():
     files[name.split("::")[0]].update(fields)
-
-  def total(c):
-    return c["cpu_s"] + c["children_cpu_s"]
-
-  def waited(c):  # seconds of the test's wall time its process and children did not use a CPU
-    return c["wall_s"] - total(c)
+  total, waited = _total, _waited
 
   def row(name, c):
     return (
@@ -143,7 +189,13 @@ def summarize(lines: list[dict], top: int = 30) -> str:
       f" in {ln.get('session_wall_s', '?')} s"
       for ln in lines
     ),
-    f"all tests: {sum(total(c) for c in tests.values()):.1f} CPU-s (here + their children)",
+    f"all tests: {sum(total(c) for c in tests.values()):.1f} CPU-s (here + their children)"
+    + (
+      f"; pytest: {session['collected']} tests, {session['failed']} failed,"
+      f" {session['session_wall_s']} s"
+      if session
+      else ""
+    ),
     "",
     head + "file",
   ]
@@ -164,14 +216,23 @@ def main(argv=None) -> int:
   ap = argparse.ArgumentParser(description="Rank a test session's profile (" + ENV + ").")
   ap.add_argument("profile", help="the JSONL file the session wrote")
   ap.add_argument("--top", type=int, default=30, help="rows per table")
+  ap.add_argument(
+    "--record", metavar="JSONL", help="append the session's line to this file (the suite's times"
+    " per host kind: experiments/benchmarks/results/suite_times.jsonl)",
+  )  # fmt: skip
   args = ap.parse_args(argv)
   try:
     with open(args.profile) as f:
       lines = [json.loads(x) for x in f if x.strip()]
-  except (OSError, ValueError) as e:
+    line = record(lines) if args.record else None
+  except (OSError, ValueError, KeyError) as e:
     print(f"suite_profile: cannot read {args.profile}: {e}", file=sys.stderr)
     return 2
   print(summarize(lines, args.top))
+  if line:
+    with open(args.record, "a") as f:
+      f.write(json.dumps(line) + "\n")
+    print(f"recorded in {args.record}: {json.dumps(line)}")
   return 0
 
 
