@@ -90,14 +90,16 @@ def pytest_runtest_protocol(item, nextitem):
 
 def pytest_sessionfinish(session, exitstatus):
   config = session.config
-  controller = getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput")
+  # this session's own role (a pytest a test started inherits its xdist worker's environment)
+  worker = getattr(config, "workerinput", {}).get("workerid", "")
+  controller = bool(getattr(config.option, "numprocesses", None)) and not worker
   if _RECORDER is None:
     return
   from experiments.benchmarks import _harness, speed_claims
 
   line = {
     "pid": os.getpid(),
-    "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
+    "worker": worker,
     # where it ran: a VM's model name can be as bare as "AMD EPYC" (family and model tell)
     "host": {**_harness.host(), **speed_claims.cpu_identity()},
     "session_wall_s": round(time.perf_counter() - _RECORDER.started, 1),
@@ -135,9 +137,12 @@ def record(lines: list[dict]) -> dict:
   """One line for ``experiments/benchmarks/results/suite_times.jsonl`` (``--record``): where
   the session ran, pytest's own seconds (the controller's, else the one process's), the tests'
   CPU seconds and idle waits, and the costliest files."""
-  session = next((ln for ln in lines if "collected" in ln), None)
-  if session is None:
+  sessions = [ln for ln in lines if "collected" in ln]
+  if not sessions:
     raise ValueError("no session line (recorded by a version before --record, or cut short)")
+  if len(sessions) > 1:
+    raise ValueError(f"{len(sessions)} sessions appended to one file: record one at a time")
+  session = sessions[0]
   workers = [ln for ln in lines if "tests" in ln]
   tests = _per_test(workers)
   files: dict[str, float] = collections.defaultdict(float)

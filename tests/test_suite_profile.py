@@ -110,3 +110,9 @@ def test_recording_a_profile_without_a_session_line_is_one_line(tmp_path, capsys
   assert _suite_profile.main([str(old), "--record", str(tmp_path / "r.jsonl")]) == 2
   err = capsys.readouterr().err.strip().splitlines()
   assert len(err) == 1 and "no session line" in err[0] and not (tmp_path / "r.jsonl").exists()
+  twice = tmp_path / "twice.jsonl"  # two sessions appended to one profile file
+  one = {"worker": "", "host": {}, "collected": 1, "failed": 0, "exitstatus": 0, "commit": "c"}
+  twice.write_text((json.dumps(dict(one, tests={}, session_wall_s=1.0)) + "\n") * 2)
+  assert _suite_profile.main([str(twice), "--record", str(tmp_path / "r.jsonl")]) == 2
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and "2 sessions" in err[0] and not (tmp_path / "r.jsonl").exists()
