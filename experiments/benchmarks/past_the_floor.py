@@ -24,7 +24,9 @@ in each round every (threads, arm) case runs one generation, the order rotated b
 With ``--lipizzaner`` (a checkout and ``--lipizzaner_python``), Lipizzaner itself runs
 between the first and the second half of the rounds (``lipizzaner_side_by_side.py``'s
 protocol: 2x2 local clients, a full epoch per iteration, ``--iterations``; its clients'
-CPU seconds per generation).
+CPU seconds per generation). The one-thread worker also counts the float32 generation's
+matmul GFLOP (its compiled HLO) and times XLA's rate on the step's matmul shapes in isolation:
+the table then says how far past Lipizzaner any float32 case doing this work could get there.
 
 What is compared is process CPU seconds (all threads; on a shared host wall time measures the
 neighbours too): per case every round's CPU and wall seconds, the medians, the ratio of each
