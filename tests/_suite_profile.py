@@ -174,11 +174,10 @@ def summarize(lines: list[dict], top: int = 30) -> str:
   files: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   for name, fields in tests.items():
     files[name.split("::")[0]].update(fields)
-  total, waited = _total, _waited
 
   def row(name, c):
     return (
-      f"{total(c):8.1f} {c['cpu_s']:8.1f} {c['children_cpu_s']:8.1f} {c['compile_s']:8.1f}"
+      f"{_total(c):8.1f} {c['cpu_s']:8.1f} {c['children_cpu_s']:8.1f} {c['compile_s']:8.1f}"
       f" {int(c['compiles']):6d} {c['lower_s']:7.1f} {c['trace_s']:7.1f} {c['wall_s']:7.1f}  {name}"
     )
 
@@ -194,7 +193,7 @@ def summarize(lines: list[dict], top: int = 30) -> str:
       f" in {ln.get('session_wall_s', '?')} s"
       for ln in lines
     ),
-    f"all tests: {sum(total(c) for c in tests.values()):.1f} CPU-s (here + their children)"
+    f"all tests: {sum(_total(c) for c in tests.values()):.1f} CPU-s (here + their children)"
     + (
       f"; pytest: {session['collected']} tests, {session['failed']} failed,"
       f" {session['session_wall_s']} s"
@@ -204,13 +203,13 @@ def summarize(lines: list[dict], top: int = 30) -> str:
     "",
     head + "file",
   ]
-  out += [row(n, c) for n, c in sorted(files.items(), key=lambda x: -total(x[1]))[:top]]
+  out += [row(n, c) for n, c in sorted(files.items(), key=lambda x: -_total(x[1]))[:top]]
   out += ["", head + "test"]
-  out += [row(n, c) for n, c in sorted(tests.items(), key=lambda x: -total(x[1]))[:top]]
-  idle = sorted(tests.items(), key=lambda x: -waited(x[1]))
-  all_waits = sum(max(0.0, waited(c)) for c in tests.values())
+  out += [row(n, c) for n, c in sorted(tests.items(), key=lambda x: -_total(x[1]))[:top]]
+  idle = sorted(tests.items(), key=lambda x: -_waited(x[1]))
+  all_waits = sum(max(0.0, _waited(c)) for c in tests.values())
   out += ["", f"waiting (wall minus CPU; a core idles meanwhile): {all_waits:.1f} s in all"]
-  out += [f"{waited(c):8.1f}  {n}" for n, c in idle[:top] if waited(c) > 0]
+  out += [f"{_waited(c):8.1f}  {n}" for n, c in idle[:top] if _waited(c) > 0]
   compiles = sorted((c for ln in lines for c in ln["long_compiles"]), key=lambda c: -c[2])
   out += ["", f"compiles of {LONG_COMPILE_S} s or more: {len(compiles)}"]
   out += [f"{s:8.2f}  {fun}  {test}" for test, fun, s in compiles[:top]]
